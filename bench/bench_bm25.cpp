@@ -1,0 +1,193 @@
+// BM25 throughput.
+//   ProfileBm25/<n>: one LaMP-style query against a profile of n documents (~40 words):
+//     tokenize the profile, build BM25Okapi, score, rank (Retriever "bm25", k = 0).
+//     Profiles come from git/commit_subject/dev_questions.json (title + " " + text, pooled
+//     across users so that 256 fits), queries from the inputs; synthetic Zipf text when the
+//     file is missing.
+//   CorpusBm25Search: top-100 search of the 49,626-passage Debian corpus with qa dev
+//     synopses as queries (index built once, outside the timed loop).
+//   CorpusBm25Build / CorpusBm25Load: building that index from the texts; deserializing it.
+// items/s = queries/s (or documents/s for the build).
+#include <benchmark/benchmark.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "attune/core/rng.h"
+#include "attune/core/strings.h"
+#include "attune/index/corpus_index.h"
+#include "attune/retrieval/retriever.h"
+
+namespace fs = std::filesystem;
+using attune::Document;
+
+namespace {
+
+const fs::path kShared = ATTUNE_SHARED_DIR;
+
+struct ProfileData {
+  std::vector<Document> docs;
+  std::vector<std::string> queries;
+  std::string source;
+};
+
+// Deterministic synthetic text: ~40 words drawn from a Zipf(1) vocabulary of 5,000 words.
+ProfileData synthetic() {
+  ProfileData d;
+  d.source = "synthetic Zipf text";
+  attune::Rng rng(20240601);
+  std::vector<double> cdf;
+  double sum = 0;
+  for (int r = 1; r <= 5000; ++r) cdf.push_back(sum += 1.0 / r);
+  auto word = [&] {
+    const double u = rng.uniform() * sum;
+    const auto r = std::lower_bound(cdf.begin(), cdf.end(), u) - cdf.begin();
+    return "w" + std::to_string(r);
+  };
+  auto text = [&](int n) {
+    std::string s;
+    for (int i = 0; i < n; ++i) s += (i ? " " : "") + word();
+    return s;
+  };
+  for (int i = 0; i < 4096; ++i) d.docs.push_back({"s" + std::to_string(i), "", text(40), {}, {}});
+  for (int i = 0; i < 256; ++i) d.queries.push_back(text(30));
+  return d;
+}
+
+const ProfileData& profile_data() {
+  static const ProfileData data = [] {
+    const fs::path file = kShared / "data/git/commit_subject/dev_questions.json";
+    if (!fs::exists(file)) return synthetic();
+    ProfileData d;
+    d.source = file.string();
+    std::ifstream in(file);
+    const auto j = nlohmann::json::parse(in);
+    for (const auto& q : j) {
+      d.queries.push_back(attune::text_after(q.at("input").get<std::string>(), "description:"));
+      for (const auto& p : q.at("profile")) {
+        if (d.docs.size() >= 8192) break;
+        d.docs.push_back({p.at("id").get<std::string>(), "",
+                          p.at("title").get<std::string>() + " " + p.at("text").get<std::string>(),
+                          {}, {}});
+      }
+    }
+    return d;
+  }();
+  return data;
+}
+
+void ProfileBm25(benchmark::State& state) {
+  const auto& data = profile_data();
+  const auto n = static_cast<std::size_t>(state.range(0));
+  const auto bm25 = attune::retrieval::make_retriever("bm25", 0);
+  std::size_t i = 0;
+  std::size_t words = 0;
+  for (std::size_t j = 0; j < n; ++j) words += attune::split_whitespace(data.docs[j].text).size();
+  for (auto _ : state) {
+    const std::size_t start = (i * n) % (data.docs.size() - n);
+    std::span<const Document> profile(data.docs.data() + start, n);
+    const attune::retrieval::Query q{"q", "", data.queries[i % data.queries.size()]};
+    auto r = bm25->rank(q, profile, 0);
+    benchmark::DoNotOptimize(r);
+    ++i;
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
+  state.SetLabel(data.source == "synthetic Zipf text" ? "synthetic" : "commit_subject dev");
+  state.counters["words/doc"] = static_cast<double>(words) / static_cast<double>(n);
+}
+BENCHMARK(ProfileBm25)->Arg(16)->Arg(64)->Arg(256);
+
+// ---- corpus --------------------------------------------------------------------------------
+
+const fs::path kCorpus = kShared / "data/debian/debian_corpus.jsonl";
+const fs::path kQa = kShared / "data/debian/qa_dev.jsonl";
+
+const std::vector<std::string>& corpus_texts() {
+  static const std::vector<std::string> texts = [] {
+    std::vector<std::string> t;
+    std::ifstream in(kCorpus);
+    std::string line;
+    while (std::getline(in, line)) t.push_back(nlohmann::json::parse(line).at("text"));
+    return t;
+  }();
+  return texts;
+}
+
+const std::vector<std::string>& qa_queries() {
+  // qa phi_q: the synopsis after "described as:", without the trailing "?".
+  static const std::vector<std::string> queries = [] {
+    std::vector<std::string> q;
+    std::ifstream in(kQa);
+    std::string line;
+    while (std::getline(in, line)) {
+      auto s = attune::text_after(nlohmann::json::parse(line).at("input").get<std::string>(),
+                                  "described as:");
+      if (!s.empty() && s.back() == '?') s.pop_back();
+      q.push_back(std::move(s));
+    }
+    return q;
+  }();
+  return queries;
+}
+
+const attune::index::CorpusIndex& corpus_index() {
+  static const auto ix = attune::index::CorpusIndex::build(corpus_texts());
+  return ix;
+}
+
+void CorpusBm25Search(benchmark::State& state) {
+  const auto& ix = corpus_index();  // built before the timed loop
+  const auto& queries = qa_queries();
+  const auto k = static_cast<std::size_t>(state.range(0));
+  std::size_t i = 0, hits = 0;
+  for (auto _ : state) {
+    auto r = ix.search(queries[i++ % queries.size()], k);
+    hits += r.size();
+    benchmark::DoNotOptimize(r);
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
+  state.counters["docs"] = static_cast<double>(ix.size());
+  state.counters["hits/query"] =
+      static_cast<double>(hits) / static_cast<double>(std::max<std::int64_t>(1, state.iterations()));
+}
+
+void CorpusBm25Build(benchmark::State& state) {
+  const auto& texts = corpus_texts();
+  for (auto _ : state) {
+    auto ix = attune::index::CorpusIndex::build(texts);
+    benchmark::DoNotOptimize(ix);
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * texts.size()));
+}
+
+void CorpusBm25Load(benchmark::State& state) {
+  const std::string blob = corpus_index().serialize();
+  for (auto _ : state) {
+    auto ix = attune::index::CorpusIndex::deserialize(blob);
+    benchmark::DoNotOptimize(ix);
+  }
+  state.counters["blob_MiB"] = static_cast<double>(blob.size()) / (1 << 20);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  if (fs::exists(kCorpus) && fs::exists(kQa)) {
+    benchmark::RegisterBenchmark("CorpusBm25Search", CorpusBm25Search)->Arg(10)->Arg(100);
+    benchmark::RegisterBenchmark("CorpusBm25Build", CorpusBm25Build)
+        ->Iterations(2)->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark("CorpusBm25Load", CorpusBm25Load)->Unit(benchmark::kMillisecond);
+  } else {
+    std::cerr << "bench_bm25: no Debian corpus under " << kShared
+              << "/data/debian; skipping the corpus benchmarks\n";
+  }
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

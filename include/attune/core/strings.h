@@ -1,0 +1,22 @@
+#pragma once
+// Small string helpers with Python semantics where the reference code relies on them.
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace attune {
+
+// Python str.strip(): removes leading/trailing Unicode whitespace (UTF-8 aware).
+std::string strip(std::string_view s);
+// Python str.split() with no arguments: splits on runs of Unicode whitespace (the set
+// str.isspace() accepts), drops empty pieces.
+std::vector<std::string> split_whitespace(std::string_view s);
+// Everything after the first occurrence of `marker`, stripped; the whole text stripped
+// when the marker is absent.
+std::string text_after(std::string_view s, std::string_view marker);
+std::string join(const std::vector<std::string>& parts, std::string_view sep);
+bool starts_with(std::string_view s, std::string_view prefix);
+// True when s is valid UTF-8.
+bool valid_utf8(std::string_view s);
+
+}  // namespace attune

@@ -1,0 +1,58 @@
+#pragma once
+// Feedback collectors: turn language-model calls into utility records in the store.
+//  - doc:        u(d) = reward(M(phi_p(x, [d])), y) for each of the top-l documents of the
+//                initial retriever (000 §4; k = 1, max_length 512).
+//  - retriever:  reward(M(phi_p(x, R(x)[:k])), y) for each retriever R of a pool (RSPG's
+//                target; k = 4, max_length 256).
+//  - likelihood: log p_M(y | phi_p(x, [d])) for each top-l document, plus the item ""
+//                for the prompt without documents (Pearl, PURPLE).
+// Answers come through llm::CachedModel, keyed by model id + prompt + target, so a repeated
+// run asks the model nothing and a killed run resumes where it stopped. Work is spread over
+// threads; each batch of records is written in one transaction.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "attune/data/dataset.h"
+#include "attune/llm/language_model.h"
+#include "attune/retrieval/candidates.h"
+#include "attune/store/store.h"
+#include "attune/tasks/task.h"
+#include "attune/text/tokenizer.h"
+
+namespace attune::feedback {
+
+enum class Kind { Doc, Retriever, Likelihood };
+Kind parse_kind(const std::string& s);  // "doc" | "retriever" | "likelihood"; UsageError otherwise
+std::string kind_name(Kind k);
+
+struct CollectOptions {
+  Kind kind = Kind::Doc;
+  std::string initial_retriever = "bm25";  // ranks the top-l candidates (doc, likelihood)
+  std::size_t top_l = 16;                  // 000: l = 16
+  std::vector<std::string> retrievers = {"none", "recency", "bm25"};  // the pool (retriever kind)
+  std::size_t k = 4;                       // documents per prompt (retriever kind)
+  std::size_t max_length = 0;              // prompt budget; 0 = the kind's default (512 / 256)
+  bool reference_quirks = true;
+  llm::GenerateOptions generate;
+  std::uint64_t seed = 0;
+  std::size_t threads = 0;                 // 0 = all cores
+  std::size_t batch = 32;                  // LLM calls per batch (and per transaction)
+  bool progress = true;
+  std::size_t limit = 0;                   // only the first N examples (0 = all)
+};
+
+struct Summary {
+  std::size_t examples = 0, records = 0, model_calls = 0, cache_hits = 0;
+  double mean_value = 0, seconds = 0;
+};
+
+// The store's key of a dataset ("task/split/hash").
+std::string dataset_key(const data::Dataset& ds);
+
+// `model` is the bare model; caching is added inside. Golds are required.
+Summary collect(const data::Dataset& ds, const tasks::Task& task, const retrieval::CandidateSource& source,
+                llm::LanguageModel& model, store::Store& store, const text::Tokenizer& tok,
+                const CollectOptions& opts);
+
+}  // namespace attune::feedback

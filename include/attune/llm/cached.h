@@ -1,0 +1,30 @@
+#pragma once
+// A LanguageModel that answers from the store's cache and asks the wrapped model only
+// for what is missing, writing each batch of new answers in one transaction. A repeated
+// run asks the model nothing; a killed run loses at most the batch in flight.
+// Thread-safe when the wrapped model is.
+#include <atomic>
+#include <cstddef>
+
+#include "attune/llm/language_model.h"
+#include "attune/store/store.h"
+
+namespace attune::llm {
+
+class CachedModel final : public LanguageModel {
+ public:
+  CachedModel(LanguageModel& inner, store::Store& store) : inner_(inner), store_(store) {}
+  std::vector<Generation> generate(std::span<const Prompt> prompts, const GenerateOptions& opts) override;
+  std::vector<double> score(std::span<const ScoreRequest> requests) override;
+  ModelInfo info() const override { return inner_.info(); }
+
+  std::size_t hits() const { return hits_; }
+  std::size_t misses() const { return misses_; }
+
+ private:
+  LanguageModel& inner_;
+  store::Store& store_;
+  std::atomic<std::size_t> hits_{0}, misses_{0};
+};
+
+}  // namespace attune::llm

@@ -1,0 +1,52 @@
+#pragma once
+// A frozen language model: the source of all feedback (ARCHITECTURE.md).
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace attune::llm {
+
+struct Prompt {
+  std::string text;
+};
+
+struct Generation {
+  std::string text;
+};
+
+struct GenerateOptions {
+  std::size_t max_new_tokens = 128;
+  // 1 = greedy; > 1 = beam search with that many beams (LaMP: 4).
+  int beams = 1;
+  // 0 = no sampling; > 0 samples with this temperature and nucleus top_p.
+  double temperature = 0;
+  double top_p = 1.0;
+  std::uint64_t seed = 0;
+  // Canonical text form, part of the cache key.
+  std::string canonical() const;
+};
+
+struct ScoreRequest {
+  std::string prompt;
+  std::string target;
+};
+
+struct ModelInfo {
+  // Identifies the model and everything that changes its answers; keys the feedback cache.
+  std::string id;
+};
+
+class LanguageModel {
+ public:
+  virtual ~LanguageModel() = default;
+  // One generation per prompt, in order.
+  virtual std::vector<Generation> generate(std::span<const Prompt> prompts, const GenerateOptions& opts) = 0;
+  // Sum of log p(target tokens | prompt) per request (natural log), in order.
+  virtual std::vector<double> score(std::span<const ScoreRequest> requests) = 0;
+  virtual ModelInfo info() const = 0;
+};
+
+}  // namespace attune::llm

@@ -1,0 +1,48 @@
+#pragma once
+// The Retriever interface and the lexical baselines (LAMP.md "Baseline retrievers").
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "attune/core/types.h"
+
+namespace attune::retrieval {
+
+struct Query {
+  ExampleId id;     // seeds per-query randomness
+  UserId user;      // whose profile may be searched
+  std::string text; // phi_q(x)
+};
+
+// Ranks candidates for one query. Privacy is enforced here, not by callers: rank()
+// throws PrivacyError when any candidate belongs to another user (owner not empty and
+// != q.user). Returns at most k entries (fewer when there are fewer candidates; k = 0
+// means all), best first. Implementations are thread-safe for concurrent rank() calls.
+class Retriever {
+ public:
+  virtual ~Retriever() = default;
+  Ranking rank(const Query& q, std::span<const Document> candidates, std::size_t k) const;
+  virtual std::string name() const = 0;
+
+ protected:
+  virtual Ranking do_rank(const Query& q, std::span<const Document> candidates,
+                          std::size_t k) const = 0;
+};
+
+// none: ranks nothing (the prompt gets no documents).
+// random: k draws WITH replacement (LaMP reference), seeded by (seed, query id).
+// recency: newest first by date; ties in reverse original order (sorted asc, reversed);
+//          undated documents count as oldest.
+// bm25: rank_bm25 BM25Okapi over text::bm25_tokens of Document::text, rebuilt per query.
+// rrf(A,B,...): sum over lists of 1 / (60 + rank), 1-based, each list ranked over all
+//          candidates; ties by candidate position.
+// UsageError for an unknown spec. Neural specs (dense:, cross:) come later.
+std::unique_ptr<Retriever> make_retriever(std::string_view spec, std::uint64_t seed);
+
+// Splits "a,rrf(b,c),d" at top-level commas.
+std::vector<std::string> split_specs(std::string_view list);
+
+}  // namespace attune::retrieval

@@ -1,0 +1,110 @@
+#include "attune/core/strings.h"
+
+#include <cstdint>
+
+namespace attune {
+namespace {
+
+// Decodes one UTF-8 code point at s[i]; returns its byte length (1 for an invalid byte,
+// with cp = 0xFFFD) so callers always make progress.
+std::size_t decode(std::string_view s, std::size_t i, std::uint32_t& cp) {
+  const auto c = static_cast<unsigned char>(s[i]);
+  auto cont = [&](std::size_t k) {
+    return i + k < s.size() && (static_cast<unsigned char>(s[i + k]) & 0xC0) == 0x80;
+  };
+  if (c < 0x80) { cp = c; return 1; }
+  if ((c & 0xE0) == 0xC0 && cont(1)) {
+    cp = ((c & 0x1F) << 6) | (s[i + 1] & 0x3F);
+    if (cp >= 0x80) return 2;
+  } else if ((c & 0xF0) == 0xE0 && cont(1) && cont(2)) {
+    cp = ((c & 0x0F) << 12) | ((s[i + 1] & 0x3F) << 6) | (s[i + 2] & 0x3F);
+    if (cp >= 0x800 && (cp < 0xD800 || cp > 0xDFFF)) return 3;
+  } else if ((c & 0xF8) == 0xF0 && cont(1) && cont(2) && cont(3)) {
+    cp = ((c & 0x07) << 18) | ((s[i + 1] & 0x3F) << 12) | ((s[i + 2] & 0x3F) << 6) | (s[i + 3] & 0x3F);
+    if (cp >= 0x10000 && cp <= 0x10FFFF) return 4;
+  }
+  cp = 0xFFFD;
+  return 1;
+}
+
+// The code points Python's str.isspace() accepts.
+bool is_space(std::uint32_t cp) {
+  switch (cp) {
+    case 0x09: case 0x0A: case 0x0B: case 0x0C: case 0x0D: case 0x1C: case 0x1D: case 0x1E:
+    case 0x1F: case 0x20: case 0x85: case 0xA0: case 0x1680: case 0x2028: case 0x2029:
+    case 0x202F: case 0x205F: case 0x3000:
+      return true;
+    default:
+      return cp >= 0x2000 && cp <= 0x200A;
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> split_whitespace(std::string_view s) {
+  std::vector<std::string> out;
+  std::size_t i = 0, start = 0;
+  bool in_word = false;
+  while (i < s.size()) {
+    std::uint32_t cp;
+    std::size_t len = decode(s, i, cp);
+    if (is_space(cp)) {
+      if (in_word) out.emplace_back(s.substr(start, i - start));
+      in_word = false;
+    } else if (!in_word) {
+      in_word = true;
+      start = i;
+    }
+    i += len;
+  }
+  if (in_word) out.emplace_back(s.substr(start));
+  return out;
+}
+
+std::string strip(std::string_view s) {
+  std::size_t i = 0, begin = s.size(), end = 0;
+  while (i < s.size()) {
+    std::uint32_t cp;
+    std::size_t len = decode(s, i, cp);
+    if (!is_space(cp)) {
+      if (begin == s.size()) begin = i;
+      end = i + len;
+    }
+    i += len;
+  }
+  if (begin == s.size()) return {};
+  return std::string(s.substr(begin, end - begin));
+}
+
+std::string text_after(std::string_view s, std::string_view marker) {
+  auto pos = s.find(marker);
+  if (pos == std::string_view::npos) return strip(s);
+  return strip(s.substr(pos + marker.size()));
+}
+
+std::string join(const std::vector<std::string>& parts, std::string_view sep) {
+  std::string out;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    if (i) out += sep;
+    out += parts[i];
+  }
+  return out;
+}
+
+bool starts_with(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
+
+bool valid_utf8(std::string_view s) {
+  std::size_t i = 0;
+  while (i < s.size()) {
+    std::uint32_t cp;
+    std::size_t len = decode(s, i, cp);
+    if (cp == 0xFFFD && len == 1) {
+      // A literal U+FFFD is 3 bytes; a 1-byte result with 0xFFFD means invalid input.
+      return false;
+    }
+    i += len;
+  }
+  return true;
+}
+
+}  // namespace attune

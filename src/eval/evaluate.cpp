@@ -1,0 +1,228 @@
+#include "attune/eval/evaluate.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <unordered_set>
+
+#include "attune/core/error.h"
+#include "attune/core/parallel.h"
+#include "attune/core/progress.h"
+#include "attune/metrics/metrics.h"
+#include "attune/metrics/significance.h"
+
+namespace attune::eval {
+namespace {
+
+std::unique_ptr<retrieval::Retriever> make(const tasks::Task& task, const std::string& spec, std::uint64_t seed) {
+  // On a corpus task the first stage already ranked by corpus BM25: "bm25" keeps that order.
+  if (task.uses_corpus() && spec == "bm25") return std::make_unique<retrieval::FirstStageRetriever>();
+  return retrieval::make_retriever(spec, seed);
+}
+
+// Per-example values a significance test compares for `metric`.
+std::vector<double> per_example(const RetrieverResult& r, const std::string& metric, const std::string& primary) {
+  std::vector<double> v;
+  v.reserve(r.examples.size());
+  for (const auto& e : r.examples) {
+    auto it = e.metrics.find(metric);
+    if (it == e.metrics.end()) it = e.metrics.find(primary);
+    v.push_back(it == e.metrics.end() ? 0.0 : it->second);
+  }
+  return v;
+}
+
+}  // namespace
+
+EvalReport evaluate(const data::Dataset& ds, const tasks::Task& task, const retrieval::CandidateSource& source,
+                    llm::LanguageModel& model, const text::Tokenizer& tok, const EvalOptions& opts) {
+  const auto start = std::chrono::steady_clock::now();
+  if (!ds.has_outputs) throw Error("eval needs gold outputs, and " + ds.task + " " + ds.split + " has none");
+  if (opts.retrievers.empty()) throw UsageError("eval needs at least one retriever");
+  const std::size_t n = opts.limit ? std::min(opts.limit, ds.examples.size()) : ds.examples.size();
+  std::vector<std::unique_ptr<retrieval::Retriever>> rets;
+  for (const auto& spec : opts.retrievers) rets.push_back(make(task, spec, opts.seed));
+  tasks::PromptOptions popts;
+  popts.max_length = opts.max_length;
+  popts.reference_quirks = opts.reference_quirks;
+  const bool recall = task.uses_corpus();
+  const std::size_t rank_k = std::max<std::size_t>(opts.k, recall ? 5 : 0);
+
+  // Prompts for every (retriever, example).
+  const std::size_t R = rets.size();
+  std::vector<std::string> prompts(R * n);
+  std::vector<std::vector<DocId>> retrieved(R * n);
+  std::vector<double> r5(R * n, 0.0);
+  parallel_for(n, opts.threads, [&](std::size_t e) {
+    const Example& ex = ds.examples[e];
+    auto cands = source.candidates(ex);
+    retrieval::Query q{ex.id, ex.user, task.query(ex)};
+    std::unordered_set<std::string> gold(ex.gold_docs.begin(), ex.gold_docs.end());
+    for (std::size_t r = 0; r < R; ++r) {
+      auto ranking = rets[r]->rank(q, cands, rank_k);
+      std::vector<const Document*> docs;
+      for (std::size_t j = 0; j < ranking.size() && j < opts.k; ++j) docs.push_back(&cands[ranking.indices[j]]);
+      for (auto* d : docs) retrieved[r * n + e].push_back(d->id);
+      if (recall) r5[r * n + e] = metrics::recall_at_k(ranking.ids, gold, 5);
+      prompts[r * n + e] = task.prompt(ex, docs, tok, popts);
+    }
+  });
+
+  // Generate in batches over all prompts.
+  std::vector<std::string> outputs(R * n);
+  const std::size_t batch = std::max<std::size_t>(1, opts.batch);
+  const std::size_t n_batches = (R * n + batch - 1) / batch;
+  Progress progress("eval", R * n, opts.progress);
+  parallel_for(n_batches, opts.threads, [&](std::size_t b) {
+    const std::size_t lo = b * batch, hi = std::min(R * n, lo + batch);
+    std::vector<llm::Prompt> ps;
+    for (std::size_t i = lo; i < hi; ++i) ps.push_back({prompts[i]});
+    auto gens = model.generate(ps, opts.generate);
+    for (std::size_t i = lo; i < hi; ++i) outputs[i] = gens[i - lo].text;
+    progress.add(hi - lo);
+  });
+  progress.finish();
+
+  EvalReport rep;
+  rep.task = task.name();
+  rep.split = ds.split;
+  rep.llm = model.info().id;
+  rep.k = opts.k;
+  rep.seed = opts.seed;
+  rep.examples = n;
+  rep.metrics = task.metrics();
+  rep.alpha = opts.alpha;
+  std::vector<std::string> golds;
+  for (std::size_t e = 0; e < n; ++e) golds.push_back(ds.examples[e].output);
+  for (std::size_t r = 0; r < R; ++r) {
+    RetrieverResult res;
+    res.spec = opts.retrievers[r];
+    std::vector<std::string> outs(outputs.begin() + r * n, outputs.begin() + (r + 1) * n);
+    res.metrics = task.aggregate(outs, golds);
+    double r5_sum = 0;
+    for (std::size_t e = 0; e < n; ++e) {
+      ExampleResult ex{ds.examples[e].id, outs[e], task.score(outs[e], golds[e]), retrieved[r * n + e]};
+      if (recall) {
+        ex.metrics["r@5"] = r5[r * n + e];
+        r5_sum += r5[r * n + e];
+      }
+      res.examples.push_back(std::move(ex));
+    }
+    if (recall) res.metrics["r@5"] = n ? r5_sum / n : 0;
+    rep.results.push_back(std::move(res));
+  }
+  if (recall) rep.metrics.push_back({"r@5", true, "mcnemar"});
+
+  // Every ordered pair, every metric.
+  const std::string primary = rep.metrics.front().name;
+  for (std::size_t a = 0; a < R; ++a)
+    for (std::size_t b = 0; b < R; ++b) {
+      if (a == b || n < 2) continue;
+      for (const auto& m : rep.metrics) {
+        auto va = per_example(rep.results[a], m.name, primary), vb = per_example(rep.results[b], m.name, primary);
+        Comparison c{rep.results[a].spec, rep.results[b].spec, m.name, m.significance_test};
+        metrics::TestResult t;
+        if (m.significance_test == "mcnemar") {
+          std::vector<bool> ca, cb;
+          for (std::size_t i = 0; i < n; ++i) {
+            ca.push_back(va[i] >= 0.5);
+            cb.push_back(vb[i] >= 0.5);
+          }
+          t = metrics::mcnemar(ca, cb);
+        } else {
+          t = metrics::paired_t_test(va, vb);
+        }
+        c.test = t.test;
+        c.statistic = t.statistic;
+        c.p_value = t.p_value;
+        const double ma = rep.results[a].metrics[m.name], mb = rep.results[b].metrics[m.name];
+        c.a_better = m.higher_is_better ? ma > mb : ma < mb;
+        rep.comparisons.push_back(c);
+      }
+    }
+  rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return rep;
+}
+
+std::string format_table(const EvalReport& r) {
+  auto letter = [](std::size_t i) { return std::string(1, static_cast<char>('a' + i % 26)); };
+  std::vector<std::string> header = {"", "retriever"};
+  for (const auto& m : r.metrics) header.push_back(m.name + (m.higher_is_better ? " ^" : " v"));
+  std::vector<std::vector<std::string>> rows;
+  for (std::size_t i = 0; i < r.results.size(); ++i) {
+    std::vector<std::string> row = {"(" + letter(i) + ")", r.results[i].spec};
+    for (const auto& m : r.metrics) {
+      char buf[32];
+      auto it = r.results[i].metrics.find(m.name);
+      std::snprintf(buf, sizeof buf, "%.4f", it == r.results[i].metrics.end() ? NAN : it->second);
+      std::string cell = buf, marks;
+      for (std::size_t j = 0; j < r.results.size(); ++j)
+        for (const auto& c : r.comparisons)
+          if (c.a == r.results[i].spec && c.b == r.results[j].spec && c.metric == m.name && c.a_better &&
+              c.p_value < r.alpha)
+            marks += letter(j);
+      if (!marks.empty()) cell += " " + marks;
+      row.push_back(cell);
+    }
+    rows.push_back(row);
+  }
+  std::vector<std::size_t> width(header.size(), 0);
+  for (std::size_t c = 0; c < header.size(); ++c) {
+    width[c] = header[c].size();
+    for (auto& row : rows) width[c] = std::max(width[c], row[c].size());
+  }
+  std::string out;
+  char title[512];
+  std::snprintf(title, sizeof title, "task %s, split %s, %zu examples, k=%zu, llm %s, seed %llu\n", r.task.c_str(),
+                r.split.c_str(), r.examples, r.k, r.llm.c_str(), static_cast<unsigned long long>(r.seed));
+  out += title;
+  auto line = [&](const std::vector<std::string>& cells) {
+    for (std::size_t c = 0; c < cells.size(); ++c) {
+      out += cells[c];
+      if (c + 1 < cells.size()) out += std::string(width[c] - cells[c].size() + 2, ' ');
+    }
+    out += "\n";
+  };
+  line(header);
+  std::size_t total = 0;
+  for (auto w : width) total += w + 2;
+  out += std::string(total - 2, '-') + "\n";
+  for (auto& row : rows) line(row);
+  char foot[200];
+  std::snprintf(foot, sizeof foot,
+                "^ higher is better, v lower is better; letters after a value: rows it beats at p < %.2g "
+                "(paired t-test / McNemar)\n",
+                r.alpha);
+  out += foot;
+  return out;
+}
+
+std::string to_json(const EvalReport& r) {
+  using nlohmann::json;
+  json results = json::object(), per = json::object(), sig = json::object();
+  for (const auto& res : r.results) {
+    json m = json::object();
+    for (const auto& [k, v] : res.metrics) m[k] = v;
+    results[res.spec] = m;
+    json list = json::array();
+    for (const auto& e : res.examples) {
+      json em = json::object();
+      for (const auto& [k, v] : e.metrics) em[k] = v;
+      list.push_back({{"id", e.id}, {"output", e.output}, {"metrics", em}, {"retrieved", e.retrieved}});
+    }
+    per[res.spec] = list;
+  }
+  for (const auto& c : r.comparisons) {
+    sig[c.a][c.b][c.metric] = {{"test", c.test}, {"statistic", c.statistic}, {"p", c.p_value},
+                                {"better", c.a_better}};
+  }
+  json out = {{"task", r.task},       {"split", r.split}, {"llm", r.llm},       {"k", r.k},
+              {"seed", r.seed},       {"examples", r.examples}, {"results", results},
+              {"per_example", per},   {"significance", sig},    {"alpha", r.alpha},
+              {"seconds", r.seconds}};
+  return out.dump(1);
+}
+
+}  // namespace attune::eval

@@ -1,0 +1,135 @@
+#include "attune/feedback/collect.h"
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+
+#include "attune/core/error.h"
+#include "attune/core/parallel.h"
+#include "attune/core/progress.h"
+#include "attune/llm/cached.h"
+
+namespace attune::feedback {
+
+Kind parse_kind(const std::string& s) {
+  if (s == "doc") return Kind::Doc;
+  if (s == "retriever") return Kind::Retriever;
+  if (s == "likelihood") return Kind::Likelihood;
+  throw UsageError("unknown feedback kind \"" + s + "\" (expected doc, retriever or likelihood)");
+}
+
+std::string kind_name(Kind k) {
+  switch (k) {
+    case Kind::Doc: return "doc";
+    case Kind::Retriever: return "retriever";
+    case Kind::Likelihood: return "likelihood";
+  }
+  return "?";
+}
+
+std::string dataset_key(const data::Dataset& ds) { return ds.task + "/" + ds.split + "/" + ds.content_hash; }
+
+namespace {
+
+// One LLM call to make: a prompt, and for likelihood the target.
+struct Item {
+  std::size_t example;
+  std::string item;  // doc id, retriever spec, or ""
+  std::string prompt;
+};
+
+}  // namespace
+
+Summary collect(const data::Dataset& ds, const tasks::Task& task, const retrieval::CandidateSource& source,
+                llm::LanguageModel& model, store::Store& store, const text::Tokenizer& tok,
+                const CollectOptions& opts) {
+  const auto start = std::chrono::steady_clock::now();
+  if (!ds.has_outputs) throw Error("feedback needs gold outputs, and " + ds.task + " " + ds.split + " has none");
+  const std::size_t n_examples = opts.limit ? std::min(opts.limit, ds.examples.size()) : ds.examples.size();
+  tasks::PromptOptions popts;
+  popts.reference_quirks = opts.reference_quirks;
+  popts.max_length = opts.max_length ? opts.max_length : (opts.kind == Kind::Retriever ? 256 : 512);
+
+  // Build every prompt first (cheap), so progress has a total and batches are even.
+  std::vector<std::unique_ptr<retrieval::Retriever>> pool;
+  if (opts.kind == Kind::Retriever) {
+    for (const auto& spec : opts.retrievers) {
+      if (task.uses_corpus() && spec == "bm25")
+        pool.push_back(std::make_unique<retrieval::FirstStageRetriever>());
+      else
+        pool.push_back(retrieval::make_retriever(spec, opts.seed));
+    }
+  } else if (task.uses_corpus() && opts.initial_retriever == "bm25") {
+    pool.push_back(std::make_unique<retrieval::FirstStageRetriever>());
+  } else {
+    pool.push_back(retrieval::make_retriever(opts.initial_retriever, opts.seed));
+  }
+  std::vector<std::vector<Item>> per_example(n_examples);
+  parallel_for(n_examples, opts.threads, [&](std::size_t e) {
+    const Example& ex = ds.examples[e];
+    auto cands = source.candidates(ex);
+    retrieval::Query q{ex.id, ex.user, task.query(ex)};
+    auto& items = per_example[e];
+    if (opts.kind == Kind::Retriever) {
+      for (std::size_t r = 0; r < pool.size(); ++r) {
+        auto ranking = pool[r]->rank(q, cands, opts.k);
+        std::vector<const Document*> docs;
+        for (auto i : ranking.indices) docs.push_back(&cands[i]);
+        items.push_back({e, opts.retrievers[r], task.prompt(ex, docs, tok, popts)});
+      }
+    } else {
+      auto ranking = pool[0]->rank(q, cands, opts.top_l);
+      if (opts.kind == Kind::Likelihood) items.push_back({e, "", task.prompt(ex, {}, tok, popts)});
+      for (auto i : ranking.indices) items.push_back({e, cands[i].id, task.prompt(ex, {&cands[i]}, tok, popts)});
+    }
+  });
+  std::vector<Item> work;
+  for (auto& v : per_example)
+    for (auto& it : v) work.push_back(std::move(it));
+
+  llm::CachedModel cached(model, store);
+  const std::string model_id = model.info().id, ds_key = dataset_key(ds), kind = kind_name(opts.kind);
+  const std::size_t batch = std::max<std::size_t>(1, opts.batch);
+  const std::size_t n_batches = (work.size() + batch - 1) / batch;
+  Progress progress("feedback " + kind, work.size(), opts.progress);
+  std::mutex mu;
+  double value_sum = 0;
+  parallel_for(n_batches, opts.threads, [&](std::size_t b) {
+    const std::size_t lo = b * batch, hi = std::min(work.size(), lo + batch);
+    std::vector<store::FeedbackRecord> records;
+    if (opts.kind == Kind::Likelihood) {
+      std::vector<llm::ScoreRequest> reqs;
+      for (std::size_t i = lo; i < hi; ++i) reqs.push_back({work[i].prompt, ds.examples[work[i].example].output});
+      auto scores = cached.score(reqs);
+      for (std::size_t i = lo; i < hi; ++i)
+        records.push_back({ds_key, ds.examples[work[i].example].id, kind, work[i].item, model_id, "", scores[i - lo]});
+    } else {
+      std::vector<llm::Prompt> prompts;
+      for (std::size_t i = lo; i < hi; ++i) prompts.push_back({work[i].prompt});
+      auto gens = cached.generate(prompts, opts.generate);
+      for (std::size_t i = lo; i < hi; ++i) {
+        const Example& ex = ds.examples[work[i].example];
+        const std::string& out = gens[i - lo].text;
+        records.push_back({ds_key, ex.id, kind, work[i].item, model_id, out, task.reward(out, ex.output)});
+      }
+    }
+    store.feedback_put(records);
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      for (auto& r : records) value_sum += r.value;
+    }
+    progress.add(hi - lo);
+  });
+  progress.finish();
+
+  Summary s;
+  s.examples = n_examples;
+  s.records = work.size();
+  s.model_calls = cached.misses();
+  s.cache_hits = cached.hits();
+  s.mean_value = work.empty() ? 0 : value_sum / static_cast<double>(work.size());
+  s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return s;
+}
+
+}  // namespace attune::feedback

@@ -1,0 +1,339 @@
+// Corpus BM25 inverted index: BM25Okapi's formula with corpus statistics, scored term at
+// a time into a dense per-thread accumulator. Scores equal Bm25Okapi::scores over the same
+// analyzer tokens bit for bit: idfs are summed into average_idf in first-seen term order,
+// each query token (duplicates included) adds the same expression in the same order, and
+// documents without the token would only add +-0.0, which changes no sum.
+#include "attune/index/corpus_index.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <unordered_map>
+
+#include "attune/core/error.h"
+#include "attune/text/lexical.h"
+
+namespace attune::index {
+namespace {
+
+// ---- binary format -------------------------------------------------------------------
+// magic "ATBM25IX" | u32 version | f64 k1, b, epsilon | varint N | N x varint doc_len |
+// varint T | T x (varint len, bytes, f64 idf, varint count, count x (varint doc delta,
+// varint tf)) | u64 FNV-1a checksum of everything before it. Integers little-endian,
+// varints LEB128; doc deltas are from the previous doc + 1 (so the first is the doc id).
+constexpr char kMagic[8] = {'A', 'T', 'B', 'M', '2', '5', 'I', 'X'};
+constexpr std::uint32_t kVersion = 1;
+
+std::uint64_t fnv1a(std::string_view s) {
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+class Writer {
+ public:
+  void raw(const void* p, std::size_t n) { out_.append(static_cast<const char*>(p), n); }
+  void u32(std::uint32_t v) {
+    for (int i = 0; i < 4; ++i) out_.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+  }
+  void u64(std::uint64_t v) {
+    for (int i = 0; i < 8; ++i) out_.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+  }
+  void f64(double v) { u64(std::bit_cast<std::uint64_t>(v)); }
+  void varint(std::uint64_t v) {
+    while (v >= 0x80) {
+      out_.push_back(static_cast<char>((v & 0x7f) | 0x80));
+      v >>= 7;
+    }
+    out_.push_back(static_cast<char>(v));
+  }
+  std::string& str() { return out_; }
+
+ private:
+  std::string out_;
+};
+
+class Reader {
+ public:
+  explicit Reader(std::string_view s) : s_(s) {}
+  [[noreturn]] static void fail(const std::string& what) {
+    throw Error("corpus index: bad serialized blob: " + what);
+  }
+  void need(std::size_t n, const char* what) {
+    if (s_.size() - pos_ < n) fail(std::string("truncated while reading ") + what);
+  }
+  std::uint32_t u32(const char* what) {
+    need(4, what);
+    std::uint32_t v = 0;
+    for (int i = 0; i < 4; ++i) v |= std::uint32_t(std::uint8_t(s_[pos_ + i])) << (8 * i);
+    pos_ += 4;
+    return v;
+  }
+  std::uint64_t u64(const char* what) {
+    need(8, what);
+    std::uint64_t v = 0;
+    for (int i = 0; i < 8; ++i) v |= std::uint64_t(std::uint8_t(s_[pos_ + i])) << (8 * i);
+    pos_ += 8;
+    return v;
+  }
+  double f64(const char* what) { return std::bit_cast<double>(u64(what)); }
+  std::uint64_t varint(const char* what) {
+    std::uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      need(1, what);
+      const auto byte = std::uint8_t(s_[pos_++]);
+      v |= std::uint64_t(byte & 0x7f) << shift;
+      if (!(byte & 0x80)) return v;
+    }
+    fail(std::string("overlong varint in ") + what);
+  }
+  // A count of items that each take at least `min_bytes`: bounded by what is left, so a
+  // corrupt count cannot make us allocate gigabytes.
+  std::size_t count(const char* what, std::size_t min_bytes) {
+    const std::uint64_t n = varint(what);
+    if (n > (s_.size() - pos_) / min_bytes) fail(std::string("impossible ") + what);
+    return static_cast<std::size_t>(n);
+  }
+  std::string_view bytes(std::size_t n, const char* what) {
+    need(n, what);
+    auto v = s_.substr(pos_, n);
+    pos_ += n;
+    return v;
+  }
+  bool done() const { return pos_ == s_.size(); }
+
+ private:
+  std::string_view s_;
+  std::size_t pos_ = 0;
+};
+
+// Per-thread scratch for search(): a dense accumulator and "touched" flags of size N,
+// reset after each query by walking the touched list only.
+struct Scratch {
+  std::vector<double> acc;
+  std::vector<std::uint8_t> seen;
+  std::vector<std::uint32_t> touched;
+};
+
+bool better(const Hit& a, const Hit& b) {
+  if (a.score != b.score) return a.score > b.score;
+  return a.doc < b.doc;
+}
+
+}  // namespace
+
+void CorpusIndex::finish_load() {
+  // Identical to Bm25Okapi::scores: k1 * ((1 - b) + (b * dl) / avgdl).
+  std::uint64_t total = 0;
+  for (auto len : doc_len_) total += len;
+  avgdl_ = doc_len_.empty() ? 0.0
+                            : static_cast<double>(total) / static_cast<double>(doc_len_.size());
+  norm_.resize(doc_len_.size());
+  for (std::size_t d = 0; d < doc_len_.size(); ++d) {
+    norm_[d] = p_.k1 * ((1 - p_.b) + p_.b * static_cast<double>(doc_len_[d]) / avgdl_);
+  }
+}
+
+CorpusIndex CorpusIndex::build(const std::vector<std::string>& texts, Bm25Params p) {
+  if (texts.size() > UINT32_MAX) throw Error("corpus index: more than 2^32 documents");
+  CorpusIndex ix;
+  ix.p_ = p;
+  ix.doc_len_.reserve(texts.size());
+  // Term ids are given in first-seen order (doc by doc, token by token), which is the
+  // insertion order of rank_bm25's `nd` dict.
+  std::unordered_map<std::string, std::uint32_t> ids;
+  std::vector<std::string> names;
+  std::vector<Postings> lists;
+  std::vector<std::uint32_t> last_doc;  // per term: doc + 1 of its last posting
+  for (std::size_t d = 0; d < texts.size(); ++d) {
+    const auto doc = static_cast<std::uint32_t>(d);
+    auto tokens = text::analyzer_tokens(texts[d]);
+    if (tokens.size() > UINT32_MAX) throw Error("corpus index: document too long");
+    ix.doc_len_.push_back(static_cast<std::uint32_t>(tokens.size()));
+    for (auto& tok : tokens) {
+      auto [it, inserted] = ids.try_emplace(std::move(tok), static_cast<std::uint32_t>(names.size()));
+      if (inserted) {
+        names.push_back(it->first);
+        lists.emplace_back();
+        last_doc.push_back(0);
+      }
+      const std::uint32_t t = it->second;
+      if (last_doc[t] != doc + 1) {
+        lists[t].list.emplace_back(doc, 1);
+        last_doc[t] = doc + 1;
+      } else {
+        ++lists[t].list.back().second;
+      }
+    }
+  }
+  // idf and the epsilon floor, exactly as BM25Okapi._calc_idf (sum in first-seen order).
+  const double n_docs = static_cast<double>(texts.size());
+  double idf_sum = 0;
+  for (auto& pl : lists) {
+    const double freq = static_cast<double>(pl.list.size());
+    pl.idf = std::log(n_docs - freq + 0.5) - std::log(freq + 0.5);
+    idf_sum += pl.idf;
+  }
+  const double average_idf = lists.empty() ? 0.0 : idf_sum / static_cast<double>(lists.size());
+  const double eps = p.epsilon * average_idf;
+  for (auto& pl : lists) {
+    if (pl.idf < 0) pl.idf = eps;
+  }
+  // Sort the vocabulary for binary search and a canonical serialized form.
+  std::vector<std::uint32_t> perm(names.size());
+  std::iota(perm.begin(), perm.end(), 0u);
+  std::sort(perm.begin(), perm.end(),
+            [&](std::uint32_t a, std::uint32_t b) { return names[a] < names[b]; });
+  ix.terms_.reserve(perm.size());
+  ix.postings_.reserve(perm.size());
+  for (auto t : perm) {
+    ix.terms_.push_back(std::move(names[t]));
+    ix.postings_.push_back(std::move(lists[t]));
+  }
+  ix.finish_load();
+  return ix;
+}
+
+const CorpusIndex::Postings* CorpusIndex::find(const std::string& term) const {
+  auto it = std::lower_bound(terms_.begin(), terms_.end(), term);
+  if (it == terms_.end() || *it != term) return nullptr;
+  return &postings_[static_cast<std::size_t>(it - terms_.begin())];
+}
+
+std::vector<Hit> CorpusIndex::search(std::string_view query, std::size_t k) const {
+  const std::size_t n = doc_len_.size();
+  std::vector<Hit> hits;
+  if (n == 0) return hits;
+  thread_local Scratch s;
+  if (s.acc.size() < n) {
+    s.acc.assign(n, 0.0);
+    s.seen.assign(n, 0);
+  }
+  s.touched.clear();
+  const double k1p1 = p_.k1 + 1;
+  for (const auto& tok : text::analyzer_tokens(query)) {
+    const Postings* pl = find(tok);
+    if (!pl) continue;  // unseen term: idf 0, adds 0 everywhere
+    const double w = pl->idf;
+    for (const auto& [doc, tf_count] : pl->list) {
+      const double tf = static_cast<double>(tf_count);
+      s.acc[doc] += w * (tf * k1p1 / (tf + norm_[doc]));
+      if (!s.seen[doc]) {
+        s.seen[doc] = 1;
+        s.touched.push_back(doc);
+      }
+    }
+  }
+  hits.reserve(s.touched.size());
+  for (auto doc : s.touched) {
+    hits.push_back({doc, s.acc[doc]});
+    s.acc[doc] = 0.0;
+    s.seen[doc] = 0;
+  }
+  if (k == 0 || k >= hits.size()) {
+    std::sort(hits.begin(), hits.end(), better);
+  } else {
+    std::partial_sort(hits.begin(), hits.begin() + static_cast<std::ptrdiff_t>(k), hits.end(),
+                      better);
+    hits.resize(k);
+  }
+  return hits;
+}
+
+std::string CorpusIndex::serialize() const {
+  Writer w;
+  w.raw(kMagic, sizeof kMagic);
+  w.u32(kVersion);
+  w.f64(p_.k1);
+  w.f64(p_.b);
+  w.f64(p_.epsilon);
+  w.varint(doc_len_.size());
+  for (auto len : doc_len_) w.varint(len);
+  w.varint(terms_.size());
+  for (std::size_t t = 0; t < terms_.size(); ++t) {
+    w.varint(terms_[t].size());
+    w.raw(terms_[t].data(), terms_[t].size());
+    w.f64(postings_[t].idf);
+    w.varint(postings_[t].list.size());
+    std::uint64_t next = 0;
+    for (const auto& [doc, tf] : postings_[t].list) {
+      w.varint(doc - next);
+      w.varint(tf);
+      next = std::uint64_t(doc) + 1;
+    }
+  }
+  w.u64(fnv1a(w.str()));
+  return std::move(w.str());
+}
+
+CorpusIndex CorpusIndex::deserialize(std::string_view blob) {
+  if (blob.size() < sizeof kMagic + 4 + 8) Reader::fail("truncated (too short for a header)");
+  if (std::memcmp(blob.data(), kMagic, sizeof kMagic) != 0) Reader::fail("wrong magic");
+  Reader r(blob.substr(0, blob.size() - 8));
+  r.bytes(sizeof kMagic, "magic");
+  const std::uint32_t version = r.u32("version");
+  if (version != kVersion) {
+    Reader::fail("unsupported version " + std::to_string(version) + " (this build reads " +
+                 std::to_string(kVersion) + ")");
+  }
+  Reader tail(blob.substr(blob.size() - 8));
+  if (tail.u64("checksum") != fnv1a(blob.substr(0, blob.size() - 8))) {
+    Reader::fail("checksum mismatch (truncated or corrupt)");
+  }
+  CorpusIndex ix;
+  ix.p_.k1 = r.f64("k1");
+  ix.p_.b = r.f64("b");
+  ix.p_.epsilon = r.f64("epsilon");
+  const std::size_t n = r.count("document count", 1);
+  if (n > UINT32_MAX) Reader::fail("too many documents");
+  ix.doc_len_.resize(n);
+  for (auto& len : ix.doc_len_) {
+    const auto v = r.varint("document length");
+    if (v > UINT32_MAX) Reader::fail("document length out of range");
+    len = static_cast<std::uint32_t>(v);
+  }
+  std::vector<std::uint64_t> tf_sum(n, 0);
+  const std::size_t terms = r.count("term count", 11);
+  ix.terms_.reserve(terms);
+  ix.postings_.reserve(terms);
+  for (std::size_t t = 0; t < terms; ++t) {
+    const std::size_t len = r.count("term length", 1);
+    std::string term(r.bytes(len, "term"));
+    if (term.empty() || (!ix.terms_.empty() && !(ix.terms_.back() < term))) {
+      Reader::fail("terms not strictly sorted at term " + std::to_string(t));
+    }
+    Postings pl;
+    pl.idf = r.f64("idf");
+    const std::size_t count = r.count("posting count", 2);
+    if (count == 0 || count > n) Reader::fail("bad posting count for term \"" + term + "\"");
+    pl.list.reserve(count);
+    std::uint64_t next = 0;
+    for (std::size_t i = 0; i < count; ++i) {
+      const std::uint64_t doc = next + r.varint("posting document");
+      const std::uint64_t tf = r.varint("posting frequency");
+      if (doc >= n || tf == 0 || tf > UINT32_MAX) {
+        Reader::fail("bad posting for term \"" + term + "\"");
+      }
+      tf_sum[doc] += tf;
+      pl.list.emplace_back(static_cast<std::uint32_t>(doc), static_cast<std::uint32_t>(tf));
+      next = doc + 1;
+    }
+    ix.terms_.push_back(std::move(term));
+    ix.postings_.push_back(std::move(pl));
+  }
+  if (!r.done()) Reader::fail("trailing bytes after the last term");
+  for (std::size_t d = 0; d < n; ++d) {
+    if (tf_sum[d] != ix.doc_len_[d]) {
+      Reader::fail("document " + std::to_string(d) + " length disagrees with its postings");
+    }
+  }
+  ix.finish_load();
+  return ix;
+}
+
+}  // namespace attune::index

@@ -1,0 +1,74 @@
+#include "attune/llm/cached.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "attune/core/error.h"
+
+namespace attune::llm {
+
+std::vector<Generation> CachedModel::generate(std::span<const Prompt> prompts, const GenerateOptions& opts) {
+  const std::string model = inner_.info().id, options = opts.canonical();
+  std::vector<store::CacheKey> keys;
+  keys.reserve(prompts.size());
+  for (const auto& p : prompts) keys.push_back({model, "generate", p.text, options});
+  auto cached = store_.cache_get(keys);
+  std::vector<Generation> out(prompts.size());
+  std::vector<Prompt> missing;
+  std::vector<std::size_t> where;
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    if (cached[i]) {
+      out[i].text = *cached[i];
+    } else {
+      missing.push_back(prompts[i]);
+      where.push_back(i);
+    }
+  }
+  hits_ += prompts.size() - missing.size();
+  if (missing.empty()) return out;
+  misses_ += missing.size();
+  auto fresh = inner_.generate(missing, opts);
+  if (fresh.size() != missing.size()) throw Error("language model " + model + " returned a wrong number of generations");
+  std::vector<std::pair<store::CacheKey, std::string>> entries;
+  for (std::size_t j = 0; j < missing.size(); ++j) {
+    out[where[j]] = fresh[j];
+    entries.emplace_back(keys[where[j]], fresh[j].text);
+  }
+  store_.cache_put(entries);
+  return out;
+}
+
+std::vector<double> CachedModel::score(std::span<const ScoreRequest> requests) {
+  const std::string model = inner_.info().id;
+  std::vector<store::CacheKey> keys;
+  keys.reserve(requests.size());
+  for (const auto& r : requests) keys.push_back({model, "score", r.prompt, r.target});
+  auto cached = store_.cache_get(keys);
+  std::vector<double> out(requests.size());
+  std::vector<ScoreRequest> missing;
+  std::vector<std::size_t> where;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    if (cached[i]) {
+      out[i] = std::strtod(cached[i]->c_str(), nullptr);
+    } else {
+      missing.push_back(requests[i]);
+      where.push_back(i);
+    }
+  }
+  hits_ += requests.size() - missing.size();
+  if (missing.empty()) return out;
+  misses_ += missing.size();
+  auto fresh = inner_.score(missing);
+  if (fresh.size() != missing.size()) throw Error("language model " + model + " returned a wrong number of scores");
+  std::vector<std::pair<store::CacheKey, std::string>> entries;
+  for (std::size_t j = 0; j < missing.size(); ++j) {
+    out[where[j]] = fresh[j];
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%.17g", fresh[j]);  // round-trips exactly
+    entries.emplace_back(keys[where[j]], buf);
+  }
+  store_.cache_put(entries);
+  return out;
+}
+
+}  // namespace attune::llm

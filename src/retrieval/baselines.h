@@ -1,0 +1,72 @@
+#pragma once
+// The lexical baseline retrievers (LAMP.md "Baseline retrievers"); private to the layer,
+// built through make_retriever().
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "attune/retrieval/retriever.h"
+
+namespace attune::retrieval {
+
+// Ranks nothing: the prompt gets no documents.
+class NoneRetriever final : public Retriever {
+ public:
+  std::string name() const override { return "none"; }
+
+ protected:
+  Ranking do_rank(const Query&, std::span<const Document>, std::size_t) const override;
+};
+
+// LaMP's random.choices(profile, k=k): k draws with replacement from
+// Rng(derive_seed(seed, q.id)), each rng.below(n). The number of draws is capped at the
+// number of candidates n (the rank() contract), and k = 0 draws n times. Scores are 0.
+class RandomRetriever final : public Retriever {
+ public:
+  explicit RandomRetriever(std::uint64_t seed) : seed_(seed) {}
+  std::string name() const override { return "random"; }
+
+ protected:
+  Ranking do_rank(const Query& q, std::span<const Document> c, std::size_t k) const override;
+
+ private:
+  std::uint64_t seed_;
+};
+
+// Newest first: stable sort by date ascending (undated = oldest), then reversed, so
+// ties come out in reverse candidate order. Score = n - position (newest scores n).
+class RecencyRetriever final : public Retriever {
+ public:
+  std::string name() const override { return "recency"; }
+
+ protected:
+  Ranking do_rank(const Query& q, std::span<const Document> c, std::size_t k) const override;
+};
+
+// rank_bm25 BM25Okapi over text::bm25_tokens(Document::text), rebuilt per query; the
+// order is rank_bm25_order (ties in descending candidate position).
+class Bm25Retriever final : public Retriever {
+ public:
+  std::string name() const override { return "bm25"; }
+
+ protected:
+  Ranking do_rank(const Query& q, std::span<const Document> c, std::size_t k) const override;
+};
+
+// Reciprocal rank fusion (Cormack et al. 2009): score(d) = sum over lists of
+// 1 / (60 + rank_i(d)), ranks 1-based, every list ranked over all candidates (k = 0).
+// A candidate missing from a list gets nothing from it (a random list ranks each
+// candidate by its first draw); candidates in no list are left out. Ties by position.
+class RrfRetriever final : public Retriever {
+ public:
+  explicit RrfRetriever(std::vector<std::unique_ptr<Retriever>> parts);
+  std::string name() const override;
+
+ protected:
+  Ranking do_rank(const Query& q, std::span<const Document> c, std::size_t k) const override;
+
+ private:
+  std::vector<std::unique_ptr<Retriever>> parts_;
+};
+
+}  // namespace attune::retrieval

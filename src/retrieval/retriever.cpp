@@ -1,0 +1,87 @@
+#include "attune/retrieval/retriever.h"
+
+#include "attune/core/error.h"
+#include "baselines.h"
+
+namespace attune::retrieval {
+namespace {
+
+std::string_view trim(std::string_view s) {
+  const auto ws = " \t\r\n";
+  const auto b = s.find_first_not_of(ws);
+  if (b == std::string_view::npos) return {};
+  return s.substr(b, s.find_last_not_of(ws) - b + 1);
+}
+
+}  // namespace
+
+Ranking Retriever::rank(const Query& q, std::span<const Document> candidates,
+                        std::size_t k) const {
+  for (const auto& d : candidates) {
+    if (!d.owner.empty() && d.owner != q.user) {
+      throw PrivacyError("retriever " + name() + ": document \"" + d.id +
+                         "\" belongs to user \"" + d.owner + "\", not to the query's user \"" +
+                         q.user + "\" (query \"" + q.id + "\")");
+    }
+  }
+  Ranking r = do_rank(q, candidates, k);
+  if (k != 0 && r.size() > k) {
+    r.indices.resize(k);
+    r.ids.resize(k);
+    r.scores.resize(k);
+  }
+  return r;
+}
+
+std::vector<std::string> split_specs(std::string_view list) {
+  std::vector<std::string> out;
+  if (trim(list).empty()) return out;
+  int depth = 0;
+  std::size_t start = 0;
+  auto piece = [&](std::size_t end) {
+    auto p = trim(list.substr(start, end - start));
+    if (p.empty()) {
+      throw UsageError("empty retriever spec in \"" + std::string(list) + "\"");
+    }
+    out.emplace_back(p);
+  };
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const char ch = list[i];
+    if (ch == '(') {
+      ++depth;
+    } else if (ch == ')') {
+      if (--depth < 0) throw UsageError("unbalanced ')' in retriever specs \"" + std::string(list) + "\"");
+    } else if (ch == ',' && depth == 0) {
+      piece(i);
+      start = i + 1;
+    }
+  }
+  if (depth != 0) throw UsageError("unbalanced '(' in retriever specs \"" + std::string(list) + "\"");
+  piece(list.size());
+  return out;
+}
+
+std::unique_ptr<Retriever> make_retriever(std::string_view spec_in, std::uint64_t seed) {
+  const std::string_view spec = trim(spec_in);
+  if (spec == "none") return std::make_unique<NoneRetriever>();
+  if (spec == "random") return std::make_unique<RandomRetriever>(seed);
+  if (spec == "recency") return std::make_unique<RecencyRetriever>();
+  if (spec == "bm25") return std::make_unique<Bm25Retriever>();
+  if (spec.starts_with("rrf(") && spec.ends_with(')')) {
+    const auto inner = spec.substr(4, spec.size() - 5);
+    std::vector<std::string> parts;
+    try {
+      parts = split_specs(inner);
+    } catch (const UsageError& e) {
+      throw UsageError("bad retriever spec \"" + std::string(spec) + "\": " + e.what());
+    }
+    if (parts.empty()) throw UsageError("retriever spec \"" + std::string(spec) + "\" fuses no lists");
+    std::vector<std::unique_ptr<Retriever>> subs;
+    for (const auto& p : parts) subs.push_back(make_retriever(p, seed));
+    return std::make_unique<RrfRetriever>(std::move(subs));
+  }
+  throw UsageError("unknown retriever spec \"" + std::string(spec_in) +
+                   "\" (expected none, random, recency, bm25 or rrf(spec,spec,...))");
+}
+
+}  // namespace attune::retrieval

@@ -1,0 +1,583 @@
+// The SQLite implementation of attune::store::Store (store.h). One connection, guarded by a
+// mutex; WAL journal so readers in other processes never block on a writer; every write
+// method is one transaction (a killed process leaves all of a call or none of it).
+#include <sqlite3.h>
+
+#include <mutex>
+#include <unordered_map>
+
+#include <nlohmann/json.hpp>
+
+#include "attune/core/error.h"
+#include "attune/store/store.h"
+
+namespace attune::store {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// Bump when the schema changes, and add a migration from the previous version in open().
+constexpr int kSchemaVersion = 1;
+
+constexpr const char* kSchema = R"sql(
+CREATE TABLE datasets (
+  id           INTEGER PRIMARY KEY,
+  task         TEXT    NOT NULL,
+  split        TEXT    NOT NULL,
+  content_hash TEXT    NOT NULL,
+  has_outputs  INTEGER NOT NULL,
+  sources      TEXT    NOT NULL,              -- JSON array of the files read
+  users        INTEGER NOT NULL,
+  documents    INTEGER NOT NULL,
+  examples     INTEGER NOT NULL,
+  imported     TEXT    NOT NULL,
+  UNIQUE (task, split, content_hash)
+);
+CREATE TABLE users (
+  id         INTEGER PRIMARY KEY,
+  dataset_id INTEGER NOT NULL REFERENCES datasets(id) ON DELETE CASCADE,
+  name       TEXT    NOT NULL,
+  UNIQUE (dataset_id, name)
+);
+CREATE TABLE examples (
+  id         INTEGER PRIMARY KEY,
+  dataset_id INTEGER NOT NULL REFERENCES datasets(id) ON DELETE CASCADE,
+  position   INTEGER NOT NULL,                -- order in the source file
+  ext_id     TEXT    NOT NULL,                -- the example id of the source
+  user_id    INTEGER NOT NULL REFERENCES users(id),
+  input      TEXT    NOT NULL,
+  output     TEXT    NOT NULL,
+  gold_docs  TEXT    NOT NULL,                -- JSON array of document ids
+  agent      TEXT    NOT NULL,
+  UNIQUE (dataset_id, ext_id),
+  UNIQUE (dataset_id, position)
+);
+CREATE TABLE documents (
+  id         INTEGER PRIMARY KEY,
+  example_id INTEGER NOT NULL REFERENCES examples(id) ON DELETE CASCADE,
+  position   INTEGER NOT NULL,                -- order in the profile
+  doc_id     TEXT    NOT NULL,
+  owner      TEXT    NOT NULL,
+  text       TEXT    NOT NULL,
+  fields     TEXT    NOT NULL,                -- JSON object {name: value}
+  date       TEXT,                            -- "YYYY-MM-DD" or NULL
+  UNIQUE (example_id, position)
+);
+CREATE TABLE llm_cache (
+  digest  TEXT PRIMARY KEY,                   -- CacheKey::digest()
+  model   TEXT NOT NULL,
+  kind    TEXT NOT NULL,
+  value   TEXT NOT NULL,
+  created TEXT NOT NULL
+);
+CREATE TABLE feedback (
+  id      INTEGER PRIMARY KEY,
+  dataset TEXT NOT NULL,
+  example TEXT NOT NULL,
+  kind    TEXT NOT NULL,
+  item    TEXT NOT NULL,
+  model   TEXT NOT NULL,
+  output  TEXT NOT NULL,
+  value   REAL NOT NULL,
+  updated TEXT NOT NULL,
+  UNIQUE (dataset, example, kind, item, model)
+);
+CREATE INDEX feedback_by_kind ON feedback (dataset, kind, model);
+CREATE TABLE runs (
+  id       INTEGER PRIMARY KEY,
+  verb     TEXT    NOT NULL,
+  args     TEXT    NOT NULL,                  -- JSON
+  seed     INTEGER NOT NULL,                  -- uint64 stored as its int64 bit pattern
+  status   TEXT    NOT NULL,                  -- "running" until run_end
+  summary  TEXT    NOT NULL,                  -- JSON
+  started  TEXT    NOT NULL,
+  finished TEXT    NOT NULL                   -- "" while running
+);
+CREATE TABLE blobs (
+  key     TEXT PRIMARY KEY,
+  value   BLOB NOT NULL,
+  updated TEXT NOT NULL
+);
+)sql";
+
+constexpr const char* kNow = "strftime('%Y-%m-%dT%H:%M:%fZ','now')";
+
+class Db;
+
+// A prepared statement; finalized on destruction.
+class Stmt {
+ public:
+  Stmt(Db& db, const std::string& sql);
+  ~Stmt() { sqlite3_finalize(st_); }
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+
+  Stmt& bind(int i, std::string_view s) {
+    check(sqlite3_bind_text(st_, i, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT));
+    return *this;
+  }
+  Stmt& bind(int i, std::int64_t v) {
+    check(sqlite3_bind_int64(st_, i, v));
+    return *this;
+  }
+  Stmt& bind(int i, double v) {
+    check(sqlite3_bind_double(st_, i, v));
+    return *this;
+  }
+  Stmt& bind_blob(int i, std::string_view s) {
+    check(sqlite3_bind_blob(st_, i, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT));
+    return *this;
+  }
+  Stmt& bind_null(int i) {
+    check(sqlite3_bind_null(st_, i));
+    return *this;
+  }
+  // True when a row is ready; false when done. Throws on error.
+  bool step();
+  // Runs to completion (for INSERT/UPDATE) and resets for the next use.
+  void run() {
+    while (step()) {
+    }
+    reset();
+  }
+  void reset() {
+    sqlite3_reset(st_);
+    sqlite3_clear_bindings(st_);
+  }
+
+  std::string text(int col) const {
+    const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(st_, col));
+    return p ? std::string(p, static_cast<std::size_t>(sqlite3_column_bytes(st_, col))) : std::string();
+  }
+  std::string blob(int col) const {
+    const auto* p = static_cast<const char*>(sqlite3_column_blob(st_, col));
+    return p ? std::string(p, static_cast<std::size_t>(sqlite3_column_bytes(st_, col))) : std::string();
+  }
+  bool is_null(int col) const { return sqlite3_column_type(st_, col) == SQLITE_NULL; }
+  std::int64_t int64(int col) const { return sqlite3_column_int64(st_, col); }
+  double real(int col) const { return sqlite3_column_double(st_, col); }
+
+ private:
+  void check(int rc);
+  Db& db_;
+  sqlite3_stmt* st_ = nullptr;
+  std::string sql_;
+};
+
+// The connection and its error reporting.
+class Db {
+ public:
+  explicit Db(fs::path path) : path_(std::move(path)) {}
+  ~Db() {
+    if (db_) sqlite3_close_v2(db_);
+  }
+  void open() {
+    const std::string p = path_.string();
+    if (p != ":memory:") {
+      fs::path parent = path_.parent_path();
+      std::error_code ec;
+      if (!parent.empty() && !fs::is_directory(parent, ec))
+        throw Error("cannot open store " + p + ": directory " + parent.string() + " does not exist");
+      if (fs::is_directory(path_, ec)) throw Error("cannot open store " + p + ": it is a directory");
+    }
+    int rc = sqlite3_open_v2(p.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                             nullptr);
+    if (rc != SQLITE_OK) {
+      std::string msg = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
+      throw Error("cannot open store " + p + ": " + msg);
+    }
+    sqlite3_extended_result_codes(db_, 1);
+    sqlite3_busy_timeout(db_, 10000);
+  }
+  sqlite3* handle() { return db_; }
+  const fs::path& path() const { return path_; }
+
+  [[noreturn]] void fail(const std::string& what) {
+    throw Error("store " + path_.string() + ": " + what + ": " + sqlite3_errmsg(db_));
+  }
+  void exec(const char* sql) {
+    char* err = nullptr;
+    if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+      std::string msg = err ? err : sqlite3_errmsg(db_);
+      sqlite3_free(err);
+      throw Error("store " + path_.string() + ": " + msg);
+    }
+  }
+  std::int64_t last_rowid() { return sqlite3_last_insert_rowid(db_); }
+  int changes() { return sqlite3_changes(db_); }
+
+ private:
+  fs::path path_;
+  sqlite3* db_ = nullptr;
+};
+
+Stmt::Stmt(Db& db, const std::string& sql) : db_(db), sql_(sql) {
+  if (sqlite3_prepare_v2(db.handle(), sql.c_str(), static_cast<int>(sql.size()), &st_, nullptr) != SQLITE_OK)
+    db.fail("cannot prepare \"" + sql + "\"");
+}
+
+bool Stmt::step() {
+  int rc = sqlite3_step(st_);
+  if (rc == SQLITE_ROW) return true;
+  if (rc == SQLITE_DONE) return false;
+  std::string msg = sqlite3_errmsg(db_.handle());
+  sqlite3_reset(st_);
+  throw Error("store " + db_.path().string() + ": " + msg);
+}
+
+void Stmt::check(int rc) {
+  if (rc != SQLITE_OK) db_.fail("cannot bind a parameter of \"" + sql_ + "\"");
+}
+
+// BEGIN IMMEDIATE ... COMMIT; rolls back when left without commit() (an exception).
+class Transaction {
+ public:
+  explicit Transaction(Db& db, bool write = true) : db_(db) { db_.exec(write ? "BEGIN IMMEDIATE" : "BEGIN"); }
+  ~Transaction() {
+    if (!done_) sqlite3_exec(db_.handle(), "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+  void commit() {
+    db_.exec("COMMIT");
+    done_ = true;
+  }
+
+ private:
+  Db& db_;
+  bool done_ = false;
+};
+
+std::string dump(const json& j, const char* what) {
+  try {
+    return j.dump(-1, ' ', false, json::error_handler_t::strict);
+  } catch (const json::exception&) {
+    throw Error(std::string("cannot store ") + what + ": invalid UTF-8 in a string");
+  }
+}
+
+class SqliteStore final : public Store {
+ public:
+  explicit SqliteStore(const fs::path& path) : db_(path) {
+    db_.open();
+    // journal_mode answers "wal" (or "memory" for ":memory:"); the others are plain settings.
+    int version = 0;
+    try {
+      db_.exec("PRAGMA journal_mode=WAL");
+      db_.exec("PRAGMA foreign_keys=ON");
+      db_.exec("PRAGMA synchronous=NORMAL");
+      version = user_version();
+    } catch (const Error&) {  // e.g. "file is not a database"
+      throw Error("cannot open store " + db_.path().string() + ": " + sqlite3_errmsg(db_.handle()));
+    }
+    migrate(version);
+  }
+
+  ImportResult import_dataset(const data::Dataset& ds) override {
+    std::lock_guard lock(mu_);
+    Transaction tx(db_);
+    ImportResult res;
+    {
+      Stmt find(db_, "SELECT id, users, documents, examples FROM datasets WHERE task=? AND split=? AND content_hash=?");
+      find.bind(1, ds.task).bind(2, ds.split).bind(3, ds.content_hash);
+      if (find.step()) {
+        res.dataset_id = find.int64(0);
+        res.already_present = true;
+        res.users = static_cast<std::size_t>(find.int64(1));
+        res.documents = static_cast<std::size_t>(find.int64(2));
+        res.examples = static_cast<std::size_t>(find.int64(3));
+        return res;  // the transaction rolls back: nothing written
+      }
+    }
+    // Users in order of first appearance.
+    std::vector<const std::string*> user_order;
+    std::unordered_map<std::string, std::int64_t> user_ids;
+    for (const auto& ex : ds.examples)
+      if (user_ids.emplace(ex.user, 0).second) user_order.push_back(&ex.user);
+    for (const auto& ex : ds.examples) res.documents += ex.profile.size();
+    res.users = user_order.size();
+    res.examples = ds.examples.size();
+
+    json sources = json::array();
+    for (const auto& p : ds.sources) sources.push_back(p.string());
+    Stmt ins_ds(db_, std::string("INSERT INTO datasets (task, split, content_hash, has_outputs, sources, users, "
+                                 "documents, examples, imported) VALUES (?,?,?,?,?,?,?,?,") + kNow + ")");
+    ins_ds.bind(1, ds.task).bind(2, ds.split).bind(3, ds.content_hash)
+        .bind(4, std::int64_t{ds.has_outputs ? 1 : 0}).bind(5, dump(sources, "the dataset's sources"))
+        .bind(6, static_cast<std::int64_t>(res.users)).bind(7, static_cast<std::int64_t>(res.documents))
+        .bind(8, static_cast<std::int64_t>(res.examples));
+    ins_ds.run();
+    res.dataset_id = db_.last_rowid();
+
+    Stmt ins_user(db_, "INSERT INTO users (dataset_id, name) VALUES (?,?)");
+    for (const std::string* u : user_order) {
+      ins_user.bind(1, res.dataset_id).bind(2, *u);
+      ins_user.run();
+      user_ids[*u] = db_.last_rowid();
+    }
+
+    Stmt ins_ex(db_,
+                "INSERT INTO examples (dataset_id, position, ext_id, user_id, input, output, gold_docs, agent) "
+                "VALUES (?,?,?,?,?,?,?,?)");
+    Stmt ins_doc(db_,
+                 "INSERT INTO documents (example_id, position, doc_id, owner, text, fields, date) "
+                 "VALUES (?,?,?,?,?,?,?)");
+    for (std::size_t i = 0; i < ds.examples.size(); ++i) {
+      const auto& ex = ds.examples[i];
+      try {
+        json gold = json::array();
+        for (const auto& g : ex.gold_docs) gold.push_back(g);
+        ins_ex.bind(1, res.dataset_id).bind(2, static_cast<std::int64_t>(i)).bind(3, ex.id)
+            .bind(4, user_ids.at(ex.user)).bind(5, ex.input).bind(6, ex.output)
+            .bind(7, dump(gold, "gold_docs")).bind(8, ex.agent);
+        ins_ex.run();
+        const std::int64_t ex_row = db_.last_rowid();
+        for (std::size_t j = 0; j < ex.profile.size(); ++j) {
+          const auto& d = ex.profile[j];
+          json fields = json::object();
+          for (const auto& [k, v] : d.fields) fields[k] = v;
+          ins_doc.bind(1, ex_row).bind(2, static_cast<std::int64_t>(j)).bind(3, d.id).bind(4, d.owner)
+              .bind(5, d.text).bind(6, dump(fields, "document fields"));
+          if (d.date) ins_doc.bind(7, *d.date);
+          else ins_doc.bind_null(7);
+          ins_doc.run();
+        }
+      } catch (const Error& e) {
+        throw Error("cannot import " + ds.task + "/" + ds.split + ", example " + std::to_string(i) + " (id \"" +
+                    ex.id + "\"), nothing was imported: " + e.what());
+      }
+    }
+    tx.commit();
+    return res;
+  }
+
+  std::vector<DatasetInfo> datasets() override {
+    std::lock_guard lock(mu_);
+    Stmt q(db_, "SELECT id, task, split, content_hash, users, documents, examples FROM datasets ORDER BY id");
+    std::vector<DatasetInfo> out;
+    while (q.step()) {
+      DatasetInfo d;
+      d.id = q.int64(0);
+      d.task = q.text(1);
+      d.split = q.text(2);
+      d.content_hash = q.text(3);
+      d.users = static_cast<std::size_t>(q.int64(4));
+      d.documents = static_cast<std::size_t>(q.int64(5));
+      d.examples = static_cast<std::size_t>(q.int64(6));
+      out.push_back(std::move(d));
+    }
+    return out;
+  }
+
+  std::optional<data::Dataset> load_dataset(const std::string& task, const std::string& split) override {
+    std::lock_guard lock(mu_);
+    Transaction tx(db_, /*write=*/false);  // one consistent snapshot
+    Stmt q(db_,
+           "SELECT id, content_hash, has_outputs, sources, examples FROM datasets WHERE task=? AND split=? "
+           "ORDER BY id DESC LIMIT 1");
+    q.bind(1, task).bind(2, split);
+    if (!q.step()) return std::nullopt;
+    data::Dataset ds;
+    const std::int64_t id = q.int64(0);
+    ds.task = task;
+    ds.split = split;
+    ds.content_hash = q.text(1);
+    ds.has_outputs = q.int64(2) != 0;
+    for (const auto& s : json::parse(q.text(3))) ds.sources.emplace_back(s.get<std::string>());
+    ds.examples.reserve(static_cast<std::size_t>(q.int64(4)));
+
+    std::unordered_map<std::int64_t, std::size_t> row_to_index;
+    Stmt ex(db_,
+            "SELECT e.id, e.ext_id, u.name, e.input, e.output, e.gold_docs, e.agent FROM examples e "
+            "JOIN users u ON u.id = e.user_id WHERE e.dataset_id=? ORDER BY e.position");
+    ex.bind(1, id);
+    while (ex.step()) {
+      Example e;
+      e.id = ex.text(1);
+      e.user = ex.text(2);
+      e.input = ex.text(3);
+      e.output = ex.text(4);
+      for (const auto& g : json::parse(ex.text(5))) e.gold_docs.push_back(g.get<std::string>());
+      e.agent = ex.text(6);
+      row_to_index.emplace(ex.int64(0), ds.examples.size());
+      ds.examples.push_back(std::move(e));
+    }
+    Stmt doc(db_,
+             "SELECT example_id, doc_id, owner, text, fields, date FROM documents WHERE example_id IN "
+             "(SELECT id FROM examples WHERE dataset_id=?) ORDER BY example_id, position");
+    doc.bind(1, id);
+    while (doc.step()) {
+      Document d;
+      d.id = doc.text(1);
+      d.owner = doc.text(2);
+      d.text = doc.text(3);
+      json fields = json::parse(doc.text(4));
+      for (auto it = fields.begin(); it != fields.end(); ++it) d.fields.emplace(it.key(), it.value().get<std::string>());
+      if (!doc.is_null(5)) d.date = doc.text(5);
+      ds.examples[row_to_index.at(doc.int64(0))].profile.push_back(std::move(d));
+    }
+    tx.commit();
+    return ds;
+  }
+
+  std::vector<std::optional<std::string>> cache_get(const std::vector<CacheKey>& keys) override {
+    std::lock_guard lock(mu_);
+    std::vector<std::optional<std::string>> out;
+    out.reserve(keys.size());
+    Transaction tx(db_, /*write=*/false);
+    Stmt q(db_, "SELECT value FROM llm_cache WHERE digest=?");
+    for (const auto& k : keys) {
+      q.bind(1, k.digest());
+      if (q.step()) out.emplace_back(q.text(0));
+      else out.emplace_back(std::nullopt);
+      q.reset();
+    }
+    tx.commit();
+    return out;
+  }
+
+  void cache_put(const std::vector<std::pair<CacheKey, std::string>>& entries) override {
+    std::lock_guard lock(mu_);
+    Transaction tx(db_);
+    Stmt ins(db_, std::string("INSERT OR REPLACE INTO llm_cache (digest, model, kind, value, created) "
+                              "VALUES (?,?,?,?,") + kNow + ")");
+    for (const auto& [k, v] : entries) {
+      ins.bind(1, k.digest()).bind(2, k.model).bind(3, k.kind).bind(4, v);
+      ins.run();
+    }
+    tx.commit();
+  }
+
+  std::size_t cache_size() override {
+    std::lock_guard lock(mu_);
+    Stmt q(db_, "SELECT COUNT(*) FROM llm_cache");
+    q.step();
+    return static_cast<std::size_t>(q.int64(0));
+  }
+
+  void feedback_put(const std::vector<FeedbackRecord>& records) override {
+    std::lock_guard lock(mu_);
+    Transaction tx(db_);
+    Stmt ins(db_, std::string("INSERT INTO feedback (dataset, example, kind, item, model, output, value, updated) "
+                              "VALUES (?,?,?,?,?,?,?,") + kNow + ") "
+                              "ON CONFLICT (dataset, example, kind, item, model) DO UPDATE SET "
+                              "output=excluded.output, value=excluded.value, updated=excluded.updated");
+    for (const auto& r : records) {
+      ins.bind(1, r.dataset).bind(2, r.example).bind(3, r.kind).bind(4, r.item).bind(5, r.model)
+          .bind(6, r.output).bind(7, r.value);
+      ins.run();
+    }
+    tx.commit();
+  }
+
+  std::vector<FeedbackRecord> feedback_get(const std::string& dataset, const std::string& kind,
+                                           const std::string& model) override {
+    std::lock_guard lock(mu_);
+    Stmt q(db_,
+           "SELECT example, item, output, value FROM feedback WHERE dataset=? AND kind=? AND model=? ORDER BY id");
+    q.bind(1, dataset).bind(2, kind).bind(3, model);
+    std::vector<FeedbackRecord> out;
+    while (q.step()) {
+      FeedbackRecord r;
+      r.dataset = dataset;
+      r.kind = kind;
+      r.model = model;
+      r.example = q.text(0);
+      r.item = q.text(1);
+      r.output = q.text(2);
+      r.value = q.real(3);
+      out.push_back(std::move(r));
+    }
+    return out;
+  }
+
+  std::int64_t run_begin(const std::string& verb, const std::string& args_json, std::uint64_t seed) override {
+    std::lock_guard lock(mu_);
+    Transaction tx(db_);
+    Stmt ins(db_, std::string("INSERT INTO runs (verb, args, seed, status, summary, started, finished) "
+                              "VALUES (?,?,?,'running','',") + kNow + ",'')");
+    ins.bind(1, verb).bind(2, args_json).bind(3, static_cast<std::int64_t>(seed));
+    ins.run();
+    std::int64_t id = db_.last_rowid();
+    tx.commit();
+    return id;
+  }
+
+  void run_end(std::int64_t id, const std::string& status, const std::string& summary_json) override {
+    std::lock_guard lock(mu_);
+    Transaction tx(db_);
+    Stmt up(db_, std::string("UPDATE runs SET status=?, summary=?, finished=") + kNow + " WHERE id=?");
+    up.bind(1, status).bind(2, summary_json).bind(3, id);
+    up.run();
+    if (db_.changes() == 0) throw Error("store " + db_.path().string() + ": no run with id " + std::to_string(id));
+    tx.commit();
+  }
+
+  std::vector<RunRecord> runs() override {
+    std::lock_guard lock(mu_);
+    Stmt q(db_, "SELECT id, verb, args, status, summary, seed, started, finished FROM runs ORDER BY id");
+    std::vector<RunRecord> out;
+    while (q.step()) {
+      RunRecord r;
+      r.id = q.int64(0);
+      r.verb = q.text(1);
+      r.args_json = q.text(2);
+      r.status = q.text(3);
+      r.summary_json = q.text(4);
+      r.seed = static_cast<std::uint64_t>(q.int64(5));
+      r.started = q.text(6);
+      r.finished = q.text(7);
+      out.push_back(std::move(r));
+    }
+    return out;
+  }
+
+  std::optional<std::string> blob_get(const std::string& key) override {
+    std::lock_guard lock(mu_);
+    Stmt q(db_, "SELECT value FROM blobs WHERE key=?");
+    q.bind(1, key);
+    if (!q.step()) return std::nullopt;
+    return q.blob(0);
+  }
+
+  void blob_put(const std::string& key, const std::string& value) override {
+    std::lock_guard lock(mu_);
+    Transaction tx(db_);
+    Stmt ins(db_, std::string("INSERT OR REPLACE INTO blobs (key, value, updated) VALUES (?,?,") + kNow + ")");
+    ins.bind(1, key).bind_blob(2, value);
+    ins.run();
+    tx.commit();
+  }
+
+ private:
+  int user_version() {
+    Stmt q(db_, "PRAGMA user_version");
+    q.step();
+    return static_cast<int>(q.int64(0));
+  }
+
+  // Creates the schema in a fresh file (under a write lock, so two processes opening a new
+  // store at once do not both create it) and refuses files from a newer attune.
+  void migrate(int v) {
+    if (v == kSchemaVersion) return;
+    if (v > kSchemaVersion)
+      throw Error("cannot open store " + db_.path().string() + ": schema version " + std::to_string(v) +
+                  " is newer than this attune's (" + std::to_string(kSchemaVersion) + ")");
+    Transaction tx(db_);
+    v = user_version();
+    if (v == 0) {
+      db_.exec(kSchema);
+      db_.exec(("PRAGMA user_version=" + std::to_string(kSchemaVersion)).c_str());
+    }
+    tx.commit();
+  }
+
+  std::mutex mu_;
+  Db db_;
+};
+
+}  // namespace
+
+std::unique_ptr<Store> open_sqlite(const fs::path& path) { return std::make_unique<SqliteStore>(path); }
+
+}  // namespace attune::store

@@ -1,0 +1,135 @@
+// The command-line contract (CLI.md): exit codes, one-line errors, output formats.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Result {
+  int rc = -1;
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("attune_cli_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  Result run(const std::string& args) {
+    const std::string bin = std::string(ATTUNE_BINARY_DIR) + "/tools/attune/attune";
+    const std::string cmd = "cd '" + dir_.string() + "' && '" + bin + "' " + args + " >out.txt 2>err.txt";
+    int status = std::system(cmd.c_str());
+    Result r;
+    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = slurp(dir_ / "out.txt");
+    r.err = slurp(dir_ / "err.txt");
+    return r;
+  }
+  void write(const std::string& name, const std::string& text) {
+    fs::create_directories((dir_ / name).parent_path());
+    std::ofstream(dir_ / name, std::ios::binary) << text;
+  }
+  fs::path dir_;
+};
+
+const std::string kSample = std::string(ATTUNE_SOURCE_DIR) + "/data/sample";
+
+}  // namespace
+
+TEST_F(Cli, HelpForEveryVerb) {
+  for (std::string verb : {"", "rank", "eval", "metrics", "feedback", "import", "demo", "sample"}) {
+    auto r = run(verb + " --help");
+    EXPECT_EQ(r.rc, 0) << verb;
+    EXPECT_NE(r.out.find("Usage"), std::string::npos) << verb;
+  }
+  EXPECT_NE(run("eval --help").out.find("--retrievers"), std::string::npos);
+}
+
+TEST_F(Cli, UsageErrorsExitTwo) {
+  EXPECT_EQ(run("").rc, 2);
+  EXPECT_EQ(run("eval --bogus").rc, 2);
+  auto r = run("eval --data " + kSample + " --task lamp99 --quiet");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("lamp99"), std::string::npos) << r.err;
+  r = run("eval --data " + kSample + " --task commit_subject --retrievers bm25,nonsense --quiet --store s.db");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("nonsense"), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, BadInputExitsOneWithOneLineNamingTheFile) {
+  write("q.json", "[{\"id\": \"q1\", \"input\": \"x\", \"profile\": [{\"id\": \"p1\", \"date\": 5}]}]");
+  auto r = run("rank --task lamp7 --questions q.json --out r.jsonl --store s.db");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("q.json"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("date"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_FALSE(fs::exists(dir_ / "r.jsonl"));
+}
+
+TEST_F(Cli, MetricsOnLiteralFiles) {
+  write("g.json", R"({"task": "LaMP_3", "golds": [{"id": "a", "output": "5"}, {"id": "b", "output": "1"}]})");
+  write("p.jsonl", "{\"id\": \"a\", \"output\": \"4\"}\n{\"id\": \"b\", \"output\": \"oops\"}\n");
+  auto r = run("metrics --task lamp3 --predictions p.jsonl --golds g.json");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  // |5-4| = 1; "oops" for gold 1 counts as 5 (the farther of 1 and 5): |1-5| = 4.
+  EXPECT_DOUBLE_EQ(j["mae"].get<double>(), 2.5);
+  EXPECT_DOUBLE_EQ(j["rmse"].get<double>(), std::sqrt(8.5));
+  write("short.jsonl", "{\"id\": \"a\", \"output\": \"4\"}\n");
+  r = run("metrics --task lamp3 --predictions short.jsonl --golds g.json");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("\"b\""), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, RankWritesOneLinePerQuery) {
+  auto r = run("rank --data " + kSample + " --task commit_subject --split dev --retriever bm25 --k 3 --out r.jsonl --store s.db");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  std::ifstream in(dir_ / "r.jsonl");
+  std::string line;
+  std::size_t n = 0;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line);
+    EXPECT_EQ(j["ranking"].size(), 3u);
+    EXPECT_EQ(j["scores"].size(), 3u);
+    ++n;
+  }
+  EXPECT_EQ(n, 72u);  // 36 users x 2 dev queries
+}
+
+TEST_F(Cli, DemoRunsTheWholeLoopAndIsCachedTheSecondTime) {
+  auto r = run("demo --store demo.db --quiet");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  for (const char* s : {"import", "feedback", "rrf(bm25,recency)", "rouge-1"}) EXPECT_NE(r.out.find(s), std::string::npos) << s;
+  auto again = run("demo --store demo.db --quiet");
+  ASSERT_EQ(again.rc, 0) << again.err;
+  EXPECT_NE(again.out.find("already imported"), std::string::npos);
+  EXPECT_NE(again.out.find("(0 model calls"), std::string::npos) << again.out;
+}
+
+TEST_F(Cli, EvalWritesTheJsonReport) {
+  auto r = run("eval --data " + kSample + " --task commit_subject --split dev --retrievers none,bm25 --out e.json --quiet --store s.db");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  auto j = nlohmann::json::parse(slurp(dir_ / "e.json"));
+  for (const char* key : {"task", "split", "llm", "k", "results", "per_example", "significance"}) EXPECT_TRUE(j.contains(key)) << key;
+  EXPECT_EQ(j["per_example"]["bm25"].size(), 72u);
+}

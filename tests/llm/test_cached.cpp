@@ -1,0 +1,75 @@
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "attune/llm/cached.h"
+#include "attune/llm/reference.h"
+
+namespace fs = std::filesystem;
+using namespace attune;
+
+namespace {
+
+// Counts what reaches the wrapped model.
+class Counting final : public llm::LanguageModel {
+ public:
+  explicit Counting(llm::LanguageModel& m) : m_(m) {}
+  std::vector<llm::Generation> generate(std::span<const llm::Prompt> p, const llm::GenerateOptions& o) override {
+    generated += p.size();
+    return m_.generate(p, o);
+  }
+  std::vector<double> score(std::span<const llm::ScoreRequest> r) override {
+    scored += r.size();
+    return m_.score(r);
+  }
+  llm::ModelInfo info() const override { return m_.info(); }
+  std::size_t generated = 0, scored = 0;
+
+ private:
+  llm::LanguageModel& m_;
+};
+
+fs::path temp_store(const char* name) {
+  auto p = fs::temp_directory_path() / (std::string("attune_test_") + name + std::to_string(::getpid()) + ".db");
+  fs::remove(p);
+  return p;
+}
+
+}  // namespace
+
+TEST(CachedModel, SecondRunAsksTheModelNothingAndScoresRoundTripExactly) {
+  const auto path = temp_store("cached");
+  llm::ReferenceReader ref({"fix parser cache", "add pager"}, {});
+  std::vector<llm::Prompt> prompts = {{"\"fix parser\" one"}, {"\"add pager\" two"}};
+  std::vector<llm::ScoreRequest> reqs = {{"fix parser", "fix parser cache"}, {"x", "add pager zzz"}};
+  std::vector<llm::Generation> first_gen;
+  std::vector<double> first_score;
+  {
+    auto store = store::open_sqlite(path);
+    Counting counting(ref);
+    llm::CachedModel cached(counting, *store);
+    first_gen = cached.generate(prompts, {});
+    first_score = cached.score(reqs);
+    EXPECT_EQ(counting.generated, 2u);
+    EXPECT_EQ(counting.scored, 2u);
+    EXPECT_EQ(cached.misses(), 4u);
+  }
+  auto store = store::open_sqlite(path);  // a new process would see the same
+  Counting counting(ref);
+  llm::CachedModel cached(counting, *store);
+  auto gen = cached.generate(prompts, {});
+  auto sc = cached.score(reqs);
+  EXPECT_EQ(counting.generated, 0u);
+  EXPECT_EQ(counting.scored, 0u);
+  EXPECT_EQ(cached.hits(), 4u);
+  for (std::size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(gen[i].text, first_gen[i].text);
+    EXPECT_EQ(sc[i], first_score[i]);  // bit-identical through the text cache
+  }
+  // Different options are a different key.
+  llm::GenerateOptions beams;
+  beams.beams = 4;
+  cached.generate(prompts, beams);
+  EXPECT_EQ(counting.generated, 2u);
+  fs::remove(path);
+}

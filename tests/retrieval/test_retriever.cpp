@@ -1,0 +1,255 @@
+// The lexical baseline retrievers on literal candidate lists (LAMP.md "Baseline
+// retrievers"), the Retriever::rank contract (privacy, k) and spec parsing.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "attune/core/error.h"
+#include "attune/core/rng.h"
+#include "attune/index/bm25.h"
+#include "attune/retrieval/retriever.h"
+#include "attune/text/lexical.h"
+
+namespace attune::retrieval {
+namespace {
+
+Document doc(std::string id, std::string text, std::optional<std::string> date = {},
+             std::string owner = "u1") {
+  Document d;
+  d.id = std::move(id);
+  d.owner = std::move(owner);
+  d.text = std::move(text);
+  d.date = std::move(date);
+  return d;
+}
+
+Query query(std::string text, std::string id = "q1", std::string user = "u1") {
+  return Query{std::move(id), std::move(user), std::move(text)};
+}
+
+void expect_consistent(const Ranking& r, const std::vector<Document>& c) {
+  ASSERT_EQ(r.ids.size(), r.indices.size());
+  ASSERT_EQ(r.scores.size(), r.indices.size());
+  for (std::size_t i = 0; i < r.size(); ++i) {
+    ASSERT_LT(r.indices[i], c.size());
+    EXPECT_EQ(r.ids[i], c[r.indices[i]].id);
+  }
+}
+
+// The hand-worked profile of tests/index/test_bm25.cpp.
+std::vector<Document> fruit() {
+  return {doc("d0", "apple banana apple cherry", "2020-01-01"),
+          doc("d1", "banana cherry date fig", "2021-06-01"),
+          doc("d2", "banana cherry date grape", "2020-01-01"),
+          doc("d3", "banana kiwi")};
+}
+
+// ---- specs -------------------------------------------------------------------------------
+
+TEST(Specs, MakeRetrieverNames) {
+  EXPECT_EQ(make_retriever("none", 0)->name(), "none");
+  EXPECT_EQ(make_retriever("random", 0)->name(), "random");
+  EXPECT_EQ(make_retriever("recency", 0)->name(), "recency");
+  EXPECT_EQ(make_retriever(" bm25 ", 0)->name(), "bm25");
+  EXPECT_EQ(make_retriever("rrf(bm25, recency)", 0)->name(), "rrf(bm25,recency)");
+  EXPECT_EQ(make_retriever("rrf(bm25,rrf(recency,random))", 0)->name(),
+            "rrf(bm25,rrf(recency,random))");
+}
+
+TEST(Specs, UnknownSpecIsAUsageErrorNamingIt) {
+  for (const char* bad : {"bm24", "", "rrf()", "rrf(bm25", "rrf(bm25,)", "BM25", "dense:x"}) {
+    EXPECT_THROW(make_retriever(bad, 0), UsageError) << bad;
+  }
+  try {
+    make_retriever("rrf(bm25,foo)", 0);
+    FAIL() << "no throw";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("\"foo\""), std::string::npos) << e.what();
+  }
+}
+
+TEST(Specs, SplitAtTopLevelCommas) {
+  EXPECT_EQ(split_specs("a,rrf(b,c),d"), (std::vector<std::string>{"a", "rrf(b,c)", "d"}));
+  EXPECT_EQ(split_specs("bm25"), (std::vector<std::string>{"bm25"}));
+  EXPECT_EQ(split_specs(" none , rrf(bm25,rrf(recency,random)) "),
+            (std::vector<std::string>{"none", "rrf(bm25,rrf(recency,random))"}));
+  EXPECT_TRUE(split_specs("").empty());
+  EXPECT_THROW(split_specs("a,,b"), UsageError);
+  EXPECT_THROW(split_specs("rrf(a,b"), UsageError);
+  EXPECT_THROW(split_specs("a),b"), UsageError);
+}
+
+// ---- none ----------------------------------------------------------------------------------
+
+TEST(NoneRetriever, RanksNothing) {
+  const auto r = make_retriever("none", 1)->rank(query("apple"), fruit(), 3);
+  EXPECT_EQ(r.size(), 0u);
+}
+
+// ---- random --------------------------------------------------------------------------------
+
+TEST(RandomRetriever, KDrawsWithReplacementSeededBySeedAndQueryId) {
+  std::vector<Document> c;
+  for (int i = 0; i < 5; ++i) c.push_back(doc("d" + std::to_string(i), "x"));
+  const auto r = make_retriever("random", 42)->rank(query("x", "q7"), c, 4);
+  expect_consistent(r, c);
+  // Exactly random.choices with our Rng: k independent uniform draws.
+  Rng rng(derive_seed(42, "q7"));
+  std::vector<std::size_t> want;
+  for (int i = 0; i < 4; ++i) want.push_back(static_cast<std::size_t>(rng.below(5)));
+  EXPECT_EQ(r.indices, want);
+}
+
+TEST(RandomRetriever, DeterministicAndIndependentOfCallOrder) {
+  std::vector<Document> c;
+  for (int i = 0; i < 50; ++i) c.push_back(doc("d" + std::to_string(i), "x"));
+  const auto a = make_retriever("random", 7);
+  const auto b = make_retriever("random", 7);
+  const auto a1 = a->rank(query("x", "q1"), c, 5);
+  const auto a2 = a->rank(query("x", "q2"), c, 5);
+  const auto b2 = b->rank(query("x", "q2"), c, 5);  // other order, other instance
+  const auto b1 = b->rank(query("x", "q1"), c, 5);
+  EXPECT_EQ(a1.indices, b1.indices);
+  EXPECT_EQ(a2.indices, b2.indices);
+  EXPECT_EQ(a->rank(query("x", "q1"), c, 5).indices, a1.indices);  // repeatable
+  EXPECT_NE(a1.indices, a2.indices);  // different queries draw differently
+  EXPECT_NE(make_retriever("random", 8)->rank(query("x", "q1"), c, 5).indices, a1.indices);
+}
+
+TEST(RandomRetriever, KZeroDrawsOncePerCandidateAndEmptyCandidates) {
+  std::vector<Document> c = fruit();
+  const auto r = make_retriever("random", 3)->rank(query("x"), c, 0);
+  EXPECT_EQ(r.size(), c.size());
+  expect_consistent(r, c);
+  EXPECT_EQ(make_retriever("random", 3)->rank(query("x"), {}, 5).size(), 0u);
+  // k > candidates: capped at the number of candidates (draws still with replacement).
+  EXPECT_EQ(make_retriever("random", 3)->rank(query("x"), c, 10).size(), c.size());
+}
+
+// ---- recency -------------------------------------------------------------------------------
+
+TEST(RecencyRetriever, NewestFirstTiesInReverseOrderUndatedOldest) {
+  const std::vector<Document> c = {
+      doc("c0", "", "2020-01-01"), doc("c1", ""),  doc("c2", "", "2021-05-01"),
+      doc("c3", "", "2020-01-01"), doc("c4", ""),  doc("c5", "", "2021-05-01")};
+  // ascending, stable: c1 c4 | c0 c3 | c2 c5; reversed:
+  const auto r = make_retriever("recency", 0)->rank(query("x"), c, 0);
+  EXPECT_EQ(r.indices, (std::vector<std::size_t>{5, 2, 3, 0, 4, 1}));
+  EXPECT_EQ(r.ids, (std::vector<DocId>{"c5", "c2", "c3", "c0", "c4", "c1"}));
+  EXPECT_TRUE(std::is_sorted(r.scores.rbegin(), r.scores.rend()));
+  EXPECT_EQ(make_retriever("recency", 0)->rank(query("x"), c, 2).indices,
+            (std::vector<std::size_t>{5, 2}));
+}
+
+// ---- bm25 ----------------------------------------------------------------------------------
+
+TEST(Bm25Retriever, RankBm25OrderAndScores) {
+  const auto c = fruit();
+  const auto bm25 = make_retriever("bm25", 0);
+  // See test_bm25.cpp: d1 and d2 tie at 0.7961187949946881 -> descending index order.
+  const auto r = bm25->rank(query("fig grape"), c, 0);
+  expect_consistent(r, c);
+  EXPECT_EQ(r.indices, (std::vector<std::size_t>{2, 1, 3, 0}));
+  EXPECT_EQ(r.scores, (std::vector<Score>{0.7961187949946881, 0.7961187949946881, 0.0, 0.0}));
+  const auto r2 = bm25->rank(query("banana banana apple zzz"), c, 0);
+  EXPECT_EQ(r2.indices, (std::vector<std::size_t>{0, 3, 2, 1}));
+  EXPECT_EQ(r2.scores[0], 1.1804170303878276);
+}
+
+TEST(Bm25Retriever, TokensAreWhitespaceSplitCaseSensitive) {
+  // "Apple," is its own token: the query "apple" does not match d0.
+  const std::vector<Document> c = {doc("d0", "Apple, pie"), doc("d1", "apple\tpie"),
+                                   doc("d2", "crumble")};
+  const auto r = make_retriever("bm25", 0)->rank(query("apple"), c, 1);
+  EXPECT_EQ(r.indices, (std::vector<std::size_t>{1}));
+}
+
+TEST(Bm25Retriever, MatchesBm25OkapiDirectly) {
+  const auto c = fruit();
+  std::vector<std::vector<std::string>> docs;
+  for (const auto& d : c) docs.push_back(text::bm25_tokens(d.text));
+  const index::Bm25Okapi bm(docs);
+  const auto scores = bm.scores(text::bm25_tokens("kiwi cherry date"));
+  const auto r = make_retriever("bm25", 0)->rank(query("kiwi cherry date"), c, 0);
+  EXPECT_EQ(r.indices, index::rank_bm25_order(scores));
+  for (std::size_t i = 0; i < r.size(); ++i) EXPECT_EQ(r.scores[i], scores[r.indices[i]]);
+}
+
+// ---- rrf -----------------------------------------------------------------------------------
+
+TEST(RrfRetriever, HandComputedFusion) {
+  // query "apple": bm25 ranks e2 (apple, dl 1) > e0 (apple, dl 2) > e1 -> [2, 0, 1];
+  // recency ranks e1 (2022) > e2 (2021) > e0 (2020)                    -> [1, 2, 0].
+  //   e0: 1/62 + 1/63 = 0.03200...   e1: 1/63 + 1/61 = 0.03227...
+  //   e2: 1/61 + 1/62 = 0.03252...   -> fused [2, 1, 0]
+  const std::vector<Document> c = {doc("e0", "apple banana", "2020-01-01"),
+                                   doc("e1", "cherry", "2022-01-01"),
+                                   doc("e2", "apple", "2021-01-01")};
+  const auto r = make_retriever("rrf(bm25,recency)", 0)->rank(query("apple"), c, 0);
+  expect_consistent(r, c);
+  EXPECT_EQ(r.indices, (std::vector<std::size_t>{2, 1, 0}));
+  EXPECT_EQ(r.scores, (std::vector<Score>{1.0 / 61 + 1.0 / 62, 1.0 / 63 + 1.0 / 61,
+                                          1.0 / 62 + 1.0 / 63}));
+  EXPECT_EQ(make_retriever("rrf(bm25,recency)", 0)->rank(query("apple"), c, 1).indices,
+            (std::vector<std::size_t>{2}));
+}
+
+TEST(RrfRetriever, TiesByCandidatePosition) {
+  // query "zzz": bm25 scores all 0 -> [1, 0]; recency (f0 newer) -> [0, 1].
+  // Both fuse to 1/61 + 1/62: ascending position.
+  const std::vector<Document> c = {doc("f0", "a", "2021-01-01"), doc("f1", "b", "2020-01-01")};
+  const auto r = make_retriever("rrf(bm25,recency)", 0)->rank(query("zzz"), c, 0);
+  EXPECT_EQ(r.indices, (std::vector<std::size_t>{0, 1}));
+  EXPECT_EQ(r.scores[0], r.scores[1]);
+}
+
+TEST(RrfRetriever, NoneContributesNothing) {
+  const auto c = fruit();
+  const auto fused = make_retriever("rrf(none,recency)", 0)->rank(query("x"), c, 0);
+  const auto plain = make_retriever("recency", 0)->rank(query("x"), c, 0);
+  EXPECT_EQ(fused.indices, plain.indices);
+  EXPECT_EQ(make_retriever("rrf(none)", 0)->rank(query("x"), c, 0).size(), 0u);
+}
+
+// ---- the rank() contract -------------------------------------------------------------------
+
+TEST(Retriever, CandidateOfAnotherUserThrowsPrivacyError) {
+  auto c = fruit();
+  c.push_back(doc("secret", "apple", "2023-01-01", "u2"));
+  for (const char* spec : {"none", "random", "recency", "bm25", "rrf(bm25,recency)"}) {
+    try {
+      make_retriever(spec, 0)->rank(query("apple", "q1", "u1"), c, 2);
+      FAIL() << spec << ": no throw";
+    } catch (const PrivacyError& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("\"secret\""), std::string::npos) << msg;
+      EXPECT_NE(msg.find("\"u2\""), std::string::npos) << msg;
+      EXPECT_NE(msg.find("\"u1\""), std::string::npos) << msg;
+    }
+  }
+}
+
+TEST(Retriever, SharedCorpusPassagesHaveNoOwner) {
+  std::vector<Document> c = fruit();
+  c.push_back(doc("shared", "apple", {}, ""));
+  const auto r = make_retriever("bm25", 0)->rank(query("apple", "q1", "u1"), c, 0);
+  EXPECT_EQ(r.size(), c.size());
+}
+
+TEST(Retriever, KLargerThanCandidatesAndKZero) {
+  const auto c = fruit();
+  for (const char* spec : {"recency", "bm25", "rrf(bm25,recency)"}) {
+    const auto r = make_retriever(spec, 0);
+    EXPECT_EQ(r->rank(query("apple"), c, 10).size(), c.size()) << spec;
+    EXPECT_EQ(r->rank(query("apple"), c, 0).size(), c.size()) << spec;
+    const auto two = r->rank(query("apple"), c, 2);
+    ASSERT_EQ(two.size(), 2u) << spec;
+    const auto all = r->rank(query("apple"), c, 0);
+    EXPECT_EQ(two.indices, std::vector<std::size_t>(all.indices.begin(), all.indices.begin() + 2));
+    EXPECT_EQ(two.scores, std::vector<Score>(all.scores.begin(), all.scores.begin() + 2));
+    EXPECT_EQ(r->rank(query("apple"), {}, 3).size(), 0u) << spec;
+  }
+}
+
+}  // namespace
+}  // namespace attune::retrieval

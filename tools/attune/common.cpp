@@ -1,0 +1,161 @@
+#include "common.h"
+
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <unistd.h>
+
+#include "attune/core/error.h"
+#include "attune/core/hash.h"
+#include "attune/core/strings.h"
+#include "attune/llm/reference.h"
+
+namespace fs = std::filesystem;
+
+namespace attune::cli {
+
+void DataOptions::add(CLI::App& app, bool need_split) {
+  app.add_option("--data", data, "dataset directory: DIR/<task>/{split}_questions.json or a corpus directory");
+  app.add_option("--task", task, "task: lamp1..lamp7, commit_subject, commit_area, commit_pick, qa, factcheck, slot")
+      ->required();
+  if (need_split) app.add_option("--split", split, "split: train, dev or test")->capture_default_str();
+  app.add_option("--questions", questions, "an official LaMP questions file (instead of --data)");
+  app.add_option("--outputs", outputs, "the outputs file that goes with --questions");
+}
+
+void RunOptions::add(CLI::App& app) {
+  app.add_option("--store", store, "SQLite store")->capture_default_str();
+  app.add_option("--seed", seed, "seed for everything random (recorded with the run)")->capture_default_str();
+  app.add_option("--threads", threads, "worker threads (0 = all cores)")->capture_default_str();
+  app.add_option("--tokenizer", tokenizer, "tokenizer the prompt budget is counted in")->capture_default_str();
+  app.add_flag("--quiet", quiet, "no progress on stderr");
+}
+
+namespace {
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) throw Error(p.string() + ": cannot open");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+data::Dataset load_dataset(const DataOptions& d) {
+  if (!d.questions.empty()) {
+    std::optional<fs::path> outputs;
+    if (!d.outputs.empty()) outputs = d.outputs;
+    return data::read_lamp(d.questions, outputs, d.task, d.split);
+  }
+  if (d.data.empty()) throw UsageError("name a dataset with --data DIR (or --questions FILE)");
+  return data::load_split(d.data, d.task, d.split);
+}
+
+std::vector<std::string> train_outputs(const DataOptions& d) {
+  std::vector<std::string> out;
+  if (d.data.empty()) return out;
+  const fs::path lamp = fs::path(d.data) / d.task / "train_outputs.json";
+  if (fs::exists(lamp)) {
+    // Only the outputs file: the training questions (tens of MB) are not needed.
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(read_text(lamp));
+    } catch (const nlohmann::json::exception& e) {
+      throw InputError(lamp.string(), "", "", std::string("invalid JSON: ") + e.what());
+    }
+    if (!j.is_object() || !j.contains("golds") || !j["golds"].is_array())
+      throw InputError(lamp.string(), "", "golds", "expected an array of {id, output}");
+    std::size_t i = 0;
+    for (const auto& g : j["golds"]) {
+      if (!g.is_object() || !g.contains("output") || !g["output"].is_string())
+        throw InputError(lamp.string(), "record " + std::to_string(i), "output", "expected a string");
+      out.push_back(g["output"].get<std::string>());
+      ++i;
+    }
+    return out;
+  }
+  if (fs::exists(fs::path(d.data) / (d.task + "_train.jsonl"))) {
+    auto ds = data::load_split(d.data, d.task, "train");
+    for (auto& ex : ds.examples) out.push_back(ex.output);
+  }
+  return out;
+}
+
+std::unique_ptr<tasks::Task> load_task(const DataOptions& d) {
+  std::vector<std::string> labels;
+  if (!d.data.empty()) {
+    const fs::path lf = fs::path(d.data) / d.task / "labels.json";
+    if (fs::exists(lf)) {
+      try {
+        labels = nlohmann::json::parse(read_text(lf)).get<std::vector<std::string>>();
+      } catch (const nlohmann::json::exception& e) {
+        throw InputError(lf.string(), "", "", std::string("expected a JSON array of strings: ") + e.what());
+      }
+    } else if (d.task == "slot") {
+      std::set<std::string> seen;
+      for (auto& o : train_outputs(d)) seen.insert(strip(o));
+      labels.assign(seen.begin(), seen.end());
+    }
+  }
+  return tasks::make_task(d.task, labels);
+}
+
+std::unique_ptr<retrieval::CandidateSource> make_source(const DataOptions& d, const tasks::Task& task,
+                                                        store::Store& store, bool quiet, std::size_t n) {
+  if (!task.uses_corpus()) return std::make_unique<retrieval::ProfileCandidates>(task);
+  if (d.data.empty()) throw UsageError("task " + task.name() + " searches a corpus: name its directory with --data");
+  const fs::path corpus_file = data::find_corpus(d.data);
+  auto corpus = data::read_corpus_jsonl(corpus_file);
+  Hasher h;
+  h.add("corpus-bm25-v1").add(task.name());
+  std::vector<std::string> texts;
+  texts.reserve(corpus.size());
+  for (auto& doc : corpus) {
+    doc.text = task.document_text(doc);
+    h.add(doc.id).add(doc.text);
+    texts.push_back(doc.text);
+  }
+  const std::string key = "bm25:" + h.hex();
+  index::CorpusIndex idx;
+  if (auto blob = store.blob_get(key)) {
+    idx = index::CorpusIndex::deserialize(*blob);
+  } else {
+    if (!quiet) std::fprintf(stderr, "building the BM25 index of %s (%zu passages), once\n", corpus_file.c_str(), corpus.size());
+    idx = index::CorpusIndex::build(texts);
+    store.blob_put(key, idx.serialize());
+  }
+  return std::make_unique<retrieval::CorpusCandidates>(task, std::move(corpus), std::move(idx), n);
+}
+
+std::unique_ptr<llm::LanguageModel> make_llm(const std::string& spec, const DataOptions& d, const tasks::Task& task) {
+  if (spec == "reference") {
+    auto background = train_outputs(d);
+    if (background.empty())
+      throw Error("the reference reader fits its background on the task's training outputs, and " +
+                  (d.data.empty() ? std::string("no --data directory was given")
+                                  : "none were found in " + d.data + " for task " + d.task));
+    return std::make_unique<llm::ReferenceReader>(background, task.labels());
+  }
+  if (starts_with(spec, "local:") || starts_with(spec, "openai:"))
+    throw UsageError("language model \"" + spec + "\": this build has only the reference reader (local: and openai: backends are not built yet)");
+  throw UsageError("unknown language model \"" + spec + "\" (expected reference, local:MODEL_DIR or openai:BASE_URL#MODEL)");
+}
+
+void write_file(const fs::path& path, const std::string& text) {
+  const fs::path tmp = path.string() + ".tmp" + std::to_string(getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    if (!out) throw Error(path.string() + ": cannot write");
+    out << text;
+    if (!out) throw Error(path.string() + ": write failed");
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) throw Error(path.string() + ": " + ec.message());
+}
+
+}  // namespace attune::cli

@@ -1,0 +1,40 @@
+// attune: learns which documents help a language model, and serves them.
+// Exit codes (CLI.md): 0 success, 2 usage error, 1 runtime error (one line on stderr).
+#include <cstdio>
+#include <exception>
+
+#include "attune/core/error.h"
+#include "common.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"attune: learn which documents actually help a language model, and serve them"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "attune 0.1.0");
+  int rc = 0;
+  attune::cli::add_rank(app, rc);
+  attune::cli::add_eval(app, rc);
+  attune::cli::add_metrics(app, rc);
+  attune::cli::add_feedback(app, rc);
+  attune::cli::add_import(app, rc);
+  attune::cli::add_demo(app, rc);
+  attune::cli::add_sample(app, rc);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;
+  } catch (const attune::UsageError& e) {
+    std::fprintf(stderr, "attune: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "attune: %s\n", e.what());
+    return 1;
+  }
+  return rc;
+}
