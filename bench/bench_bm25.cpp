@@ -117,21 +117,37 @@ const std::vector<std::string>& corpus_texts() {
   return texts;
 }
 
-const std::vector<std::string>& qa_queries() {
-  // qa phi_q: the synopsis after "described as:", without the trailing "?".
-  static const std::vector<std::string> queries = [] {
-    std::vector<std::string> q;
+struct QaDev {
+  std::vector<std::string> queries;  // qa phi_q: synopsis after "described as:", no "?"
+  std::vector<std::string> gold;     // gold_doc ids
+};
+
+const QaDev& qa_dev() {
+  static const QaDev qa = [] {
+    QaDev d;
     std::ifstream in(kQa);
     std::string line;
     while (std::getline(in, line)) {
-      auto s = attune::text_after(nlohmann::json::parse(line).at("input").get<std::string>(),
-                                  "described as:");
+      const auto j = nlohmann::json::parse(line);
+      auto s = attune::text_after(j.at("input").get<std::string>(), "described as:");
       if (!s.empty() && s.back() == '?') s.pop_back();
-      q.push_back(std::move(s));
+      d.queries.push_back(std::move(s));
+      d.gold.push_back(j.at("gold_doc").get<std::string>());
     }
-    return q;
+    return d;
   }();
-  return queries;
+  return qa;
+}
+
+const std::vector<std::string>& corpus_ids() {
+  static const std::vector<std::string> ids = [] {
+    std::vector<std::string> t;
+    std::ifstream in(kCorpus);
+    std::string line;
+    while (std::getline(in, line)) t.push_back(nlohmann::json::parse(line).at("id"));
+    return t;
+  }();
+  return ids;
 }
 
 const attune::index::CorpusIndex& corpus_index() {
@@ -139,9 +155,36 @@ const attune::index::CorpusIndex& corpus_index() {
   return ix;
 }
 
+// Sanity check of the index (untimed, once): R@5 and R@100 on qa dev. DATA README
+// reports 0.78 / 0.93 for a lowercased alphanumeric BM25.
+std::pair<double, double> qa_recall() {
+  static const std::pair<double, double> r = [] {
+    const auto& ix = corpus_index();
+    const auto& qa = qa_dev();
+    const auto& ids = corpus_ids();
+    std::size_t at5 = 0, at100 = 0;
+    for (std::size_t i = 0; i < qa.queries.size(); ++i) {
+      const auto hits = ix.search(qa.queries[i], 100);
+      for (std::size_t h = 0; h < hits.size(); ++h) {
+        if (ids[hits[h].doc] == qa.gold[i]) {
+          at5 += h < 5;
+          ++at100;
+          break;
+        }
+      }
+    }
+    const double n = static_cast<double>(std::max<std::size_t>(1, qa.queries.size()));
+    return std::pair{static_cast<double>(at5) / n, static_cast<double>(at100) / n};
+  }();
+  return r;
+}
+
 void CorpusBm25Search(benchmark::State& state) {
   const auto& ix = corpus_index();  // built before the timed loop
-  const auto& queries = qa_queries();
+  const auto& queries = qa_dev().queries;
+  const auto [r5, r100] = qa_recall();
+  state.counters["qa_R@5"] = r5;
+  state.counters["qa_R@100"] = r100;
   const auto k = static_cast<std::size_t>(state.range(0));
   std::size_t i = 0, hits = 0;
   for (auto _ : state) {

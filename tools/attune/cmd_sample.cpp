@@ -1,11 +1,11 @@
 // attune sample: writes the synthetic sample dataset the demo runs on (data/sample).
 //
-// LaMP-schema commit_subject data for a few dozen invented users. Each user works on one
-// component and a handful of topics and writes subjects in a personal style
+// LaMP-schema commit_subject data for a few dozen invented users. Each user works on three
+// components, each with its own topics, and writes subjects in a personal style
 // ("<component>: <verb> <topic> <topic>"); a query's gold subject follows that style, while
 // its description names the topics but never the component. So the documents that help
-// the reader are the user's own earlier commits on the same topics: personalization matters,
-// and retrieval decides how much.
+// the reader are the user's own earlier commits on the same topics (they carry the right
+// component): personalization matters, and retrieval decides how much.
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -45,27 +45,36 @@ void write_sample(const fs::path& out, std::uint64_t seed, std::size_t users) {
   dev.split = "dev";
   train.has_outputs = dev.has_outputs = true;
   for (std::size_t u = 0; u < users; ++u) {
-    const std::string component = kComponents[u % kComponents.size()];
-    std::vector<std::string> verbs = {pick(rng, kVerbs), pick(rng, kVerbs)};
-    std::vector<std::string> topics;
-    while (topics.size() < 6) {
-      auto t = pick(rng, kTopics);
-      if (std::find(topics.begin(), topics.end(), t) == topics.end()) topics.push_back(t);
+    // Three components, each with three topics of its own.
+    std::vector<std::string> components;
+    std::vector<std::vector<std::string>> topics(3);
+    std::vector<std::string> used;
+    for (std::size_t c = 0; c < 3; ++c) {
+      components.push_back(kComponents[(u + 4 * c) % kComponents.size()]);
+      while (topics[c].size() < 3) {
+        auto t = pick(rng, kTopics);
+        if (std::find(used.begin(), used.end(), t) == used.end()) {
+          used.push_back(t);
+          topics[c].push_back(t);
+        }
+      }
     }
+    std::vector<std::string> verbs = {pick(rng, kVerbs), pick(rng, kVerbs)};
     // The user's history: 30 commits, one every few days.
     struct Commit { std::string subject, description, date; };
     std::vector<Commit> history;
     int day = static_cast<int>(rng.below(200));
-    for (int c = 0; c < 30; ++c) {
+    for (int n = 0; n < 30; ++n) {
       day += 1 + static_cast<int>(rng.below(9));
       char date[16];
       std::snprintf(date, sizeof date, "20%02d-%02d-%02d", 18 + day / 336, 1 + (day % 336) / 28, 1 + day % 28);
-      const std::string a = topics[rng.below(topics.size())];
-      std::string b = topics[rng.below(topics.size())];
+      const std::size_t c = rng.below(3);
+      const std::string a = topics[c][rng.below(3)];
+      std::string b = topics[c][rng.below(3)];
       if (b == a) b = pick(rng, kTopics);
       const std::string verb = verbs[rng.below(verbs.size())];
       Commit cm;
-      cm.subject = component + ": " + verb + " " + a + " " + b;
+      cm.subject = components[c] + ": " + verb + " " + a + " " + b;
       cm.description = "The " + a + " code did not handle the " + b + " correctly when " + pick(rng, kFillers) +
                        ". Change it so that the " + a + " keeps the " + b + " intact, and add a test for the case when " +
                        pick(rng, kFillers) + ".";
