@@ -63,7 +63,9 @@ TEST(RealData, DebianCorpusIsReadFast) {
   EXPECT_TRUE(docs[0].field("text")->starts_with("Section: games. "));
   RecordProperty("read_seconds", std::to_string(s));
   std::cout << "read 49,626 corpus passages in " << s << " s\n";
+#ifdef NDEBUG  // timings mean something only in an optimised build
   EXPECT_LT(s, 5.0);  // generous: a second or two on a 2-core machine
+#endif
 }
 
 TEST(RealData, DebianQaDev) {

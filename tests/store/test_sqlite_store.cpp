@@ -442,7 +442,9 @@ TEST(SqliteStoreRealData, ImportCommitSubjectTrain) {
   std::cout << "commit_subject train: read " << secs(t0, t1) << " s, import " << secs(t1, t2) << " s ("
             << docs << " documents), load " << secs(t2, t3) << " s\n";
   RecordProperty("import_seconds", std::to_string(secs(t1, t2)));
+#ifdef NDEBUG  // timings mean something only in an optimised build
   EXPECT_LT(secs(t1, t2), 20.0);  // generous; a few seconds expected
+#endif
 }
 
 }  // namespace
