@@ -3,32 +3,31 @@
 #include <cstdint>
 
 namespace attune {
-namespace {
-
-// Decodes one UTF-8 code point at s[i]; returns its byte length (1 for an invalid byte,
-// with cp = 0xFFFD) so callers always make progress.
-std::size_t decode(std::string_view s, std::size_t i, std::uint32_t& cp) {
+std::size_t utf8_decode(std::string_view s, std::size_t i, std::uint32_t& cp) {
   const auto c = static_cast<unsigned char>(s[i]);
   auto cont = [&](std::size_t k) {
     return i + k < s.size() && (static_cast<unsigned char>(s[i + k]) & 0xC0) == 0x80;
   };
-  if (c < 0x80) { cp = c; return 1; }
+  auto byte = [&](std::size_t k) { return static_cast<std::uint32_t>(static_cast<unsigned char>(s[i + k]) & 0x3F); };
+  if (c < 0x80) {
+    cp = c;
+    return 1;
+  }
   if ((c & 0xE0) == 0xC0 && cont(1)) {
-    cp = ((c & 0x1F) << 6) | (s[i + 1] & 0x3F);
+    cp = (static_cast<std::uint32_t>(c & 0x1F) << 6) | byte(1);
     if (cp >= 0x80) return 2;
   } else if ((c & 0xF0) == 0xE0 && cont(1) && cont(2)) {
-    cp = ((c & 0x0F) << 12) | ((s[i + 1] & 0x3F) << 6) | (s[i + 2] & 0x3F);
+    cp = (static_cast<std::uint32_t>(c & 0x0F) << 12) | (byte(1) << 6) | byte(2);
     if (cp >= 0x800 && (cp < 0xD800 || cp > 0xDFFF)) return 3;
   } else if ((c & 0xF8) == 0xF0 && cont(1) && cont(2) && cont(3)) {
-    cp = ((c & 0x07) << 18) | ((s[i + 1] & 0x3F) << 12) | ((s[i + 2] & 0x3F) << 6) | (s[i + 3] & 0x3F);
+    cp = (static_cast<std::uint32_t>(c & 0x07) << 18) | (byte(1) << 12) | (byte(2) << 6) | byte(3);
     if (cp >= 0x10000 && cp <= 0x10FFFF) return 4;
   }
-  cp = 0xFFFD;
+  cp = kInvalidCodePoint;
   return 1;
 }
 
-// The code points Python's str.isspace() accepts.
-bool is_space(std::uint32_t cp) {
+bool is_python_space(std::uint32_t cp) {
   switch (cp) {
     case 0x09: case 0x0A: case 0x0B: case 0x0C: case 0x0D: case 0x1C: case 0x1D: case 0x1E:
     case 0x1F: case 0x20: case 0x85: case 0xA0: case 0x1680: case 0x2028: case 0x2029:
@@ -39,7 +38,6 @@ bool is_space(std::uint32_t cp) {
   }
 }
 
-}  // namespace
 
 std::vector<std::string> split_whitespace(std::string_view s) {
   std::vector<std::string> out;
@@ -47,8 +45,8 @@ std::vector<std::string> split_whitespace(std::string_view s) {
   bool in_word = false;
   while (i < s.size()) {
     std::uint32_t cp;
-    std::size_t len = decode(s, i, cp);
-    if (is_space(cp)) {
+    std::size_t len = utf8_decode(s, i, cp);
+    if (is_python_space(cp)) {
       if (in_word) out.emplace_back(s.substr(start, i - start));
       in_word = false;
     } else if (!in_word) {
@@ -65,8 +63,8 @@ std::string strip(std::string_view s) {
   std::size_t i = 0, begin = s.size(), end = 0;
   while (i < s.size()) {
     std::uint32_t cp;
-    std::size_t len = decode(s, i, cp);
-    if (!is_space(cp)) {
+    std::size_t len = utf8_decode(s, i, cp);
+    if (!is_python_space(cp)) {
       if (begin == s.size()) begin = i;
       end = i + len;
     }
@@ -97,11 +95,8 @@ bool valid_utf8(std::string_view s) {
   std::size_t i = 0;
   while (i < s.size()) {
     std::uint32_t cp;
-    std::size_t len = decode(s, i, cp);
-    if (cp == 0xFFFD && len == 1) {
-      // A literal U+FFFD is 3 bytes; a 1-byte result with 0xFFFD means invalid input.
-      return false;
-    }
+    std::size_t len = utf8_decode(s, i, cp);
+    if (cp == kInvalidCodePoint) return false;
     i += len;
   }
   return true;

@@ -7,36 +7,8 @@
 namespace attune::text {
 namespace {
 
-// Marks a byte that does not start a valid UTF-8 sequence; Python would never see such a
-// byte in a str, so every tokenizer here treats it as a separator.
-constexpr std::uint32_t kInvalid = 0xFFFFFFFF;
-
-// Decodes one code point at s[i] and returns its byte length. Invalid input (bad lead,
-// missing continuation, overlong, surrogate, > U+10FFFF) yields kInvalid and length 1, so
-// decoding resynchronises on the next byte.
-std::size_t decode(std::string_view s, std::size_t i, std::uint32_t& cp) {
-  const auto c = static_cast<unsigned char>(s[i]);
-  auto cont = [&](std::size_t k) {
-    return i + k < s.size() && (static_cast<unsigned char>(s[i + k]) & 0xC0) == 0x80;
-  };
-  auto byte = [&](std::size_t k) { return static_cast<std::uint32_t>(static_cast<unsigned char>(s[i + k]) & 0x3F); };
-  if (c < 0x80) {
-    cp = c;
-    return 1;
-  }
-  if ((c & 0xE0) == 0xC0 && cont(1)) {
-    cp = (static_cast<std::uint32_t>(c & 0x1F) << 6) | byte(1);
-    if (cp >= 0x80) return 2;
-  } else if ((c & 0xF0) == 0xE0 && cont(1) && cont(2)) {
-    cp = (static_cast<std::uint32_t>(c & 0x0F) << 12) | (byte(1) << 6) | byte(2);
-    if (cp >= 0x800 && (cp < 0xD800 || cp > 0xDFFF)) return 3;
-  } else if ((c & 0xF8) == 0xF0 && cont(1) && cont(2) && cont(3)) {
-    cp = (static_cast<std::uint32_t>(c & 0x07) << 18) | (byte(1) << 12) | (byte(2) << 6) | byte(3);
-    if (cp >= 0x10000 && cp <= 0x10FFFF) return 4;
-  }
-  cp = kInvalid;
-  return 1;
-}
+constexpr std::uint32_t kInvalid = kInvalidCodePoint;  // separators for every tokenizer here
+using attune::utf8_decode;
 
 void append_utf8(std::string& out, std::uint32_t cp) {
   if (cp < 0x80) {
@@ -87,24 +59,13 @@ std::uint32_t lower_cp(std::uint32_t c) {
   return c;
 }
 
-bool is_unicode_space(std::uint32_t cp) {
-  switch (cp) {
-    case 0x09: case 0x0A: case 0x0B: case 0x0C: case 0x0D: case 0x1C: case 0x1D: case 0x1E:
-    case 0x1F: case 0x20: case 0x85: case 0xA0: case 0x1680: case 0x2028: case 0x2029:
-    case 0x202F: case 0x205F: case 0x3000:
-      return true;
-    default:
-      return cp >= 0x2000 && cp <= 0x200A;
-  }
-}
-
 // Python's `\w` (str.isalnum() or '_') as `\b` in SQuAD's article regex sees it.
 // Exact for ASCII, Latin-1, combining marks, General Punctuation, CJK punctuation and
 // fullwidth forms (checked against CPython); every other non-ASCII code point is taken
 // to be a letter, which holds for the letters and ideographs answers are made of.
 bool is_word_cp(std::uint32_t c) {
   if (c < 0x80) return is_ascii_alnum(c) || c == '_';
-  if (c == kInvalid || is_unicode_space(c)) return false;
+  if (c == kInvalid || is_python_space(c)) return false;
   if (c <= 0xBF) {
     switch (c) {
       case 0xAA: case 0xB2: case 0xB3: case 0xB5: case 0xB9: case 0xBA: case 0xBC: case 0xBD:
@@ -149,7 +110,7 @@ std::vector<std::string> rouge_tokens(std::string_view s) {
   std::size_t i = 0;
   while (i < s.size()) {
     std::uint32_t cp;
-    const std::size_t len = decode(s, i, cp);
+    const std::size_t len = utf8_decode(s, i, cp);
     i += len;
     if (cp < 0x80 && is_ascii_alnum(cp)) {
       cur += ascii_lower(static_cast<char>(cp));
@@ -172,7 +133,7 @@ std::string squad_normalize(std::string_view s) {
   cps.reserve(s.size());
   for (std::size_t i = 0; i < s.size();) {
     std::uint32_t cp;
-    const std::size_t len = decode(s, i, cp);
+    const std::size_t len = utf8_decode(s, i, cp);
     if (cp == kInvalid) {
       // Keep the raw byte (stored above the Unicode range) so no input is lost.
       cps.push_back(0x80000000u | static_cast<unsigned char>(s[i]));
