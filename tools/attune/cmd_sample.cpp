@@ -66,7 +66,7 @@ void write_sample(const fs::path& out, std::uint64_t seed, std::size_t users) {
     int day = static_cast<int>(rng.below(200));
     for (int n = 0; n < 30; ++n) {
       day += 1 + static_cast<int>(rng.below(9));
-      char date[16];
+      char date[32];
       std::snprintf(date, sizeof date, "20%02d-%02d-%02d", 18 + day / 336, 1 + (day % 336) / 28, 1 + day % 28);
       const std::size_t c = rng.below(3);
       const std::string a = topics[c][rng.below(3)];

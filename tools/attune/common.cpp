@@ -23,6 +23,8 @@ void DataOptions::add(CLI::App& app, bool need_split) {
   if (need_split) app.add_option("--split", split, "split: train, dev or test")->capture_default_str();
   app.add_option("--questions", questions, "an official LaMP questions file (instead of --data)");
   app.add_option("--outputs", outputs, "the outputs file that goes with --questions");
+  app.add_option("--background", background,
+                 "outputs file the reference reader fits its background on (default: DIR/<task>/train_outputs.json)");
 }
 
 void RunOptions::add(CLI::App& app) {
@@ -57,8 +59,9 @@ data::Dataset load_dataset(const DataOptions& d) {
 
 std::vector<std::string> train_outputs(const DataOptions& d) {
   std::vector<std::string> out;
-  if (d.data.empty()) return out;
-  const fs::path lamp = fs::path(d.data) / d.task / "train_outputs.json";
+  if (d.data.empty() && d.background.empty()) return out;
+  const fs::path lamp = d.background.empty() ? fs::path(d.data) / d.task / "train_outputs.json" : fs::path(d.background);
+  if (!d.background.empty() && !fs::exists(lamp)) throw Error(lamp.string() + ": cannot open");
   if (fs::exists(lamp)) {
     // Only the outputs file: the training questions (tens of MB) are not needed.
     nlohmann::json j;
@@ -136,8 +139,9 @@ std::unique_ptr<llm::LanguageModel> make_llm(const std::string& spec, const Data
     auto background = train_outputs(d);
     if (background.empty())
       throw Error("the reference reader fits its background on the task's training outputs, and " +
-                  (d.data.empty() ? std::string("no --data directory was given")
-                                  : "none were found in " + d.data + " for task " + d.task));
+                  (d.data.empty() ? std::string("neither --data nor --background was given")
+                                  : "none were found in " + d.data + " for task " + d.task +
+                                        " (name an outputs file with --background)"));
     return std::make_unique<llm::ReferenceReader>(background, task.labels());
   }
   if (starts_with(spec, "local:") || starts_with(spec, "openai:"))

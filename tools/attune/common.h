@@ -22,6 +22,7 @@ struct DataOptions {
   std::string task;
   std::string split = "dev";
   std::string questions, outputs;  // official LaMP files named directly
+  std::string background;          // outputs file the reference reader fits (default: train outputs)
   void add(CLI::App& app, bool need_split = true);
 };
 
