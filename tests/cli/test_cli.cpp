@@ -86,6 +86,20 @@ TEST_F(Cli, BadInputExitsOneWithOneLineNamingTheFile) {
   EXPECT_FALSE(fs::exists(dir_ / "r.jsonl"));
 }
 
+TEST_F(Cli, ReferenceReaderNeedsABackground) {
+  const std::string g = std::string(ATTUNE_SOURCE_DIR) + "/data/sample/commit_subject/";
+  const std::string files = "--task lamp4 --questions " + g + "dev_questions.json --outputs " + g + "dev_outputs.json";
+  auto r = run("eval " + files + " --quiet --store s.db");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("--background"), std::string::npos) << r.err;
+  r = run("eval " + files + " --background missing.json --quiet --store s.db");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("missing.json: cannot open"), std::string::npos) << r.err;
+  r = run("eval " + files + " --background " + g + "train_outputs.json --retrievers none,bm25 --limit 5 --quiet --store s.db");
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("task lamp4"), std::string::npos) << r.out;
+}
+
 TEST_F(Cli, MetricsOnLiteralFiles) {
   write("g.json", R"({"task": "LaMP_3", "golds": [{"id": "a", "output": "5"}, {"id": "b", "output": "1"}]})");
   write("p.jsonl", "{\"id\": \"a\", \"output\": \"4\"}\n{\"id\": \"b\", \"output\": \"oops\"}\n");
