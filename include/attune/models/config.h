@@ -1,0 +1,42 @@
+#pragma once
+// config.json of a Hugging Face model folder, read once into typed fields; errors name the
+// file and the key.
+#include <cstdint>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace attune::models {
+
+class ConfigFile {
+ public:
+  static ConfigFile load(const std::filesystem::path& dir_or_file);
+  static ConfigFile parse(const std::string& text, std::string source);
+  const nlohmann::json& json() const { return j_; }
+  const std::string& source() const { return source_; }
+  // The first of architectures[], or "" when absent.
+  std::string architecture() const;
+  std::string model_type() const;
+  bool has(const std::string& key) const { return j_.contains(key) && !j_[key].is_null(); }
+  // Required keys: Error "<file>: field \"key\": missing" / "... expected an integer".
+  std::int64_t integer(const std::string& key) const;
+  double number(const std::string& key) const;
+  std::string string(const std::string& key) const;
+  bool boolean(const std::string& key) const;
+  // Optional keys with a default.
+  std::int64_t integer(const std::string& key, std::int64_t def) const;
+  double number(const std::string& key, double def) const;
+  std::string string(const std::string& key, const std::string& def) const;
+  bool boolean(const std::string& key, bool def) const;
+  // An int or a list of ints (eos_token_id); empty when absent.
+  std::vector<std::int64_t> integers(const std::string& key) const;
+  [[noreturn]] void fail(const std::string& key, const std::string& what) const;
+
+ private:
+  nlohmann::json j_;
+  std::string source_;
+};
+
+}  // namespace attune::models

@@ -1,0 +1,72 @@
+#pragma once
+// Model-independent generation and scoring over a decoder with a KV cache (includes torch).
+// A model (Llama-family causal LM, T5) implements Decoder; greedy, beam search, sampling
+// and prefix-shared target scoring are written once here.
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace attune::models {
+
+using TokenIds = std::vector<std::int32_t>;
+
+// Per-batch decoding state: the KV caches of a batch of sequences.
+class DecoderState {
+ public:
+  virtual ~DecoderState() = default;
+  // Feeds tokens [B, L] (int64) to every row; valid [B, L] (bool) is false for right
+  // padding, whose outputs are garbage and must be ignored. Returns float32 logits
+  // [B, L, V]: row b, position i predicts the token after tokens[b][i].
+  virtual torch::Tensor step(const torch::Tensor& tokens, const torch::Tensor& valid) = 0;
+  // Keeps rows `index` (int64 [B'], may repeat) in that order: beam reordering, or
+  // fanning one shared prompt out to many targets.
+  virtual void select(const torch::Tensor& index) = 0;
+};
+
+class Decoder {
+ public:
+  virtual ~Decoder() = default;
+  // Reads the prompts (a batch; each non-empty) and returns the state plus float32 logits
+  // [B, V] for the first token to generate.
+  virtual std::unique_ptr<DecoderState> start(const std::vector<TokenIds>& prompts, torch::Tensor& next_logits) = 0;
+  virtual torch::Device device() const = 0;
+  virtual std::int64_t vocab_size() const = 0;
+};
+
+struct DecodeOptions {
+  std::size_t max_new_tokens = 128;
+  // 1 = greedy (or sampling when temperature > 0); > 1 = beam search with that many beams.
+  int beams = 1;
+  double temperature = 0;  // > 0 samples
+  double top_p = 1.0;      // nucleus mass kept when sampling
+  std::uint64_t seed = 0;  // sampling seed; row i of a batch draws from derive_seed(seed, i)
+  double length_penalty = 1.0;  // beam score = sum log p / length^length_penalty (HF default)
+  std::vector<std::int32_t> eos_ids;  // generation of a row stops at any of these
+  std::size_t batch_size = 16;        // prompts decoded together
+};
+
+// Generated ids per prompt (without the prompt, without the final EOS).
+std::vector<TokenIds> generate(Decoder& model, const std::vector<TokenIds>& prompts, const DecodeOptions& opts);
+
+struct ScoreItem {
+  const TokenIds* prompt = nullptr;
+  const TokenIds* target = nullptr;
+};
+
+struct ScoreOptions {
+  // Requests with the same prompt read it once and fan its cache out to their targets.
+  bool share_prefix = true;
+  // Rows per forward pass (targets with a shared prefix; prompts otherwise).
+  std::size_t batch_size = 32;
+};
+
+// Sum over target tokens of log p(token | prompt, earlier target tokens), natural log;
+// 0 for an empty target. Results in request order.
+std::vector<double> score(Decoder& model, const std::vector<ScoreItem>& items, const ScoreOptions& opts);
+
+// Log-probabilities per target token (for tests: the teacher-forced definition).
+std::vector<std::vector<double>> score_tokens(Decoder& model, const TokenIds& prompt, const std::vector<TokenIds>& targets);
+
+}  // namespace attune::models

@@ -1,0 +1,92 @@
+#include "attune/models/config.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "attune/core/error.h"
+
+namespace attune::models {
+
+namespace fs = std::filesystem;
+
+ConfigFile ConfigFile::load(const fs::path& p) {
+  fs::path file = fs::is_directory(p) ? p / "config.json" : p;
+  std::ifstream in(file);
+  if (!in) throw Error(file.string() + ": cannot open (a Hugging Face model folder needs config.json)");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse(ss.str(), file.string());
+}
+
+ConfigFile ConfigFile::parse(const std::string& text, std::string source) {
+  ConfigFile c;
+  c.source_ = std::move(source);
+  try {
+    c.j_ = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(c.source_ + ": malformed JSON: " + e.what());
+  }
+  if (!c.j_.is_object()) throw Error(c.source_ + ": not a JSON object");
+  return c;
+}
+
+void ConfigFile::fail(const std::string& key, const std::string& what) const {
+  throw Error(source_ + ": field \"" + key + "\": " + what);
+}
+
+std::string ConfigFile::architecture() const {
+  if (j_.contains("architectures") && j_["architectures"].is_array() && !j_["architectures"].empty() &&
+      j_["architectures"][0].is_string())
+    return j_["architectures"][0].get<std::string>();
+  return "";
+}
+
+std::string ConfigFile::model_type() const { return string("model_type", ""); }
+
+std::int64_t ConfigFile::integer(const std::string& key) const {
+  if (!has(key)) fail(key, "missing");
+  const auto& v = j_[key];
+  if (!v.is_number_integer()) fail(key, "expected an integer");
+  return v.get<std::int64_t>();
+}
+double ConfigFile::number(const std::string& key) const {
+  if (!has(key)) fail(key, "missing");
+  const auto& v = j_[key];
+  if (!v.is_number()) fail(key, "expected a number");
+  return v.get<double>();
+}
+std::string ConfigFile::string(const std::string& key) const {
+  if (!has(key)) fail(key, "missing");
+  const auto& v = j_[key];
+  if (!v.is_string()) fail(key, "expected a string");
+  return v.get<std::string>();
+}
+bool ConfigFile::boolean(const std::string& key) const {
+  if (!has(key)) fail(key, "missing");
+  const auto& v = j_[key];
+  if (!v.is_boolean()) fail(key, "expected true or false");
+  return v.get<bool>();
+}
+std::int64_t ConfigFile::integer(const std::string& key, std::int64_t def) const { return has(key) ? integer(key) : def; }
+double ConfigFile::number(const std::string& key, double def) const { return has(key) ? number(key) : def; }
+std::string ConfigFile::string(const std::string& key, const std::string& def) const { return has(key) ? string(key) : def; }
+bool ConfigFile::boolean(const std::string& key, bool def) const { return has(key) ? boolean(key) : def; }
+
+std::vector<std::int64_t> ConfigFile::integers(const std::string& key) const {
+  std::vector<std::int64_t> out;
+  if (!has(key)) return out;
+  const auto& v = j_[key];
+  if (v.is_number_integer()) {
+    out.push_back(v.get<std::int64_t>());
+  } else if (v.is_array()) {
+    for (auto& x : v) {
+      if (!x.is_number_integer()) fail(key, "expected an integer or a list of integers");
+      out.push_back(x.get<std::int64_t>());
+    }
+  } else {
+    fail(key, "expected an integer or a list of integers");
+  }
+  return out;
+}
+
+}  // namespace attune::models

@@ -1,0 +1,420 @@
+#include "attune/models/llama.h"
+
+#include <cmath>
+#include <fstream>
+#include <numbers>
+
+#include "attune/core/error.h"
+#include "attune/models/weights.h"
+
+namespace attune::models {
+
+namespace fs = std::filesystem;
+namespace nn = torch::nn;
+
+// ---------------------------------------------------------------- config
+
+bool LlamaConfig::supports(const ConfigFile& c) {
+  static const std::set<std::string> archs = {"LlamaForCausalLM", "Qwen2ForCausalLM", "MistralForCausalLM"};
+  static const std::set<std::string> types = {"llama", "qwen2", "mistral"};
+  return archs.count(c.architecture()) || types.count(c.model_type());
+}
+
+LlamaConfig LlamaConfig::from(const ConfigFile& c) {
+  if (!supports(c))
+    throw Error(c.source() + ": unsupported architecture \"" + c.architecture() + "\" (model_type \"" + c.model_type() +
+                "\") for a Llama-family LM");
+  LlamaConfig k;
+  k.vocab_size = c.integer("vocab_size");
+  k.hidden_size = c.integer("hidden_size");
+  k.intermediate_size = c.integer("intermediate_size");
+  k.num_layers = c.integer("num_hidden_layers");
+  k.num_heads = c.integer("num_attention_heads");
+  k.num_kv_heads = c.integer("num_key_value_heads", k.num_heads);
+  k.head_dim = c.integer("head_dim", k.num_heads ? k.hidden_size / k.num_heads : 0);
+  k.max_positions = c.integer("max_position_embeddings", 2048);
+  k.rms_eps = c.number("rms_norm_eps", 1e-6);
+  k.rope_theta = c.number("rope_theta", 10000.0);
+  const bool qwen = c.model_type() == "qwen2" || c.architecture() == "Qwen2ForCausalLM";
+  k.attention_bias = c.boolean("attention_bias", qwen);
+  k.mlp_bias = c.boolean("mlp_bias", false);
+  k.tie_embeddings = c.boolean("tie_word_embeddings", false);
+  k.act = c.string("hidden_act", "silu");
+  if (k.act != "silu") c.fail("hidden_act", "unsupported activation \"" + k.act + "\" (only silu)");
+  if (k.num_heads <= 0 || k.num_kv_heads <= 0 || k.num_heads % k.num_kv_heads)
+    c.fail("num_key_value_heads", "must divide num_attention_heads");
+  if (k.head_dim % 2) c.fail("head_dim", "must be even for RoPE");
+  if (c.has("rope_scaling")) {
+    const auto& rs = c.json()["rope_scaling"];
+    if (!rs.is_object()) c.fail("rope_scaling", "expected an object");
+    std::string type = rs.value("rope_type", rs.value("type", std::string("default")));
+    if (type == "default") {
+    } else if (type == "linear" || type == "llama3") {
+      k.rope_type = type;
+      k.rope_factor = rs.value("factor", 1.0);
+      k.low_freq_factor = rs.value("low_freq_factor", 1.0);
+      k.high_freq_factor = rs.value("high_freq_factor", 4.0);
+      k.original_max_positions = rs.value("original_max_position_embeddings", std::int64_t{8192});
+    } else {
+      c.fail("rope_scaling", "unsupported rope type \"" + type + "\" (supported: default, linear, llama3)");
+    }
+  }
+  k.eos_ids = c.integers("eos_token_id");
+  k.bos_id = c.integer("bos_token_id", -1);
+  return k;
+}
+
+// ---------------------------------------------------------------- modules
+
+struct RMSNormImpl : nn::Module {
+  RMSNormImpl(std::int64_t dim, double eps) : eps(eps) { weight = register_parameter("weight", torch::ones({dim})); }
+  torch::Tensor forward(const torch::Tensor& x) {
+    auto xf = x.to(torch::kFloat32);
+    xf = xf * torch::rsqrt(xf.pow(2).mean(-1, true) + eps);
+    return weight * xf.to(x.scalar_type());
+  }
+  torch::Tensor weight;
+  double eps;
+};
+TORCH_MODULE(RMSNorm);
+
+struct AttentionImpl : nn::Module {
+  AttentionImpl(const LlamaConfig& c) : heads(c.num_heads), kv_heads(c.num_kv_heads), dim(c.head_dim) {
+    q_proj = register_module("q_proj", nn::Linear(nn::LinearOptions(c.hidden_size, heads * dim).bias(c.attention_bias)));
+    k_proj = register_module("k_proj", nn::Linear(nn::LinearOptions(c.hidden_size, kv_heads * dim).bias(c.attention_bias)));
+    v_proj = register_module("v_proj", nn::Linear(nn::LinearOptions(c.hidden_size, kv_heads * dim).bias(c.attention_bias)));
+    o_proj = register_module("o_proj", nn::Linear(nn::LinearOptions(heads * dim, c.hidden_size).bias(false)));
+  }
+  static torch::Tensor rotate_half(const torch::Tensor& x) {
+    auto h = x.size(-1) / 2;
+    return torch::cat({-x.narrow(-1, h, h), x.narrow(-1, 0, h)}, -1);
+  }
+  // x [B, L, H]; cos/sin [B, 1, L, D]; mask [B, 1, L, T] additive; cache k/v [B, KV, T0, D]
+  // (undefined when empty), updated in place.
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
+                        const torch::Tensor& mask, torch::Tensor& k_cache, torch::Tensor& v_cache) {
+    const auto B = x.size(0), L = x.size(1);
+    auto q = q_proj(x).view({B, L, heads, dim}).transpose(1, 2);
+    auto k = k_proj(x).view({B, L, kv_heads, dim}).transpose(1, 2);
+    auto v = v_proj(x).view({B, L, kv_heads, dim}).transpose(1, 2);
+    q = q * cos + rotate_half(q) * sin;
+    k = k * cos + rotate_half(k) * sin;
+    k_cache = k_cache.defined() ? torch::cat({k_cache, k}, 2) : k;
+    v_cache = v_cache.defined() ? torch::cat({v_cache, v}, 2) : v;
+    auto kk = k_cache, vv = v_cache;
+    if (heads != kv_heads) {  // grouped-query attention: each kv head serves heads/kv_heads query heads
+      kk = kk.repeat_interleave(heads / kv_heads, 1);
+      vv = vv.repeat_interleave(heads / kv_heads, 1);
+    }
+    auto scores = torch::matmul(q, kk.transpose(-1, -2)).to(torch::kFloat32) * (1.0 / std::sqrt(static_cast<double>(dim)));
+    auto p = torch::softmax(scores + mask, -1).to(x.scalar_type());
+    auto out = torch::matmul(p, vv).transpose(1, 2).reshape({B, L, heads * dim});
+    return o_proj(out);
+  }
+  std::int64_t heads, kv_heads, dim;
+  nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+};
+TORCH_MODULE(Attention);
+
+struct MlpImpl : nn::Module {
+  MlpImpl(const LlamaConfig& c) {
+    gate_proj = register_module("gate_proj", nn::Linear(nn::LinearOptions(c.hidden_size, c.intermediate_size).bias(c.mlp_bias)));
+    up_proj = register_module("up_proj", nn::Linear(nn::LinearOptions(c.hidden_size, c.intermediate_size).bias(c.mlp_bias)));
+    down_proj = register_module("down_proj", nn::Linear(nn::LinearOptions(c.intermediate_size, c.hidden_size).bias(c.mlp_bias)));
+  }
+  torch::Tensor forward(const torch::Tensor& x) { return down_proj(torch::silu(gate_proj(x)) * up_proj(x)); }
+  nn::Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
+};
+TORCH_MODULE(Mlp);
+
+struct DecoderLayerImpl : nn::Module {
+  DecoderLayerImpl(const LlamaConfig& c) {
+    self_attn = register_module("self_attn", Attention(c));
+    mlp = register_module("mlp", Mlp(c));
+    input_layernorm = register_module("input_layernorm", RMSNorm(c.hidden_size, c.rms_eps));
+    post_attention_layernorm = register_module("post_attention_layernorm", RMSNorm(c.hidden_size, c.rms_eps));
+  }
+  Attention self_attn{nullptr};
+  Mlp mlp{nullptr};
+  RMSNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
+};
+TORCH_MODULE(DecoderLayer);
+
+struct InnerImpl : nn::Module {
+  InnerImpl(const LlamaConfig& c) {
+    embed_tokens = register_module("embed_tokens", nn::Embedding(c.vocab_size, c.hidden_size));
+    layers = register_module("layers", nn::ModuleList());
+    for (std::int64_t i = 0; i < c.num_layers; ++i) {
+      auto l = DecoderLayer(c);
+      layers->push_back(l);
+      decoder_layers.push_back(l);
+    }
+    norm = register_module("norm", RMSNorm(c.hidden_size, c.rms_eps));
+  }
+  nn::Embedding embed_tokens{nullptr};
+  nn::ModuleList layers{nullptr};
+  std::vector<DecoderLayer> decoder_layers;
+  RMSNorm norm{nullptr};
+};
+TORCH_MODULE(Inner);
+
+class LlamaModel : public nn::Module {
+ public:
+  explicit LlamaModel(const LlamaConfig& c) : cfg(c) {
+    model = register_module("model", Inner(c));
+    if (!c.tie_embeddings) lm_head = register_module("lm_head", nn::Linear(nn::LinearOptions(c.hidden_size, c.vocab_size).bias(false)));
+    // RoPE inverse frequencies (with linear / llama3 scaling), kept as a plain tensor.
+    auto idx = torch::arange(0, c.head_dim, 2, torch::kFloat64) / static_cast<double>(c.head_dim);
+    auto inv = 1.0 / torch::pow(c.rope_theta, idx);
+    if (cfg.rope_type == "linear") {
+      inv = inv / c.rope_factor;
+    } else if (cfg.rope_type == "llama3") {
+      const double low_wl = c.original_max_positions / c.low_freq_factor, high_wl = c.original_max_positions / c.high_freq_factor;
+      auto wavelen = 2 * std::numbers::pi / inv;
+      auto scaled = torch::where(wavelen > low_wl, inv / c.rope_factor, inv);
+      auto smooth = (c.original_max_positions / wavelen - c.low_freq_factor) / (c.high_freq_factor - c.low_freq_factor);
+      auto smoothed = (1 - smooth) * scaled / c.rope_factor + smooth * scaled;
+      auto medium = (wavelen >= high_wl).logical_and(wavelen <= low_wl);
+      inv = torch::where(medium, smoothed, scaled);
+    }
+    inv_freq = inv.to(torch::kFloat32);
+  }
+  // tokens/positions [B, L] int64, mask [B,1,L,T] float32; caches per layer. Returns hidden [B, L, H].
+  torch::Tensor hidden(const torch::Tensor& tokens, const torch::Tensor& positions, const torch::Tensor& mask,
+                       std::vector<torch::Tensor>& kc, std::vector<torch::Tensor>& vc) {
+    auto x = model->embed_tokens(tokens);
+    auto freqs = positions.to(torch::kFloat32).unsqueeze(-1) * inv_freq.to(tokens.device()).view({1, 1, -1});
+    auto emb = torch::cat({freqs, freqs}, -1).unsqueeze(1);  // [B,1,L,D]
+    auto cos = emb.cos().to(x.scalar_type()), sin = emb.sin().to(x.scalar_type());
+    for (std::size_t i = 0; i < model->decoder_layers.size(); ++i) {
+      auto& layer = model->decoder_layers[i];
+      x = x + layer->self_attn->forward(layer->input_layernorm(x), cos, sin, mask, kc[i], vc[i]);
+      x = x + layer->mlp(layer->post_attention_layernorm(x));
+    }
+    return model->norm(x);
+  }
+  torch::Tensor logits(const torch::Tensor& h) {
+    return (lm_head ? lm_head(h) : torch::matmul(h, model->embed_tokens->weight.t())).to(torch::kFloat32);
+  }
+  LlamaConfig cfg;
+  Inner model{nullptr};
+  nn::Linear lm_head{nullptr};
+  torch::Tensor inv_freq;
+};
+
+// ---------------------------------------------------------------- decoding state
+
+namespace {
+constexpr float kMasked = -1e30f;  // finite, so a fully masked (padding) row stays NaN-free
+
+class LlamaState final : public DecoderState {
+ public:
+  LlamaState(LlamaModel& net, torch::Device dev, std::int64_t batch)
+      : net_(net), k_(net.cfg.num_layers), v_(net.cfg.num_layers) {
+    key_valid_ = torch::zeros({batch, 0}, torch::TensorOptions().dtype(torch::kBool).device(dev));
+    next_pos_ = torch::zeros({batch}, torch::TensorOptions().dtype(torch::kInt64).device(dev));
+  }
+  torch::Tensor step(const torch::Tensor& tokens_in, const torch::Tensor& valid_in) override {
+    torch::NoGradGuard g;
+    auto dev = key_valid_.device();
+    auto tokens = tokens_in.to(dev, torch::kInt64), valid = valid_in.to(dev, torch::kBool);
+    const auto L = tokens.size(1), T0 = key_valid_.size(1);
+    auto positions = (next_pos_.unsqueeze(1) + valid.to(torch::kInt64).cumsum(1) - 1).clamp_min(0);
+    key_valid_ = torch::cat({key_valid_, valid}, 1);
+    const auto T = T0 + L;
+    auto qi = torch::arange(T0, T, torch::TensorOptions().dtype(torch::kInt64).device(dev)).view({L, 1});
+    auto kj = torch::arange(0, T, torch::TensorOptions().dtype(torch::kInt64).device(dev)).view({1, T});
+    auto allowed = (kj <= qi).unsqueeze(0).logical_and(key_valid_.unsqueeze(1));  // [B, L, T]
+    auto mask = torch::zeros(allowed.sizes(), torch::TensorOptions().dtype(torch::kFloat32).device(dev))
+                    .masked_fill(allowed.logical_not(), kMasked)
+                    .unsqueeze(1);
+    auto h = net_.hidden(tokens, positions, mask, k_, v_);
+    next_pos_ = next_pos_ + valid.to(torch::kInt64).sum(1);
+    return net_.logits(h);
+  }
+  void select(const torch::Tensor& index_in) override {
+    auto index = index_in.to(key_valid_.device(), torch::kInt64);
+    for (auto& t : k_)
+      if (t.defined()) t = t.index_select(0, index);
+    for (auto& t : v_)
+      if (t.defined()) t = t.index_select(0, index);
+    key_valid_ = key_valid_.index_select(0, index);
+    next_pos_ = next_pos_.index_select(0, index);
+  }
+
+ private:
+  LlamaModel& net_;
+  std::vector<torch::Tensor> k_, v_;
+  torch::Tensor key_valid_, next_pos_;
+};
+}  // namespace
+
+// ---------------------------------------------------------------- Llama
+
+Llama::Llama(const LlamaConfig& cfg, torch::Device device, torch::Dtype dtype)
+    : cfg_(cfg), device_(device), dtype_(dtype), net_(std::make_shared<LlamaModel>(cfg)) {}
+Llama::~Llama() = default;
+
+torch::nn::Module& Llama::module() { return *net_; }
+
+std::shared_ptr<Llama> Llama::load(const fs::path& dir, torch::Device device, torch::Dtype dtype) {
+  auto cfg = LlamaConfig::from(ConfigFile::load(dir));
+  auto weights = WeightSet::open(dir);
+  auto m = std::make_shared<Llama>(cfg, device, dtype);
+  LoadOptions lo;
+  if (cfg.tie_embeddings) lo.optional.insert("lm_head.weight");
+  load_module(*m->net_, weights, lo);
+  m->net_->to(device, dtype);
+  m->net_->eval();
+  return m;
+}
+
+std::shared_ptr<Llama> Llama::random(const LlamaConfig& cfg, std::uint64_t seed, torch::Device device) {
+  torch::manual_seed(seed);
+  auto m = std::make_shared<Llama>(cfg, device, torch::kFloat32);
+  torch::NoGradGuard g;
+  for (auto& p : m->net_->parameters()) {
+    if (p.dim() >= 2) p.normal_(0, 0.2);
+    else p.uniform_(0.5, 1.5);  // norms
+  }
+  m->net_->to(device);
+  m->net_->eval();
+  return m;
+}
+
+std::shared_ptr<Llama> Llama::load_llama2c(const fs::path& bin, torch::Device device) {
+  std::ifstream in(bin, std::ios::binary);
+  if (!in) throw Error(bin.string() + ": cannot open");
+  std::int32_t h[7];
+  in.read(reinterpret_cast<char*>(h), sizeof h);
+  if (!in) throw Error(bin.string() + ": truncated header (expected 7 int32 fields)");
+  LlamaConfig c;
+  c.hidden_size = h[0];
+  c.intermediate_size = h[1];
+  c.num_layers = h[2];
+  c.num_heads = h[3];
+  c.num_kv_heads = h[4];
+  const bool shared = h[5] > 0;
+  c.vocab_size = std::abs(h[5]);
+  c.max_positions = h[6];
+  if (c.hidden_size <= 0 || c.num_layers <= 0 || c.num_heads <= 0 || c.num_kv_heads <= 0 || c.hidden_size % c.num_heads ||
+      c.num_heads % c.num_kv_heads || c.max_positions <= 0)
+    throw Error(bin.string() + ": implausible header");
+  c.head_dim = c.hidden_size / c.num_heads;
+  c.rms_eps = 1e-5;
+  c.tie_embeddings = shared;
+  c.eos_ids = {2};
+  c.bos_id = 1;
+  auto read = [&](std::vector<std::int64_t> shape, const char* what) {
+    auto t = torch::empty(shape, torch::kFloat32);
+    in.read(reinterpret_cast<char*>(t.data_ptr<float>()), static_cast<std::streamsize>(t.numel() * 4));
+    if (!in) throw Error(bin.string() + ": truncated while reading " + what);
+    return t;
+  };
+  const auto D = c.hidden_size, Hd = c.intermediate_size, NL = c.num_layers, hs = c.head_dim;
+  auto emb = read({c.vocab_size, D}, "token_embedding_table");
+  auto rms_att = read({NL, D}, "rms_att_weight");
+  auto wq = read({NL, c.num_heads * hs, D}, "wq");
+  auto wk = read({NL, c.num_kv_heads * hs, D}, "wk");
+  auto wv = read({NL, c.num_kv_heads * hs, D}, "wv");
+  auto wo = read({NL, D, c.num_heads * hs}, "wo");
+  auto rms_ffn = read({NL, D}, "rms_ffn_weight");
+  auto w1 = read({NL, Hd, D}, "w1");
+  auto w2 = read({NL, D, Hd}, "w2");
+  auto w3 = read({NL, Hd, D}, "w3");
+  auto rms_final = read({D}, "rms_final_weight");
+  read({c.max_positions, hs / 2}, "freq_cis_real");
+  read({c.max_positions, hs / 2}, "freq_cis_imag");
+  torch::Tensor wcls;
+  if (!shared) wcls = read({c.vocab_size, D}, "wcls");
+  // llama2.c rotates interleaved pairs; HF rotates halves. Permute q/k rows per head so
+  // that (2i, 2i+1) become (i, i + hs/2), as HF's convert_llama_weights_to_hf does.
+  auto permute = [&](const torch::Tensor& w, std::int64_t heads) {
+    return w.view({heads, hs / 2, 2, D}).transpose(1, 2).reshape({heads * hs, D});
+  };
+  auto m = std::make_shared<Llama>(c, device, torch::kFloat32);
+  torch::NoGradGuard g;
+  auto& net = *m->net_;
+  net.model->embed_tokens->weight.copy_(emb);
+  for (std::int64_t i = 0; i < NL; ++i) {
+    auto& l = net.model->decoder_layers[static_cast<std::size_t>(i)];
+    l->input_layernorm->weight.copy_(rms_att[i]);
+    l->self_attn->q_proj->weight.copy_(permute(wq[i], c.num_heads));
+    l->self_attn->k_proj->weight.copy_(permute(wk[i], c.num_kv_heads));
+    l->self_attn->v_proj->weight.copy_(wv[i]);
+    l->self_attn->o_proj->weight.copy_(wo[i]);
+    l->post_attention_layernorm->weight.copy_(rms_ffn[i]);
+    l->mlp->gate_proj->weight.copy_(w1[i]);
+    l->mlp->down_proj->weight.copy_(w2[i]);
+    l->mlp->up_proj->weight.copy_(w3[i]);
+  }
+  net.model->norm->weight.copy_(rms_final);
+  if (!shared) net.lm_head->weight.copy_(wcls);
+  net.to(device);
+  net.eval();
+  return m;
+}
+
+std::unique_ptr<DecoderState> Llama::start(const std::vector<TokenIds>& prompts, torch::Tensor& next_logits) {
+  torch::NoGradGuard g;
+  if (prompts.empty()) throw Error("Llama::start: no prompts");
+  std::size_t P = 0;
+  for (auto& p : prompts) {
+    if (p.empty()) throw Error("Llama::start: empty prompt (a causal LM needs at least one token, e.g. BOS)");
+    P = std::max(P, p.size());
+  }
+  const auto B = static_cast<std::int64_t>(prompts.size());
+  auto tokens = torch::zeros({B, static_cast<std::int64_t>(P)}, torch::kInt64);
+  auto valid = torch::zeros({B, static_cast<std::int64_t>(P)}, torch::kBool);
+  auto ta = tokens.accessor<std::int64_t, 2>();
+  auto va = valid.accessor<bool, 2>();
+  for (std::int64_t b = 0; b < B; ++b) {
+    const auto& p = prompts[static_cast<std::size_t>(b)];
+    const std::size_t off = P - p.size();  // left padding: every row ends at column P-1
+    for (std::size_t i = 0; i < p.size(); ++i) {
+      if (p[i] < 0 || p[i] >= cfg_.vocab_size) throw Error("token id " + std::to_string(p[i]) + " outside the vocabulary");
+      ta[b][static_cast<std::int64_t>(off + i)] = p[i];
+      va[b][static_cast<std::int64_t>(off + i)] = true;
+    }
+  }
+  auto state = std::make_unique<LlamaState>(*net_, device_, B);
+  auto logits = state->step(tokens.to(device_), valid.to(device_));
+  next_logits = logits.select(1, static_cast<std::int64_t>(P) - 1);
+  return state;
+}
+
+torch::Tensor Llama::forward(const torch::Tensor& tokens) {
+  torch::NoGradGuard g;
+  LlamaState s(*net_, device_, tokens.size(0));
+  return s.step(tokens.to(device_), torch::ones(tokens.sizes(), torch::kBool).to(device_));
+}
+
+void Llama::save(const fs::path& dir) const {
+  fs::create_directories(dir);
+  nlohmann::json j = {{"architectures", {"LlamaForCausalLM"}},
+                      {"model_type", "llama"},
+                      {"vocab_size", cfg_.vocab_size},
+                      {"hidden_size", cfg_.hidden_size},
+                      {"intermediate_size", cfg_.intermediate_size},
+                      {"num_hidden_layers", cfg_.num_layers},
+                      {"num_attention_heads", cfg_.num_heads},
+                      {"num_key_value_heads", cfg_.num_kv_heads},
+                      {"head_dim", cfg_.head_dim},
+                      {"max_position_embeddings", cfg_.max_positions},
+                      {"rms_norm_eps", cfg_.rms_eps},
+                      {"rope_theta", cfg_.rope_theta},
+                      {"attention_bias", cfg_.attention_bias},
+                      {"mlp_bias", cfg_.mlp_bias},
+                      {"tie_word_embeddings", cfg_.tie_embeddings},
+                      {"hidden_act", cfg_.act},
+                      {"torch_dtype", "float32"}};
+  if (!cfg_.eos_ids.empty()) j["eos_token_id"] = cfg_.eos_ids.size() == 1 ? nlohmann::json(cfg_.eos_ids[0]) : nlohmann::json(cfg_.eos_ids);
+  if (cfg_.bos_id >= 0) j["bos_token_id"] = cfg_.bos_id;
+  {
+    std::ofstream out(dir / "config.json");
+    out << j.dump(2) << "\n";
+  }
+  save_module(*net_, dir / "model.safetensors", {{"format", "pt"}});
+}
+
+}  // namespace attune::models
