@@ -1,6 +1,7 @@
 // The command-line contract (CLI.md): exit codes, one-line errors, output formats.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -57,7 +58,7 @@ const std::string kSample = std::string(ATTUNE_SOURCE_DIR) + "/data/sample";
 }  // namespace
 
 TEST_F(Cli, HelpForEveryVerb) {
-  for (std::string verb : {"", "rank", "eval", "metrics", "feedback", "import", "demo", "sample"}) {
+  for (std::string verb : {"", "rank", "eval", "metrics", "feedback", "import", "demo", "sample", "generate", "score"}) {
     auto r = run(verb + " --help");
     EXPECT_EQ(r.rc, 0) << verb;
     EXPECT_NE(r.out.find("Usage"), std::string::npos) << verb;
@@ -146,4 +147,47 @@ TEST_F(Cli, EvalWritesTheJsonReport) {
   auto j = nlohmann::json::parse(slurp(dir_ / "e.json"));
   for (const char* key : {"task", "split", "llm", "k", "results", "per_example", "significance"}) EXPECT_TRUE(j.contains(key)) << key;
   EXPECT_EQ(j["per_example"]["bm25"].size(), 72u);
+}
+
+TEST_F(Cli, GenerateAndScoreWithTheLocalStories260K) {
+  const std::string model = std::string(ATTUNE_SHARED_DIR) + "/models/stories260K";
+  if (!fs::exists(model + "/model.safetensors")) GTEST_SKIP() << "needs ../shared/models/stories260K (absent in this checkout)";
+  auto g = run("generate --llm local:" + model + " --prompt '' --max-new-tokens 20 --device cpu");
+  ASSERT_EQ(g.rc, 0) << g.err;
+  EXPECT_EQ(g.out.rfind("Once upon a time, there was a little girl named Lily.", 0), 0u) << g.out;
+  auto s = run("score --llm local:" + model + " --prompt 'Once upon a' --target time --device cpu");
+  ASSERT_EQ(s.rc, 0) << s.err;
+  const double lp = std::stod(s.out);
+  EXPECT_LT(lp, 0.0);
+  EXPECT_GT(lp, -0.1);  // "time" after "Once upon a" is near-certain for this model
+  auto unlikely = run("score --llm local:" + model + " --prompt 'Once upon a' --target 'purple elephant' --device cpu");
+  ASSERT_EQ(unlikely.rc, 0) << unlikely.err;
+  EXPECT_LT(std::stod(unlikely.out), lp - 5);
+  auto a = run("generate --llm local:" + model + " --prompt Lily --temperature 0.9 --seed 5 --max-new-tokens 15 --device cpu");
+  auto b = run("generate --llm local:" + model + " --prompt Lily --temperature 0.9 --seed 5 --max-new-tokens 15 --device cpu");
+  ASSERT_EQ(a.rc, 0) << a.err;
+  EXPECT_EQ(a.out, b.out);
+  auto beam = run("generate --llm local:" + model + " --prompt Lily --beams 4 --max-new-tokens 15 --device cpu");
+  EXPECT_EQ(beam.rc, 0) << beam.err;
+}
+
+TEST_F(Cli, GenerateAndScoreErrors) {
+  auto missing = run("generate --llm local:/nowhere/model --prompt x");
+  EXPECT_EQ(missing.rc, 2);
+  EXPECT_NE(missing.err.find("no such folder \"/nowhere/model\""), std::string::npos) << missing.err;
+  auto no_prompt = run("generate --llm reference");
+  EXPECT_EQ(no_prompt.rc, 2);
+  EXPECT_NE(no_prompt.err.find("--prompt"), std::string::npos) << no_prompt.err;
+  auto both = run("generate --llm reference --beams 2 --temperature 1 --prompt x");
+  EXPECT_EQ(both.rc, 2);
+  write("empty/config.json", "{\"model_type\": \"gpt2\", \"architectures\": [\"GPT2LMHeadModel\"]}");
+  write("empty/tokenizer.json", "{}");
+  auto unsupported = run("score --llm local:empty --prompt a --target b --device cpu");
+  EXPECT_EQ(unsupported.rc, 1);
+  EXPECT_EQ(std::count(unsupported.err.begin(), unsupported.err.end(), '\n'), 1) << unsupported.err;
+  auto reference = run("score --llm reference --prompt a --target b");
+  EXPECT_EQ(reference.rc, 1);
+  EXPECT_NE(reference.err.find("--background"), std::string::npos) << reference.err;
+  auto bad_device = run("generate --llm local:empty --prompt a --device tpu");
+  EXPECT_EQ(bad_device.rc, 2) << bad_device.err;
 }

@@ -45,7 +45,7 @@ void add_demo(CLI::App& app, int& rc) {
       if (d.split == "dev") dev = std::move(ds);
     }
     d.split = "dev";
-    auto model = make_llm("reference", d, *task);
+    auto model = make_llm("reference", d, task.get(), *r);
     auto source = make_source(d, *task, *st, r->quiet);
     std::printf("== 2. feedback: per-document utility of the BM25 top-16 with the reference reader\n");
     feedback::CollectOptions fo;

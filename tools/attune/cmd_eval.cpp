@@ -46,7 +46,7 @@ void add_eval(CLI::App& app, int& rc) {
     for (const auto& s : o->retrievers) {
       if (!(task->uses_corpus() && s == "bm25")) retrieval::make_retriever(s, r->seed);  // validates the spec
     }
-    auto model = make_llm(*llm_spec, *d, *task);
+    auto model = make_llm(*llm_spec, *d, task.get(), *r);
     nlohmann::json args = {{"data", d->data}, {"task", d->task}, {"split", d->split}, {"retrievers", o->retrievers},
                            {"llm", *llm_spec}, {"k", o->k}, {"max_length", o->max_length}, {"limit", o->limit}};
     const auto run = st->run_begin("eval", args.dump(), r->seed);

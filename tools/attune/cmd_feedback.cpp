@@ -40,7 +40,7 @@ void add_feedback(CLI::App& app, int& rc) {
     auto tok = text::make_tokenizer(r->tokenizer);
     auto st = store::open_sqlite(r->store);
     auto source = make_source(*d, *task, *st, r->quiet);
-    auto model = make_llm(*llm_spec, *d, *task);
+    auto model = make_llm(*llm_spec, *d, task.get(), *r);
     nlohmann::json args = {{"data", d->data}, {"task", d->task}, {"split", d->split}, {"kind", *kind},
                            {"llm", *llm_spec}, {"top_l", o->top_l}, {"initial", o->initial_retriever},
                            {"retrievers", o->retrievers}, {"k", o->k}, {"limit", o->limit}};

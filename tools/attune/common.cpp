@@ -1,5 +1,7 @@
 #include "common.h"
 
+#include "attune/models/local_lm.h"
+
 #include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -16,10 +18,10 @@ namespace fs = std::filesystem;
 
 namespace attune::cli {
 
-void DataOptions::add(CLI::App& app, bool need_split) {
+void DataOptions::add(CLI::App& app, bool need_split, bool need_task) {
   app.add_option("--data", data, "dataset directory: DIR/<task>/{split}_questions.json or a corpus directory");
-  app.add_option("--task", task, "task: lamp1..lamp7, commit_subject, commit_area, commit_pick, qa, factcheck, slot")
-      ->required();
+  auto* t = app.add_option("--task", task, "task: lamp1..lamp7, commit_subject, commit_area, commit_pick, qa, factcheck, slot");
+  if (need_task) t->required();
   if (need_split) app.add_option("--split", split, "split: train, dev or test")->capture_default_str();
   app.add_option("--questions", questions, "an official LaMP questions file (instead of --data)");
   app.add_option("--outputs", outputs, "the outputs file that goes with --questions");
@@ -32,6 +34,8 @@ void RunOptions::add(CLI::App& app) {
   app.add_option("--seed", seed, "seed for everything random (recorded with the run)")->capture_default_str();
   app.add_option("--threads", threads, "worker threads (0 = all cores)")->capture_default_str();
   app.add_option("--tokenizer", tokenizer, "tokenizer the prompt budget is counted in")->capture_default_str();
+  app.add_option("--device", device, "where neural models run: auto, cpu, cuda, cuda:N")->capture_default_str();
+  app.add_option("--dtype", dtype, "neural model precision: float32, float16, bfloat16")->capture_default_str();
   app.add_flag("--quiet", quiet, "no progress on stderr");
 }
 
@@ -134,7 +138,8 @@ std::unique_ptr<retrieval::CandidateSource> make_source(const DataOptions& d, co
   return std::make_unique<retrieval::CorpusCandidates>(task, std::move(corpus), std::move(idx), n);
 }
 
-std::unique_ptr<llm::LanguageModel> make_llm(const std::string& spec, const DataOptions& d, const tasks::Task& task) {
+std::unique_ptr<llm::LanguageModel> make_llm(const std::string& spec, const DataOptions& d, const tasks::Task* task,
+                                             const RunOptions& run) {
   if (spec == "reference") {
     auto background = train_outputs(d);
     if (background.empty())
@@ -142,10 +147,19 @@ std::unique_ptr<llm::LanguageModel> make_llm(const std::string& spec, const Data
                   (d.data.empty() ? std::string("neither --data nor --background was given")
                                   : "none were found in " + d.data + " for task " + d.task +
                                         " (name an outputs file with --background)"));
-    return std::make_unique<llm::ReferenceReader>(background, task.labels());
+    return std::make_unique<llm::ReferenceReader>(background, task ? task->labels() : std::vector<std::string>{});
   }
-  if (starts_with(spec, "local:") || starts_with(spec, "openai:"))
-    throw UsageError("language model \"" + spec + "\": this build has only the reference reader (local: and openai: backends are not built yet)");
+  if (starts_with(spec, "local:")) {
+    const std::string dir = spec.substr(6);
+    if (dir.empty()) throw UsageError("language model \"" + spec + "\": expected local:MODEL_DIR");
+    if (!fs::is_directory(dir)) throw UsageError("language model \"" + spec + "\": no such folder \"" + dir + "\"");
+    models::LocalOptions o;
+    o.device = run.device;
+    o.dtype = run.dtype;
+    return models::LocalModel::load(dir, o);
+  }
+  if (starts_with(spec, "openai:"))
+    throw UsageError("language model \"" + spec + "\": the openai: backend is not built yet (issue 4)");
   throw UsageError("unknown language model \"" + spec + "\" (expected reference, local:MODEL_DIR or openai:BASE_URL#MODEL)");
 }
 

@@ -23,7 +23,7 @@ struct DataOptions {
   std::string split = "dev";
   std::string questions, outputs;  // official LaMP files named directly
   std::string background;          // outputs file the reference reader fits (default: train outputs)
-  void add(CLI::App& app, bool need_split = true);
+  void add(CLI::App& app, bool need_split = true, bool need_task = true);
 };
 
 struct RunOptions {
@@ -32,6 +32,8 @@ struct RunOptions {
   std::size_t threads = 0;
   bool quiet = false;
   std::string tokenizer = "whitespace";
+  std::string device = "auto";   // neural models: auto | cpu | cuda | cuda:N
+  std::string dtype = "float32"; // neural models: float32 | float16 | bfloat16
   void add(CLI::App& app);
 };
 
@@ -44,8 +46,10 @@ std::vector<std::string> train_outputs(const DataOptions& d);
 // Profile candidates, or corpus BM25 top-n (index built once and kept in the store).
 std::unique_ptr<retrieval::CandidateSource> make_source(const DataOptions& d, const tasks::Task& task,
                                                         store::Store& store, bool quiet, std::size_t n = 100);
-// --llm SPEC: reference | local:DIR | openai:URL#MODEL.
-std::unique_ptr<llm::LanguageModel> make_llm(const std::string& spec, const DataOptions& d, const tasks::Task& task);
+// --llm SPEC: reference | local:DIR | openai:URL#MODEL. `task` may be null for verbs
+// without one (generate, score); the reference reader then has no label set.
+std::unique_ptr<llm::LanguageModel> make_llm(const std::string& spec, const DataOptions& d, const tasks::Task* task,
+                                             const RunOptions& run);
 
 // Writes text to a file atomically (temp file + rename); Error naming the path.
 void write_file(const std::filesystem::path& path, const std::string& text);
@@ -58,6 +62,8 @@ void add_feedback(CLI::App& app, int& rc);
 void add_import(CLI::App& app, int& rc);
 void add_demo(CLI::App& app, int& rc);
 void add_sample(CLI::App& app, int& rc);
+void add_generate(CLI::App& app, int& rc);
+void add_score(CLI::App& app, int& rc);
 
 // Synthetic sample data (data/sample): LaMP-schema commit_subject data for `users` users.
 void write_sample(const std::filesystem::path& out, std::uint64_t seed, std::size_t users);

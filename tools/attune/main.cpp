@@ -18,6 +18,8 @@ int main(int argc, char** argv) {
   attune::cli::add_import(app, rc);
   attune::cli::add_demo(app, rc);
   attune::cli::add_sample(app, rc);
+  attune::cli::add_generate(app, rc);
+  attune::cli::add_score(app, rc);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

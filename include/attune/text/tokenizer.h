@@ -1,7 +1,7 @@
 #pragma once
 // The tokenizer a prompt budget is counted in (LAMP.md: phi_p's budget is in the target
-// LLM's tokens). Lexical now; subword tokenizers (tokenizer.json) implement the same
-// interface later.
+// LLM's tokens): whitespace tokens, or the target model's own subword tokenizer
+// (text/subword.h, loaded from tokenizer.json / vocab.txt / spiece.model).
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -38,7 +38,9 @@ class WhitespaceTokenizer final : public Tokenizer {
   bool eos_;
 };
 
-// "whitespace" (default, counts EOS) or "whitespace-noeos"; UsageError otherwise.
+// "whitespace" (default, counts EOS), "whitespace-noeos", or a subword tokenizer: "hf:PATH",
+// a model folder, or a tokenizer.json / vocab.txt / *.model file. UsageError naming the spec
+// for anything else or a path that does not exist.
 std::unique_ptr<Tokenizer> make_tokenizer(std::string_view spec);
 
 }  // namespace attune::text

@@ -1,0 +1,53 @@
+#pragma once
+// The `local:MODEL_DIR` language model: a Hugging Face folder (config.json, safetensors,
+// tokenizer files) run in-process with libtorch. Torch-free header.
+#include <cstddef>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "attune/llm/language_model.h"
+
+namespace attune::models {
+
+struct LocalOptions {
+  std::string device = "auto";   // auto | cpu | cuda | cuda:N
+  std::string dtype = "float32"; // float32 | float16 | bfloat16 (fp32 on CPU: bf16 is ~3x slower there)
+  std::size_t batch_size = 16;   // prompts per forward pass (generate) / rows per pass (score)
+  bool share_prefix = true;      // score: requests with the same prompt read it once
+};
+
+struct LocalStats {
+  std::size_t prompts = 0, prompt_tokens = 0, generated_tokens = 0, scored_tokens = 0, truncated = 0;
+};
+
+// Semantics (documented in docs/cli.md):
+//  generate: prompt = tokenizer(prompt) with its special tokens (BOS for Llama 2, </s> for
+//    T5); an empty causal prompt is just BOS. Stops at any EOS id of config.json or the
+//    tokenizer, or after max_new_tokens; the text is decoded without special tokens.
+//  score: sum of natural-log probabilities of the target's tokens, the target tokenized on
+//    its own without special tokens for a causal LM (so "time" after "Once upon a" is scored
+//    as the tokenizer's word-initial "▁time"), and with them for T5 (labels end in </s>, as
+//    in training).
+//  Prompts longer than the model's context keep their last tokens (causal; BOS kept) or
+//    their first (T5); each is counted in stats().truncated.
+// Calls are serialised (one forward at a time; torch uses every core within one).
+class LocalModel final : public llm::LanguageModel {
+ public:
+  static std::unique_ptr<LocalModel> load(const std::filesystem::path& dir, const LocalOptions& opts = {});
+  ~LocalModel() override;
+  std::vector<llm::Generation> generate(std::span<const llm::Prompt> prompts, const llm::GenerateOptions& opts) override;
+  std::vector<double> score(std::span<const llm::ScoreRequest> requests) override;
+  // "local:<folder name>@<content hash>": the hash covers config.json, the tokenizer files
+  // and the weights' headers, sizes and first/last MiB, so a changed model misses the cache.
+  llm::ModelInfo info() const override;
+  LocalStats stats() const;
+  std::string device() const;
+
+ private:
+  struct Impl;
+  explicit LocalModel(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace attune::models

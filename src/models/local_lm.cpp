@@ -1,0 +1,184 @@
+#include "attune/models/local_lm.h"
+
+#include <fstream>
+#include <mutex>
+#include <sstream>
+
+#include "attune/core/error.h"
+#include "attune/core/hash.h"
+#include "attune/models/config.h"
+#include "attune/models/decoding.h"
+#include "attune/models/llama.h"
+#include "attune/models/t5.h"
+#include "attune/models/weights.h"
+#include "attune/text/subword.h"
+
+namespace attune::models {
+
+namespace fs = std::filesystem;
+
+namespace {
+std::string read_all(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Content identity of a model folder without reading gigabytes of weights.
+std::string model_hash(const fs::path& dir) {
+  Hasher h;
+  for (auto name : {"config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt",
+                    "generation_config.json", "model.safetensors.index.json"}) {
+    fs::path p = dir / name;
+    h.add(name).add(fs::exists(p) ? read_all(p) : std::string());
+  }
+  std::vector<fs::path> weights;
+  for (auto& e : fs::directory_iterator(dir))
+    if (e.path().extension() == ".safetensors") weights.push_back(e.path());
+  std::sort(weights.begin(), weights.end());
+  for (auto& w : weights) {
+    const auto size = fs::file_size(w);
+    std::ifstream in(w, std::ios::binary);
+    const std::size_t chunk = 1 << 20;
+    std::string head(std::min<std::uintmax_t>(size, chunk), '\0');
+    in.read(head.data(), static_cast<std::streamsize>(head.size()));
+    std::string tail(std::min<std::uintmax_t>(size, chunk), '\0');
+    in.seekg(static_cast<std::streamoff>(size - tail.size()));
+    in.read(tail.data(), static_cast<std::streamsize>(tail.size()));
+    h.add(w.filename().string()).add(static_cast<std::uint64_t>(size)).add(head).add(tail);
+  }
+  return h.hex().substr(0, 16);
+}
+}  // namespace
+
+struct LocalModel::Impl {
+  fs::path dir;
+  LocalOptions opts;
+  std::string id;
+  std::shared_ptr<Decoder> decoder;
+  bool seq2seq = false;
+  std::int64_t max_positions = 0;  // 0 = unbounded (relative positions)
+  std::shared_ptr<const text::SubwordTokenizer> tok;
+  std::vector<std::int32_t> eos;
+  std::optional<std::int32_t> bos;
+  std::mutex mu;
+  LocalStats stats;
+
+  TokenIds prompt_ids(const std::string& text, std::size_t reserve) {
+    auto ids = tok->encode(text, true).ids;
+    if (!seq2seq && ids.empty()) {
+      if (!bos) throw Error(dir.string() + ": empty prompt and the tokenizer has no BOS token to start from");
+      ids.push_back(*bos);
+    }
+    if (max_positions > 0 && ids.size() + reserve > static_cast<std::size_t>(max_positions)) {
+      const std::size_t keep = static_cast<std::size_t>(max_positions) > reserve ? static_cast<std::size_t>(max_positions) - reserve : 1;
+      if (ids.size() > keep) {
+        ++stats.truncated;
+        if (seq2seq) {
+          ids.resize(keep);
+        } else {
+          const bool has_bos = bos && ids.front() == *bos;
+          TokenIds cut;
+          if (has_bos) cut.push_back(*bos);
+          cut.insert(cut.end(), ids.end() - static_cast<std::ptrdiff_t>(keep - cut.size()), ids.end());
+          ids = std::move(cut);
+        }
+      }
+    }
+    stats.prompt_tokens += ids.size();
+    return ids;
+  }
+};
+
+LocalModel::LocalModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+LocalModel::~LocalModel() = default;
+
+std::unique_ptr<LocalModel> LocalModel::load(const fs::path& dir, const LocalOptions& opts) {
+  if (!fs::is_directory(dir)) throw Error(dir.string() + ": not a model folder (expected config.json, safetensors weights and tokenizer files)");
+  auto impl = std::make_unique<Impl>();
+  impl->dir = dir;
+  impl->opts = opts;
+  auto cfg = ConfigFile::load(dir);
+  const auto device = parse_device(opts.device);
+  const auto dtype = parse_dtype_name(opts.dtype);
+  impl->tok = text::SubwordTokenizer::load(dir);
+  if (LlamaConfig::supports(cfg)) {
+    auto m = Llama::load(dir, device, dtype);
+    impl->max_positions = m->config().max_positions;
+    for (auto e : m->config().eos_ids) impl->eos.push_back(static_cast<std::int32_t>(e));
+    impl->decoder = m;
+  } else if (T5Config::supports(cfg)) {
+    auto m = T5::load(dir, device, dtype);
+    impl->seq2seq = true;
+    // Relative positions: no hard limit; prompts keep the tokenizer's model_max_length.
+    impl->max_positions = static_cast<std::int64_t>(impl->tok->model_max_length() > 0 && impl->tok->model_max_length() < (1u << 20)
+                                                        ? impl->tok->model_max_length() : 0);
+    for (auto e : m->config().eos_ids) impl->eos.push_back(static_cast<std::int32_t>(e));
+    impl->decoder = m;
+  } else {
+    throw Error(cfg.source() + ": unsupported architecture \"" + cfg.architecture() + "\" (model_type \"" + cfg.model_type() +
+                "\"); local: runs Llama-family (llama, qwen2, mistral) and T5 (t5, mt5) models");
+  }
+  if (auto e = impl->tok->eos_id(); e && std::find(impl->eos.begin(), impl->eos.end(), *e) == impl->eos.end()) impl->eos.push_back(*e);
+  impl->bos = impl->tok->bos_id();
+  if (!impl->bos && cfg.has("bos_token_id") && cfg.json()["bos_token_id"].is_number_integer())
+    impl->bos = static_cast<std::int32_t>(cfg.integer("bos_token_id"));
+  impl->id = "local:" + fs::absolute(dir).lexically_normal().filename().string() + "@" + model_hash(dir);
+  if (impl->id.find(":@") != std::string::npos) impl->id = "local:" + fs::absolute(dir).lexically_normal().parent_path().filename().string() + "@" + model_hash(dir);
+  return std::unique_ptr<LocalModel>(new LocalModel(std::move(impl)));
+}
+
+std::vector<llm::Generation> LocalModel::generate(std::span<const llm::Prompt> prompts, const llm::GenerateOptions& g) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  auto& m = *impl_;
+  std::vector<TokenIds> ids;
+  for (auto& p : prompts) ids.push_back(m.prompt_ids(p.text, m.seq2seq ? 0 : g.max_new_tokens));
+  DecodeOptions o;
+  o.max_new_tokens = g.max_new_tokens;
+  o.beams = g.beams;
+  o.temperature = g.temperature;
+  o.top_p = g.top_p;
+  o.seed = g.seed;
+  o.eos_ids = m.eos;
+  o.batch_size = m.opts.batch_size;
+  auto out = models::generate(*m.decoder, ids, o);
+  std::vector<llm::Generation> gens;
+  for (auto& t : out) {
+    m.stats.generated_tokens += t.size();
+    gens.push_back({m.tok->decode(t, true)});
+  }
+  m.stats.prompts += prompts.size();
+  return gens;
+}
+
+std::vector<double> LocalModel::score(std::span<const llm::ScoreRequest> requests) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  auto& m = *impl_;
+  std::vector<TokenIds> prompts, targets;
+  prompts.reserve(requests.size());
+  targets.reserve(requests.size());
+  for (auto& r : requests) {
+    targets.push_back(m.tok->encode(r.target, m.seq2seq).ids);
+    prompts.push_back(m.prompt_ids(r.prompt, m.seq2seq ? 0 : targets.back().size()));
+    m.stats.scored_tokens += targets.back().size();
+  }
+  std::vector<ScoreItem> items;
+  for (std::size_t i = 0; i < requests.size(); ++i) items.push_back({&prompts[i], &targets[i]});
+  ScoreOptions so;
+  so.share_prefix = m.opts.share_prefix;
+  so.batch_size = std::max<std::size_t>(1, m.opts.batch_size * 2);
+  m.stats.prompts += requests.size();
+  return models::score(*m.decoder, items, so);
+}
+
+llm::ModelInfo LocalModel::info() const { return {impl_->id}; }
+
+LocalStats LocalModel::stats() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->stats;
+}
+
+std::string LocalModel::device() const { return impl_->decoder->device().str(); }
+
+}  // namespace attune::models

@@ -1,0 +1,133 @@
+// The local: language model: tokenizer + model folder behind the LanguageModel interface.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "attune/core/error.h"
+#include "attune/models/decoding.h"
+#include "attune/models/llama.h"
+#include "attune/models/local_lm.h"
+#include "attune/models/t5.h"
+#include "attune/text/subword.h"
+
+using namespace attune;
+using namespace attune::models;
+namespace fs = std::filesystem;
+
+namespace {
+const fs::path kStories = fs::path(ATTUNE_SHARED_DIR) / "models" / "stories260K";
+}
+
+TEST(LocalModel, Stories260KGeneratesAndScores) {
+  if (!fs::exists(kStories / "model.safetensors")) GTEST_SKIP() << "needs ../shared/models/stories260K (absent in this checkout)";
+  LocalOptions lo;
+  lo.device = "cpu";
+  auto lm = LocalModel::load(kStories, lo);
+  llm::GenerateOptions g;
+  g.max_new_tokens = 30;
+  std::vector<llm::Prompt> ps = {{""}, {"Once upon a time"}};
+  auto out = lm->generate(ps, g);
+  EXPECT_EQ(out[0].text.rfind("Once upon a time, there was a little girl named Lily.", 0), 0u) << out[0].text;
+  EXPECT_FALSE(out[1].text.empty());
+  // score = teacher-forced sum over the target's own tokens (no specials) after the prompt's.
+  auto tok = text::SubwordTokenizer::load(kStories);
+  auto model = Llama::load(kStories, torch::kCPU);
+  std::vector<llm::ScoreRequest> reqs = {{"Once upon a", "time"}, {"Once upon a", "time there was"}, {"Lily", " went home."}, {"", "Lily"}};
+  auto got = lm->score(reqs);
+  for (std::size_t i = 0; i < reqs.size(); ++i) {
+    auto p = tok->encode(reqs[i].prompt, true).ids;
+    auto t = tok->encode(reqs[i].target, false).ids;
+    if (p.empty()) p = {1};
+    auto per = score_tokens(*model, p, {t});
+    double s = 0;
+    for (double x : per[0]) s += x;
+    EXPECT_NEAR(got[i], s, 1e-4) << i;
+    // One request at a time gives the same number as the batch.
+    std::vector<llm::ScoreRequest> one = {reqs[i]};
+    EXPECT_NEAR(lm->score(one)[0], got[i], 1e-4) << i;
+  }
+  EXPECT_GT(got[0], got[1]);
+  EXPECT_EQ(lm->info().id.rfind("local:stories260K@", 0), 0u) << lm->info().id;
+  EXPECT_GT(lm->stats().generated_tokens, 0u);
+}
+
+TEST(LocalModel, IdChangesWithTheModelAndErrorsNameTheFolder) {
+  if (!fs::exists(kStories / "model.safetensors")) GTEST_SKIP() << "needs ../shared/models/stories260K (absent in this checkout)";
+  auto dir = fs::temp_directory_path() / ("attune_local_" + std::to_string(::getpid())) / "m";
+  fs::remove_all(dir.parent_path());
+  fs::create_directories(dir);
+  for (auto& e : fs::directory_iterator(kStories))
+    if (e.is_regular_file()) fs::copy_file(e.path(), dir / e.path().filename());
+  for (auto& e : fs::directory_iterator(dir)) fs::permissions(e.path(), fs::perms::owner_write, fs::perm_options::add);
+  LocalOptions lo;
+  lo.device = "cpu";
+  const auto id1 = LocalModel::load(dir, lo)->info().id;
+  const auto id0 = LocalModel::load(kStories, lo)->info().id;
+  EXPECT_EQ(id1.substr(id1.find('@')), id0.substr(id0.find('@')));  // same content, same hash
+  {
+    std::ifstream in(dir / "config.json");
+    std::string cfg((std::istreambuf_iterator<char>(in)), {});
+    cfg.replace(cfg.find("1e-05"), 5, "1e-06");
+    std::ofstream(dir / "config.json") << cfg;
+  }
+  EXPECT_NE(LocalModel::load(dir, lo)->info().id, id1);
+  fs::remove(dir / "model.safetensors");
+  try {
+    LocalModel::load(dir, lo);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no model.safetensors"), std::string::npos) << e.what();
+  }
+  fs::remove_all(dir.parent_path());
+}
+
+TEST(LocalModel, T5FolderWithAUnigramTokenizer) {
+  // A tiny random T5 saved as a Hugging Face folder with a hand-written Unigram
+  // tokenizer.json (tests/fixtures/tokenizers/unigram.json: </s> = 1).
+  T5Config c;
+  c.vocab_size = 8;
+  c.d_model = 8;
+  c.d_kv = 4;
+  c.d_ff = 12;
+  c.num_heads = 2;
+  c.num_layers = 2;
+  c.num_decoder_layers = 2;
+  c.num_buckets = 8;
+  c.max_distance = 12;
+  c.feed_forward_proj = "gated-gelu";
+  c.tie_embeddings = false;
+  auto dir = fs::temp_directory_path() / ("attune_local_t5_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  auto t5 = T5::random(c, 3);
+  t5->save(dir);
+  fs::copy_file(fs::path(ATTUNE_SOURCE_DIR) / "tests/fixtures/tokenizers/unigram.json", dir / "tokenizer.json");
+  LocalOptions lo;
+  lo.device = "cpu";
+  auto lm = LocalModel::load(dir, lo);
+  auto tok = text::SubwordTokenizer::load(dir);
+  std::vector<llm::ScoreRequest> reqs = {{"ab bc", "abc"}, {"ab bc", "c"}, {"c", "ab"}};
+  auto got = lm->score(reqs);
+  for (std::size_t i = 0; i < reqs.size(); ++i) {
+    auto p = tok->encode(reqs[i].prompt, true).ids;
+    auto t = tok->encode(reqs[i].target, true).ids;  // T5 labels end in </s>
+    ASSERT_EQ(t.back(), 1);
+    auto per = score_tokens(*t5, p, {t});
+    double s = 0;
+    for (double x : per[0]) s += x;
+    EXPECT_NEAR(got[i], s, 1e-4) << i;
+  }
+  llm::GenerateOptions g;
+  g.max_new_tokens = 6;
+  std::vector<llm::Prompt> ps = {{"ab bc"}, {"c"}};
+  auto out = lm->generate(ps, g);
+  // Greedy generation through the text interface equals decode(generate(ids)).
+  DecodeOptions o;
+  o.max_new_tokens = 6;
+  o.eos_ids = {1};
+  for (std::size_t i = 0; i < ps.size(); ++i) {
+    auto ids = generate(*t5, {tok->encode(ps[i].text, true).ids}, o)[0];
+    EXPECT_EQ(out[i].text, tok->decode(ids, true)) << i;
+  }
+  fs::remove_all(dir);
+}
