@@ -1,5 +1,8 @@
 #include "attune/retrieval/retriever.h"
 
+#include <map>
+#include <mutex>
+
 #include "attune/core/error.h"
 #include "baselines.h"
 
@@ -13,7 +16,25 @@ std::string_view trim(std::string_view s) {
   return s.substr(b, s.find_last_not_of(ws) - b + 1);
 }
 
+struct Registry {
+  std::mutex mu;
+  std::map<std::string, RetrieverFactory, std::less<>> kinds;
+};
+
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+
 }  // namespace
+
+void register_retriever_kind(std::string prefix, RetrieverFactory factory) {
+  if (prefix.empty() || prefix.find(':') != std::string::npos || !factory)
+    throw UsageError("retriever kind \"" + prefix + "\": expected a non-empty prefix without ':' and a factory");
+  auto& r = registry();
+  std::lock_guard lock(r.mu);
+  r.kinds[std::move(prefix)] = std::move(factory);
+}
 
 Ranking Retriever::rank(const Query& q, std::span<const Document> candidates,
                         std::size_t k) const {
@@ -80,8 +101,24 @@ std::unique_ptr<Retriever> make_retriever(std::string_view spec_in, std::uint64_
     for (const auto& p : parts) subs.push_back(make_retriever(p, seed));
     return std::make_unique<RrfRetriever>(std::move(subs));
   }
+  if (const auto colon = spec.find(':'); colon != std::string_view::npos) {
+    const auto prefix = spec.substr(0, colon), arg = spec.substr(colon + 1);
+    RetrieverFactory factory;
+    {
+      auto& r = registry();
+      std::lock_guard lock(r.mu);
+      if (auto it = r.kinds.find(prefix); it != r.kinds.end()) factory = it->second;
+    }
+    if (factory) {
+      if (trim(arg).empty()) throw UsageError("retriever spec \"" + std::string(spec) + "\" names no model (" + std::string(prefix) + ":DIR)");
+      return factory(trim(arg), seed);
+    }
+    if (prefix == "dense" || prefix == "cross")
+      throw UsageError("retriever spec \"" + std::string(spec) + "\": " + std::string(prefix) +
+                       " retrievers are not available here (this program did not register the neural retrievers)");
+  }
   throw UsageError("unknown retriever spec \"" + std::string(spec_in) +
-                   "\" (expected none, random, recency, bm25 or rrf(spec,spec,...))");
+                   "\" (expected none, random, recency, bm25, rrf(spec,spec,...) or a registered KIND:ARG such as dense:DIR)");
 }
 
 }  // namespace attune::retrieval

@@ -33,7 +33,7 @@ void add_demo(CLI::App& app, int& rc) {
       throw Error("no sample data at " + d.data + " (write it with `attune sample --out " + d.data + "`)");
     auto st = store::open_sqlite(r->store);
     auto task = load_task(d);
-    auto tok = text::make_tokenizer(r->tokenizer);
+    auto tok = budget_tokenizer(*r, std::string("reference"));
     std::printf("== 1. import (%s -> %s)\n", d.data.c_str(), r->store.c_str());
     data::Dataset dev;
     for (const char* split : {"train", "dev"}) {

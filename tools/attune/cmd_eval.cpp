@@ -40,7 +40,7 @@ void add_eval(CLI::App& app, int& rc) {
     o->generate.seed = r->seed;
     auto task = load_task(*d);
     auto ds = load_dataset(*d);
-    auto tok = text::make_tokenizer(r->tokenizer);
+    auto tok = budget_tokenizer(*r, *llm_spec);
     auto st = store::open_sqlite(r->store);
     auto source = make_source(*d, *task, *st, r->quiet);
     for (const auto& s : o->retrievers) {

@@ -37,7 +37,7 @@ void add_feedback(CLI::App& app, int& rc) {
     o->progress = !r->quiet;
     auto task = load_task(*d);
     auto ds = load_dataset(*d);
-    auto tok = text::make_tokenizer(r->tokenizer);
+    auto tok = budget_tokenizer(*r, *llm_spec);
     auto st = store::open_sqlite(r->store);
     auto source = make_source(*d, *task, *st, r->quiet);
     auto model = make_llm(*llm_spec, *d, task.get(), *r);

@@ -33,7 +33,9 @@ void RunOptions::add(CLI::App& app) {
   app.add_option("--store", store, "SQLite store")->capture_default_str();
   app.add_option("--seed", seed, "seed for everything random (recorded with the run)")->capture_default_str();
   app.add_option("--threads", threads, "worker threads (0 = all cores)")->capture_default_str();
-  app.add_option("--tokenizer", tokenizer, "tokenizer the prompt budget is counted in")->capture_default_str();
+  app.add_option("--tokenizer", tokenizer,
+                 "tokenizer the prompt budget is counted in: whitespace, whitespace-noeos, or a model folder / "
+                 "tokenizer.json (default: the local: model's own, else whitespace)");
   app.add_option("--device", device, "where neural models run: auto, cpu, cuda, cuda:N")->capture_default_str();
   app.add_option("--dtype", dtype, "neural model precision: float32, float16, bfloat16")->capture_default_str();
   app.add_flag("--quiet", quiet, "no progress on stderr");
@@ -161,6 +163,12 @@ std::unique_ptr<llm::LanguageModel> make_llm(const std::string& spec, const Data
   if (starts_with(spec, "openai:"))
     throw UsageError("language model \"" + spec + "\": the openai: backend is not built yet (issue 4)");
   throw UsageError("unknown language model \"" + spec + "\" (expected reference, local:MODEL_DIR or openai:BASE_URL#MODEL)");
+}
+
+std::unique_ptr<text::Tokenizer> budget_tokenizer(const RunOptions& run, const std::string& llm_spec) {
+  if (!run.tokenizer.empty()) return text::make_tokenizer(run.tokenizer);
+  if (starts_with(llm_spec, "local:") && fs::is_directory(llm_spec.substr(6))) return text::make_tokenizer("hf:" + llm_spec.substr(6));
+  return text::make_tokenizer("whitespace");
 }
 
 void write_file(const fs::path& path, const std::string& text) {

@@ -31,7 +31,9 @@ struct RunOptions {
   std::uint64_t seed = 0;
   std::size_t threads = 0;
   bool quiet = false;
-  std::string tokenizer = "whitespace";
+  // The prompt budget's tokenizer; "" = the local: model's own tokenizer when --llm is
+  // local:DIR, else "whitespace".
+  std::string tokenizer;
   std::string device = "auto";   // neural models: auto | cpu | cuda | cuda:N
   std::string dtype = "float32"; // neural models: float32 | float16 | bfloat16
   void add(CLI::App& app);
@@ -50,6 +52,10 @@ std::unique_ptr<retrieval::CandidateSource> make_source(const DataOptions& d, co
 // without one (generate, score); the reference reader then has no label set.
 std::unique_ptr<llm::LanguageModel> make_llm(const std::string& spec, const DataOptions& d, const tasks::Task* task,
                                              const RunOptions& run);
+
+// The tokenizer prompt budgets are counted in (RunOptions::tokenizer, defaulting to the
+// local model's tokenizer).
+std::unique_ptr<text::Tokenizer> budget_tokenizer(const RunOptions& run, const std::string& llm_spec);
 
 // Writes text to a file atomically (temp file + rename); Error naming the path.
 void write_file(const std::filesystem::path& path, const std::string& text);

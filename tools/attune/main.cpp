@@ -4,9 +4,12 @@
 #include <exception>
 
 #include "attune/core/error.h"
+#include "attune/neural/dense.h"
+#include "cmd_neural.h"
 #include "common.h"
 
 int main(int argc, char** argv) {
+  attune::neural::register_retrievers();  // dense:MODEL_DIR, cross:MODEL_DIR
   CLI::App app{"attune: learn which documents actually help a language model, and serve them"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "attune 0.1.0");
@@ -20,6 +23,7 @@ int main(int argc, char** argv) {
   attune::cli::add_sample(app, rc);
   attune::cli::add_generate(app, rc);
   attune::cli::add_score(app, rc);
+  attune::cli::add_pretrain_encoder(app, rc);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

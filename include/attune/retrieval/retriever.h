@@ -1,6 +1,7 @@
 #pragma once
 // The Retriever interface and the lexical baselines (LAMP.md "Baseline retrievers").
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -39,8 +40,19 @@ class Retriever {
 // bm25: rank_bm25 BM25Okapi over text::bm25_tokens of Document::text, rebuilt per query.
 // rrf(A,B,...): sum over lists of 1 / (60 + rank), 1-based, each list ranked over all
 //          candidates; ties by candidate position.
-// UsageError for an unknown spec. Neural specs (dense:, cross:) come later.
+// PREFIX:ARG: a kind registered with register_retriever_kind (dense:MODEL_DIR,
+//          cross:MODEL_DIR once attune::neural::register_retrievers() has run), also
+//          inside rrf(...).
+// UsageError for an unknown spec or an unregistered kind.
 std::unique_ptr<Retriever> make_retriever(std::string_view spec, std::uint64_t seed);
+
+// Builds a retriever from the ARG of a "PREFIX:ARG" spec (e.g. a model folder). Lets
+// layers above this one (neural/, which links torch) add kinds without this layer
+// depending on them.
+using RetrieverFactory = std::function<std::unique_ptr<Retriever>(std::string_view arg, std::uint64_t seed)>;
+// Registers (or replaces) the factory for "prefix:ARG" specs; prefix has no ':' and is
+// not empty (UsageError otherwise). Thread-safe.
+void register_retriever_kind(std::string prefix, RetrieverFactory factory);
 
 // Splits "a,rrf(b,c),d" at top-level commas.
 std::vector<std::string> split_specs(std::string_view list);

@@ -1,0 +1,379 @@
+// BERT-family encoder: forward pass against a naive double-precision reimplementation,
+// padding invariance, save/load, loader errors; dense and cross-encoder retrievers; the
+// retriever registry.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+#include "attune/core/error.h"
+#include "attune/models/bert.h"
+#include "attune/models/encoder.h"
+#include "attune/models/weights.h"
+#include "attune/neural/dense.h"
+#include "attune/retrieval/retriever.h"
+#include "attune/text/subword.h"
+#include "tiny_bert.h"
+
+namespace attune {
+namespace {
+
+namespace fs = std::filesystem;
+using models::BertConfig;
+using models::BertModel;
+using models::Pooling;
+using testing::fresh_dir;
+using testing::random_bert;
+using testing::tiny_config;
+
+// ---------------------------------------------------------------- naive reference
+
+// One tensor as doubles (row-major) for the loops below.
+struct Params {
+  std::map<std::string, std::vector<double>> t;
+  explicit Params(const torch::nn::Module& m) {
+    for (const auto& item : m.named_parameters()) {
+      auto c = item.value().detach().to(torch::kFloat64).contiguous();
+      t[item.key()] = std::vector<double>(c.data_ptr<double>(), c.data_ptr<double>() + c.numel());
+    }
+  }
+  const std::vector<double>& operator[](const std::string& k) const { return t.at(k); }
+};
+
+using Mat = std::vector<std::vector<double>>;  // [rows][cols]
+
+Mat linear(const Mat& x, const std::vector<double>& W, const std::vector<double>& b, std::size_t out) {
+  const std::size_t in = x[0].size();
+  Mat y(x.size(), std::vector<double>(out));
+  for (std::size_t r = 0; r < x.size(); ++r)
+    for (std::size_t o = 0; o < out; ++o) {
+      double s = b[o];
+      for (std::size_t i = 0; i < in; ++i) s += x[r][i] * W[o * in + i];
+      y[r][o] = s;
+    }
+  return y;
+}
+
+void layer_norm(Mat& x, const std::vector<double>& w, const std::vector<double>& b, double eps) {
+  for (auto& row : x) {
+    double mean = 0, var = 0;
+    for (double v : row) mean += v;
+    mean /= static_cast<double>(row.size());
+    for (double v : row) var += (v - mean) * (v - mean);
+    var /= static_cast<double>(row.size());  // biased, as torch LayerNorm
+    for (std::size_t h = 0; h < row.size(); ++h) row[h] = (row[h] - mean) / std::sqrt(var + eps) * w[h] + b[h];
+  }
+}
+
+// Last hidden states of one sequence (positions with mask 0 are not attended to).
+Mat naive_forward(const Params& p, const BertConfig& c, const std::vector<int>& ids, const std::vector<int>& types,
+                  const std::vector<int>& mask) {
+  const std::size_t L = ids.size(), H = static_cast<std::size_t>(c.hidden_size), I = static_cast<std::size_t>(c.intermediate_size);
+  const std::size_t heads = static_cast<std::size_t>(c.num_heads), dh = H / heads;
+  Mat x(L, std::vector<double>(H));
+  for (std::size_t t = 0; t < L; ++t)
+    for (std::size_t h = 0; h < H; ++h)
+      x[t][h] = p["embeddings.word_embeddings.weight"][ids[t] * H + h] + p["embeddings.position_embeddings.weight"][t * H + h] +
+                p["embeddings.token_type_embeddings.weight"][types[t] * H + h];
+  layer_norm(x, p["embeddings.LayerNorm.weight"], p["embeddings.LayerNorm.bias"], c.layer_norm_eps);
+  for (std::int64_t l = 0; l < c.num_layers; ++l) {
+    const std::string pre = "encoder.layer." + std::to_string(l) + ".";
+    auto q = linear(x, p[pre + "attention.self.query.weight"], p[pre + "attention.self.query.bias"], H);
+    auto k = linear(x, p[pre + "attention.self.key.weight"], p[pre + "attention.self.key.bias"], H);
+    auto v = linear(x, p[pre + "attention.self.value.weight"], p[pre + "attention.self.value.bias"], H);
+    Mat ctx(L, std::vector<double>(H, 0.0));
+    for (std::size_t hd = 0; hd < heads; ++hd)
+      for (std::size_t i = 0; i < L; ++i) {
+        std::vector<double> s(L, 0.0);
+        double mx = -1e300;
+        for (std::size_t j = 0; j < L; ++j) {
+          if (!mask[j]) continue;
+          for (std::size_t d = 0; d < dh; ++d) s[j] += q[i][hd * dh + d] * k[j][hd * dh + d];
+          s[j] /= std::sqrt(static_cast<double>(dh));
+          mx = std::max(mx, s[j]);
+        }
+        double z = 0;
+        for (std::size_t j = 0; j < L; ++j) z += mask[j] ? std::exp(s[j] - mx) : 0.0;
+        for (std::size_t j = 0; j < L; ++j) {
+          if (!mask[j]) continue;
+          const double a = std::exp(s[j] - mx) / z;
+          for (std::size_t d = 0; d < dh; ++d) ctx[i][hd * dh + d] += a * v[j][hd * dh + d];
+        }
+      }
+    auto a = linear(ctx, p[pre + "attention.output.dense.weight"], p[pre + "attention.output.dense.bias"], H);
+    for (std::size_t t = 0; t < L; ++t)
+      for (std::size_t h = 0; h < H; ++h) a[t][h] += x[t][h];
+    layer_norm(a, p[pre + "attention.output.LayerNorm.weight"], p[pre + "attention.output.LayerNorm.bias"], c.layer_norm_eps);
+    auto inter = linear(a, p[pre + "intermediate.dense.weight"], p[pre + "intermediate.dense.bias"], I);
+    for (auto& row : inter)
+      for (double& z : row) z = 0.5 * z * (1.0 + std::erf(z / std::sqrt(2.0)));  // GELU, erf form
+    auto o = linear(inter, p[pre + "output.dense.weight"], p[pre + "output.dense.bias"], H);
+    for (std::size_t t = 0; t < L; ++t)
+      for (std::size_t h = 0; h < H; ++h) o[t][h] += a[t][h];
+    layer_norm(o, p[pre + "output.LayerNorm.weight"], p[pre + "output.LayerNorm.bias"], c.layer_norm_eps);
+    x = o;
+  }
+  return x;
+}
+
+TEST(BertForward, MatchesNaiveDoubleReferenceWithPaddingAndPooling) {
+  const BertConfig c = tiny_config();
+  auto m = random_bert(c, /*pooler=*/true, 7);
+  const Params p(*m);
+  // Three rows of lengths 6, 3 and 5 padded to 6, with segment ids on the first.
+  const std::vector<std::vector<int>> ids = {{2, 5, 9, 12, 3, 20}, {2, 7, 3, 0, 0, 0}, {2, 30, 31, 6, 3, 0}};
+  const std::vector<std::vector<int>> types = {{0, 0, 0, 0, 1, 1}, {0, 0, 0, 0, 0, 0}, {0, 0, 0, 0, 0, 0}};
+  const std::vector<std::vector<int>> mask = {{1, 1, 1, 1, 1, 1}, {1, 1, 1, 0, 0, 0}, {1, 1, 1, 1, 1, 0}};
+  auto to_t = [](const std::vector<std::vector<int>>& v) {
+    auto t = torch::zeros({static_cast<long>(v.size()), static_cast<long>(v[0].size())}, torch::kInt64);
+    for (std::size_t i = 0; i < v.size(); ++i)
+      for (std::size_t j = 0; j < v[i].size(); ++j) t[i][j] = v[i][j];
+    return t;
+  };
+  torch::NoGradGuard g;
+  const auto T_ids = to_t(ids), T_types = to_t(types), T_mask = to_t(mask);
+  auto hidden = m->forward(T_ids, T_types, T_mask);
+  auto mean = models::pool_embeddings(hidden, T_mask, Pooling::Mean, false);
+  auto cls = models::pool_embeddings(hidden, T_mask, Pooling::Cls, false);
+  auto mean_n = models::pool_embeddings(hidden, T_mask, Pooling::Mean, true);
+  const auto H = static_cast<std::size_t>(c.hidden_size);
+  for (std::size_t r = 0; r < ids.size(); ++r) {
+    const Mat ref = naive_forward(p, c, ids[r], types[r], mask[r]);
+    std::vector<double> ref_mean(H, 0.0);
+    double n = 0, norm = 0;
+    for (std::size_t t = 0; t < ids[r].size(); ++t) {
+      if (!mask[r][t]) continue;
+      n += 1;
+      for (std::size_t h = 0; h < H; ++h) {
+        EXPECT_NEAR(hidden[r][t][h].item<double>(), ref[t][h], 1e-4) << "row " << r << " token " << t << " dim " << h;
+        ref_mean[h] += ref[t][h];
+      }
+    }
+    for (std::size_t h = 0; h < H; ++h) norm += (ref_mean[h] / n) * (ref_mean[h] / n);
+    for (std::size_t h = 0; h < H; ++h) {
+      EXPECT_NEAR(mean[r][h].item<double>(), ref_mean[h] / n, 1e-4) << "mean row " << r;
+      EXPECT_NEAR(cls[r][h].item<double>(), ref[0][h], 1e-4) << "cls row " << r;
+      EXPECT_NEAR(mean_n[r][h].item<double>(), ref_mean[h] / n / std::sqrt(norm), 1e-4) << "normalised row " << r;
+    }
+    // Pooler: tanh(W h_cls + b).
+    auto pooled = m->pool(hidden);
+    for (std::size_t o = 0; o < H; ++o) {
+      double s = p["pooler.dense.bias"][o];
+      for (std::size_t i = 0; i < H; ++i) s += p["pooler.dense.weight"][o * H + i] * ref[0][i];
+      EXPECT_NEAR(pooled[r][o].item<double>(), std::tanh(s), 1e-4);
+    }
+  }
+}
+
+TEST(BertForward, ParameterNamesAreHuggingFaceNames) {
+  auto m = random_bert(tiny_config(), true, 1);
+  std::set<std::string> names;
+  for (const auto& item : m->named_parameters()) names.insert(item.key());
+  for (const char* n : {"embeddings.word_embeddings.weight", "embeddings.position_embeddings.weight",
+                        "embeddings.token_type_embeddings.weight", "embeddings.LayerNorm.weight", "embeddings.LayerNorm.bias",
+                        "encoder.layer.0.attention.self.query.weight", "encoder.layer.1.attention.self.value.bias",
+                        "encoder.layer.0.attention.output.dense.weight", "encoder.layer.0.attention.output.LayerNorm.bias",
+                        "encoder.layer.1.intermediate.dense.weight", "encoder.layer.1.output.dense.bias",
+                        "encoder.layer.1.output.LayerNorm.weight", "pooler.dense.weight"})
+    EXPECT_TRUE(names.count(n)) << n;
+  EXPECT_EQ(names.size(), 5u + 2u * 16u + 2u);
+}
+
+// ---------------------------------------------------------------- facade, save / load
+
+TEST(TextEncoder, EmbeddingDoesNotDependOnBatchPartners) {
+  const auto dir = fresh_dir("bert_pad");
+  testing::write_tiny_encoder(dir, Pooling::Mean, false);
+  models::EncoderOptions eo;
+  eo.device = "cpu";
+  eo.batch_size = 8;
+  auto enc = models::TextEncoder::load(dir, eo);
+  ASSERT_EQ(enc->dim(), 8u);
+  const std::vector<std::string> alone = {"the cat sat"};
+  const std::vector<std::string> mixed = {"the red dog ran fast on the big green river stone", "the cat sat",
+                                          "a small car", "debian package library kernel network server client file system"};
+  const auto a = enc->embed(alone), b = enc->embed(mixed);
+  for (std::size_t h = 0; h < 8; ++h) EXPECT_NEAR(a[h], b[8 + h], 1e-5) << h;
+  // Batch size 1 (no padding at all) agrees too, for every text.
+  eo.batch_size = 1;
+  auto one = models::TextEncoder::load(dir, eo)->embed(mixed);
+  for (std::size_t i = 0; i < b.size(); ++i) EXPECT_NEAR(one[i], b[i], 1e-5) << i;
+  fs::remove_all(dir);
+}
+
+TEST(TextEncoder, SaveLoadRoundTripGivesIdenticalOutputs) {
+  const auto dir = fresh_dir("bert_rt");
+  testing::write_tiny_vocab(dir);
+  auto m = random_bert(tiny_config(), false, 3);
+  models::SaveBertOptions so;
+  so.pooling = Pooling::Cls;
+  so.normalize = true;
+  so.max_seq_length = 16;
+  so.attune_metadata = {{"seed", 3}};
+  models::save_bert(m, dir, so);
+  for (const char* f : {"config.json", "model.safetensors", "vocab.txt", "modules.json", "1_Pooling/config.json",
+                        "sentence_bert_config.json", "attune_train.json"})
+    EXPECT_TRUE(fs::exists(dir / f)) << f;
+  const auto spec = models::read_pooling_spec(dir);
+  EXPECT_EQ(spec.pooling, Pooling::Cls);
+  EXPECT_TRUE(spec.normalize);
+  EXPECT_EQ(spec.max_seq_length, 16u);
+
+  auto loaded = models::load_bert(dir, torch::Device(torch::kCPU));
+  torch::NoGradGuard g;
+  auto ids = torch::tensor({{2, 5, 6, 7, 3}, {2, 9, 3, 0, 0}}, torch::kInt64);
+  auto mask = torch::tensor({{1, 1, 1, 1, 1}, {1, 1, 1, 0, 0}}, torch::kInt64);
+  auto types = torch::zeros_like(ids);
+  EXPECT_TRUE(torch::equal(m->forward(ids, types, mask), loaded.model->forward(ids, types, mask)));
+
+  // The facade follows the folder: CLS pooling, normalised.
+  models::EncoderOptions eo;
+  eo.device = "cpu";
+  auto enc = models::TextEncoder::load(dir, eo);
+  const std::vector<std::string> t = {"the cat sat"};  // [CLS] the cat sat [SEP] = 2 5 6 7 3
+  auto e = enc->embed(t);
+  auto ref = models::pool_embeddings(m->forward(ids.narrow(0, 0, 1), types.narrow(0, 0, 1), mask.narrow(0, 0, 1)),
+                                     mask.narrow(0, 0, 1), Pooling::Cls, true);
+  for (std::size_t h = 0; h < 8; ++h) EXPECT_NEAR(e[h], ref[0][h].item<float>(), 1e-6);
+  fs::remove_all(dir);
+}
+
+void expect_error_containing(const std::function<void()>& fn, const std::vector<std::string>& parts) {
+  try {
+    fn();
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    for (const auto& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what() << " lacks " << p;
+  }
+}
+
+void write_config(const fs::path& dir, nlohmann::json j) {
+  std::ofstream(dir / "config.json") << j.dump();
+}
+
+TEST(LoadBert, ErrorsNameTheFileAndTensorOrKey) {
+  const auto dir = fresh_dir("bert_err");
+  testing::write_tiny_encoder(dir, Pooling::Mean, false);
+  auto cfg = tiny_config().to_json();
+  // A third layer in config.json that the weights do not have.
+  auto more = cfg;
+  more["num_hidden_layers"] = 3;
+  write_config(dir, more);
+  expect_error_containing([&] { models::load_bert(dir, torch::Device(torch::kCPU)); },
+                          {dir.string(), "missing tensor", "encoder.layer.2.attention.self.query.weight"});
+  // A wider feed-forward than the weights.
+  auto wide = cfg;
+  wide["intermediate_size"] = 20;
+  write_config(dir, wide);
+  expect_error_containing([&] { models::load_bert(dir, torch::Device(torch::kCPU)); },
+                          {dir.string(), "encoder.layer.0.intermediate.dense.weight", "shape [16, 8]", "[20, 8]"});
+  auto other = cfg;
+  other["model_type"] = "gpt2";
+  write_config(dir, other);
+  expect_error_containing([&] { models::load_bert(dir, torch::Device(torch::kCPU)); }, {"config.json", "model_type", "gpt2"});
+  auto act = cfg;
+  act["hidden_act"] = "swish";
+  write_config(dir, act);
+  expect_error_containing([&] { models::load_bert(dir, torch::Device(torch::kCPU)); }, {"config.json", "hidden_act", "swish"});
+  cfg.erase("hidden_size");
+  write_config(dir, cfg);
+  expect_error_containing([&] { models::load_bert(dir, torch::Device(torch::kCPU)); }, {"config.json", "hidden_size"});
+  fs::remove_all(dir);
+}
+
+// ---------------------------------------------------------------- cross-encoder
+
+// BertForSequenceClassification folder: "bert."-prefixed encoder + pooler, classifier.*.
+void write_cross_encoder(const fs::path& dir, BertModel& m, torch::nn::Linear& head) {
+  testing::write_tiny_vocab(dir);
+  std::vector<models::NamedTensor> ts;
+  for (const auto& item : m->named_parameters()) ts.push_back(models::from_tensor("bert." + item.key(), item.value()));
+  ts.push_back(models::from_tensor("classifier.weight", head->weight));
+  ts.push_back(models::from_tensor("classifier.bias", head->bias));
+  models::write_safetensors(dir / "model.safetensors", ts);
+  auto j = tiny_config().to_json();
+  j["architectures"] = {"BertForSequenceClassification"};
+  j["num_labels"] = 1;
+  write_config(dir, j);
+}
+
+TEST(CrossEncoder, ScoresAreTheClassifierOnThePooledPairAndTheRerankerOrdersByThem) {
+  const auto dir = fresh_dir("bert_cross");
+  auto m = random_bert(tiny_config(), true, 11);
+  torch::manual_seed(12);
+  torch::nn::Linear head(8, 1);
+  write_cross_encoder(dir, m, head);
+  models::EncoderOptions eo;
+  eo.device = "cpu";
+  eo.batch_size = 2;
+  auto ce = models::CrossEncoder::load(dir, eo);
+  const std::vector<std::string> docs = {"the cat sat on the mat", "a red car", "dog", "big green tree house", "python file system"};
+  const auto s = ce->score("the cat", docs);
+  ASSERT_EQ(s.size(), docs.size());
+  // Reference: [CLS] the cat [SEP] doc [SEP] with segment 1 on the document, one pair at a time.
+  auto tok = text::SubwordTokenizer::load(dir);
+  torch::NoGradGuard g;
+  for (std::size_t i = 0; i < docs.size(); ++i) {
+    auto enc = tok->encode_pair("the cat", docs[i]);
+    auto ids = torch::tensor(std::vector<std::int64_t>(enc.ids.begin(), enc.ids.end())).unsqueeze(0);
+    auto types = torch::tensor(std::vector<std::int64_t>(enc.type_ids.begin(), enc.type_ids.end())).unsqueeze(0);
+    EXPECT_EQ(types[0][-1].item<std::int64_t>(), 1);
+    auto ref = head(m->pool(m->forward(ids, types, torch::ones_like(ids))));
+    EXPECT_NEAR(s[i], ref[0][0].item<float>(), 1e-5) << i;
+  }
+  neural::CrossEncoderRetriever r(ce);
+  std::vector<Document> cands;
+  for (std::size_t i = 0; i < docs.size(); ++i) cands.push_back({"d" + std::to_string(i), "u", docs[i], {}, {}});
+  auto ranking = r.rank({"q", "u", "the cat"}, cands, 0);
+  ASSERT_EQ(ranking.size(), docs.size());
+  for (std::size_t j = 1; j < ranking.size(); ++j) EXPECT_GE(s[ranking.indices[j - 1]], s[ranking.indices[j]]);
+  for (std::size_t j = 0; j < ranking.size(); ++j) EXPECT_FLOAT_EQ(ranking.scores[j], s[ranking.indices[j]]);
+  fs::remove_all(dir);
+}
+
+TEST(CrossEncoder, APlainBertModelIsRejectedNamingTheConfig) {
+  const auto dir = fresh_dir("bert_cross_err");
+  testing::write_tiny_encoder(dir, Pooling::Mean, false);
+  expect_error_containing([&] { models::CrossEncoder::load(dir, {"cpu"}); }, {"config.json", "BertForSequenceClassification"});
+  fs::remove_all(dir);
+}
+
+// ---------------------------------------------------------------- dense retriever, registry
+
+TEST(Registry, DenseIsAUsageErrorUntilRegisteredThenBuilds) {
+  const auto dir = fresh_dir("bert_registry");
+  testing::write_tiny_encoder(dir, Pooling::Mean, true);
+  // gtest_discover_tests runs each test in its own process, and this test comes first in
+  // the file, so nothing has registered the neural kinds yet.
+  EXPECT_THROW(retrieval::make_retriever("dense:" + dir.string(), 0), UsageError);
+  neural::register_retrievers();
+  auto r = retrieval::make_retriever("dense:" + dir.string(), 0);
+  EXPECT_EQ(r->name(), "dense:" + dir.string());
+  auto fused = retrieval::make_retriever("rrf(bm25,dense:" + dir.string() + ")", 0);
+  EXPECT_NE(fused->name().find("dense:"), std::string::npos);
+  EXPECT_THROW(retrieval::make_retriever("dense:" + (dir / "nope").string(), 0), Error);
+  fs::remove_all(dir);
+}
+
+TEST(DenseRetriever, RanksAnExactDuplicateFirstAndEmbedsEachTextOnce) {
+  const auto dir = fresh_dir("bert_dense");
+  testing::write_tiny_encoder(dir, Pooling::Mean, /*normalize=*/true, 5);
+  models::EncoderOptions eo;
+  eo.device = "cpu";
+  neural::DenseRetriever r(models::TextEncoder::load(dir, eo));
+  const std::vector<std::string> texts = {"the red dog ran fast", "a small car on the river", "debian kernel network server",
+                                          "the big green tree", "python file system library", "blue apple"};
+  std::vector<Document> cands;
+  for (std::size_t i = 0; i < texts.size(); ++i) cands.push_back({"d" + std::to_string(i), "u", texts[i], {}, {}});
+  for (std::size_t target = 0; target < texts.size(); ++target) {
+    auto ranking = r.rank({"q" + std::to_string(target), "u", texts[target]}, cands, 3);
+    ASSERT_EQ(ranking.size(), 3u);
+    EXPECT_EQ(ranking.indices[0], target);
+    EXPECT_NEAR(ranking.scores[0], 1.0, 1e-5);  // cosine of a text with itself
+  }
+  EXPECT_EQ(r.cached(), texts.size());  // six queries, each text embedded once
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace attune

@@ -1,0 +1,50 @@
+// The retriever-kind registry: layers above retrieval (neural/) add "PREFIX:ARG" kinds.
+#include <gtest/gtest.h>
+
+#include "attune/core/error.h"
+#include "attune/retrieval/retriever.h"
+
+namespace attune::retrieval {
+namespace {
+
+// Records what the factory was given.
+class EchoRetriever final : public Retriever {
+ public:
+  EchoRetriever(std::string arg, std::uint64_t seed) : arg_(std::move(arg)), seed_(seed) {}
+  std::string name() const override { return "echo:" + arg_ + "@" + std::to_string(seed_); }
+
+ protected:
+  Ranking do_rank(const Query&, std::span<const Document>, std::size_t) const override { return {}; }
+
+ private:
+  std::string arg_;
+  std::uint64_t seed_;
+};
+
+TEST(Registry, UnregisteredNeuralKindIsAUsageErrorSayingSo) {
+  for (const char* spec : {"dense:/models/x", "cross:/models/x", "rrf(bm25,dense:/m)"}) {
+    try {
+      make_retriever(spec, 0);
+      FAIL() << "no throw for " << spec;
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("not available"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW(make_retriever("nokind:abc", 0), UsageError);
+}
+
+TEST(Registry, RegisteredKindBuildsAlsoInsideRrf) {
+  register_retriever_kind("echo", [](std::string_view arg, std::uint64_t seed) {
+    return std::make_unique<EchoRetriever>(std::string(arg), seed);
+  });
+  EXPECT_EQ(make_retriever("echo:some/dir", 7)->name(), "echo:some/dir@7");
+  EXPECT_EQ(make_retriever(" echo: a ", 1)->name(), "echo:a@1");
+  EXPECT_EQ(make_retriever("rrf(bm25,echo:m)", 3)->name(), "rrf(bm25,echo:m@3)");
+  EXPECT_THROW(make_retriever("echo:", 0), UsageError);  // no argument
+  EXPECT_THROW(register_retriever_kind("", nullptr), UsageError);
+  EXPECT_THROW(register_retriever_kind("a:b", [](std::string_view, std::uint64_t) { return std::unique_ptr<Retriever>(); }),
+               UsageError);
+}
+
+}  // namespace
+}  // namespace attune::retrieval
