@@ -6,11 +6,19 @@
 //     vocab 8000). shared=0 runs 32 full prompt+target rows (naive); shared=1 reads the
 //     prompt once and fans its KV cache out to the 32 targets. items/s = requests/s;
 //     the tokens/s counter counts prompt+target tokens per request (the logical work).
+//   EncoderForward/<shape>: BERT-family encoder forward (no grad) on batch 32 x 128 tokens,
+//     shape 0 = MiniLM-L6 (384 hidden, 6 layers, 12 heads, 1536 FFN), 1 = BERT-base (768,
+//     12, 12, 3072). items/s = sequences/s; GFLOP/s = the forward's matmul FLOPs per
+//     second (2*L*(4H^2 + 2HI) + 4*L^2*H per sequence and layer).
+//   TrainStep: one contrastive step of the MiniLM-L6-size encoder: two views of 16 x 128
+//     tokens, InfoNCE (tau 0.05), backward, AdamW; reports seconds per step.
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
 
+#include "attune/models/bert.h"
 #include "attune/models/decoding.h"
+#include "attune/train/contrastive.h"
 #include "attune/models/llama.h"
 #include "attune/models/weights.h"
 
@@ -38,6 +46,26 @@ void Matmul(benchmark::State& state) {
 }
 BENCHMARK(Matmul)->Arg(512)->Arg(1024)->Arg(2048)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// The encoder's own matmul shapes: (tokens x in) @ (in x out) for 32 x 128 = 4096 tokens,
+// as torch::linear runs them (weight stored out x in). MiniLM-L6: 384->384, 384->1536,
+// 1536->384; BERT-base: 768->768, 768->3072, 3072->768.
+void LinearShape(benchmark::State& state) {
+  torch::NoGradGuard g;
+  const auto M = state.range(0), K = state.range(1), N = state.range(2);
+  auto dev = bench_device();
+  auto x = torch::randn({M, K}, torch::TensorOptions().device(dev)), w = torch::randn({N, K}, torch::TensorOptions().device(dev));
+  for (auto _ : state) {
+    auto y = torch::linear(x, w);
+    if (dev.is_cuda()) torch::cuda::synchronize();
+    benchmark::DoNotOptimize(y.data_ptr());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * M * K * N / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(LinearShape)
+    ->Args({4096, 384, 384})->Args({4096, 384, 1152})->Args({4096, 384, 1536})->Args({4096, 1536, 384})
+    ->Args({4096, 768, 768})->Args({4096, 768, 3072})->Args({4096, 3072, 768})
+    ->Unit(benchmark::kMillisecond)->UseRealTime();
+
 void LlamaScore(benchmark::State& state) {
   const bool shared = state.range(0) != 0;
   LlamaConfig c;
@@ -64,6 +92,71 @@ void LlamaScore(benchmark::State& state) {
   state.counters["tokens/s"] = benchmark::Counter(32.0 * (256 + 16), benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(LlamaScore)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+BertConfig encoder_shape(int which) {
+  BertConfig c;
+  c.vocab_size = 30522;
+  if (which == 0) {
+    c.hidden_size = 384, c.num_layers = 6, c.num_heads = 12, c.intermediate_size = 1536;
+  } else {
+    c.hidden_size = 768, c.num_layers = 12, c.num_heads = 12, c.intermediate_size = 3072;
+  }
+  return c;
+}
+
+double encoder_flops(const BertConfig& c, double batch, double len) {
+  const double H = static_cast<double>(c.hidden_size), I = static_cast<double>(c.intermediate_size);
+  return batch * static_cast<double>(c.num_layers) * (2 * len * (4 * H * H + 2 * H * I) + 4 * len * len * H);
+}
+
+void EncoderForward(benchmark::State& state) {
+  torch::NoGradGuard g;
+  torch::manual_seed(0);
+  auto c = encoder_shape(static_cast<int>(state.range(0)));
+  BertModel m(c, false);
+  m->init_weights();
+  m->eval();
+  auto dev = bench_device();
+  m->to(dev);
+  const std::int64_t B = 32, L = 128;
+  auto ids = torch::randint(1000, 30000, {B, L}, torch::TensorOptions().dtype(torch::kInt64).device(dev));
+  auto types = torch::zeros({B, L}, ids.options()), mask = torch::ones({B, L}, ids.options());
+  for (auto _ : state) {
+    auto h = m->forward(ids, types, mask);
+    if (dev.is_cuda()) torch::cuda::synchronize();
+    benchmark::DoNotOptimize(h.data_ptr());
+  }
+  state.SetItemsProcessed(state.iterations() * B);
+  state.counters["GFLOP/s"] = benchmark::Counter(encoder_flops(c, B, L) / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(state.range(0) == 0 ? "MiniLM-L6 32x128" : "BERT-base 32x128");
+}
+BENCHMARK(EncoderForward)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void TrainStep(benchmark::State& state) {
+  torch::manual_seed(0);
+  auto c = encoder_shape(0);
+  BertModel m(c, false);
+  m->init_weights();
+  m->train();
+  auto dev = bench_device();
+  m->to(dev);
+  torch::optim::AdamW opt(m->parameters(), torch::optim::AdamWOptions(1e-4));
+  const std::int64_t B = 16, L = 128;
+  auto opts = torch::TensorOptions().dtype(torch::kInt64).device(dev);
+  auto q_ids = torch::randint(1000, 30000, {B, L}, opts), k_ids = torch::randint(1000, 30000, {B, L}, opts);
+  auto types = torch::zeros({B, L}, opts), mask = torch::ones({B, L}, opts);
+  for (auto _ : state) {
+    opt.zero_grad();
+    auto q = pool_embeddings(m->forward(q_ids, types, mask), mask, Pooling::Mean, true);
+    auto k = pool_embeddings(m->forward(k_ids, types, mask), mask, Pooling::Mean, true);
+    auto loss = attune::train::info_nce(q, k, 0.05);
+    loss.backward();
+    opt.step();
+    if (dev.is_cuda()) torch::cuda::synchronize();
+  }
+  state.SetLabel("MiniLM-L6 size, 2 x 16 x 128");
+}
+BENCHMARK(TrainStep)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
 
 }  // namespace
 

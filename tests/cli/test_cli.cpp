@@ -191,3 +191,35 @@ TEST_F(Cli, GenerateAndScoreErrors) {
   auto bad_device = run("generate --llm local:empty --prompt a --device tpu");
   EXPECT_EQ(bad_device.rc, 2) << bad_device.err;
 }
+
+TEST_F(Cli, PretrainEncoderThenRankAndEvalWithDense) {
+  const std::string vocab = std::string(ATTUNE_SHARED_DIR) + "/models/bert-base-uncased-vocab";
+  if (!fs::exists(vocab + "/vocab.txt")) GTEST_SKIP() << "needs ../shared/models/bert-base-uncased-vocab (absent in this checkout)";
+  const std::string common = "--data " + kSample + " --task commit_subject --tokenizer " + vocab +
+                             " --hidden 32 --layers 1 --heads 2 --max-length 32 --batch-size 8 --quiet --seed 3";
+  auto p = run("pretrain-encoder " + common + " --steps 4 --checkpoint-every 2 --out enc");
+  ASSERT_EQ(p.rc, 0) << p.err;
+  for (auto f : {"config.json", "model.safetensors", "vocab.txt", "modules.json", "1_Pooling/config.json", "attune_train.json"})
+    EXPECT_TRUE(fs::exists(dir_ / "enc" / f)) << f;
+  // The same out folder again without --resume is refused rather than overwritten.
+  auto again = run("pretrain-encoder " + common + " --steps 4 --out enc");
+  EXPECT_EQ(again.rc, 2) << again.err;
+  auto r = run("rank --data " + kSample + " --task commit_subject --split dev --retriever dense:enc --k 3 --out ranks.jsonl --quiet");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  std::ifstream in(dir_ / "ranks.jsonl");
+  std::string line;
+  std::size_t n = 0;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line);
+    EXPECT_LE(j["ranking"].size(), 3u);
+    ++n;
+  }
+  EXPECT_GT(n, 0u);
+  auto e = run("eval --data " + kSample + " --task commit_subject --split dev --retrievers bm25,dense:enc,'rrf(bm25,dense:enc)' --llm reference --quiet --out e.json");
+  ASSERT_EQ(e.rc, 0) << e.err;
+  auto rep = nlohmann::json::parse(slurp(dir_ / "e.json"));
+  EXPECT_TRUE(rep["results"].contains("dense:enc")) << rep["results"].dump();
+  auto missing = run("rank --data " + kSample + " --task commit_subject --split dev --retriever dense:nowhere --out x.jsonl");
+  EXPECT_NE(missing.rc, 0);
+  EXPECT_EQ(std::count(missing.err.begin(), missing.err.end(), '\n'), 1) << missing.err;
+}
