@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "attune/core/error.h"
+#include "attune/models/config.h"
 #include "attune/models/weights.h"
 
 namespace attune::models {
@@ -243,28 +244,6 @@ torch::Tensor pool_embeddings(const torch::Tensor& hidden, const torch::Tensor& 
 
 namespace {
 
-nlohmann::json read_json(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) throw Error(p.string() + ": cannot open");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  try {
-    return nlohmann::json::parse(ss.str());
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(p.string() + ": invalid JSON: " + e.what());
-  }
-}
-
-void write_json(const fs::path& p, const nlohmann::json& j) {
-  const fs::path tmp = p.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    if (!out) throw Error(p.string() + ": cannot write");
-    out << j.dump(2) << "\n";
-    if (!out) throw Error(p.string() + ": write failed");
-  }
-  fs::rename(tmp, p);
-}
 
 }  // namespace
 
@@ -273,7 +252,7 @@ PoolingSpec read_pooling_spec(const fs::path& dir) {
   fs::path pooling_dir = dir / "1_Pooling";
   const fs::path modules = dir / "modules.json";
   if (fs::exists(modules)) {
-    auto j = read_json(modules);
+    auto j = read_json_file(modules);
     if (!j.is_array()) throw Error(modules.string() + ": expected an array of modules");
     for (const auto& m : j) {
       const std::string type = m.value("type", std::string());
@@ -284,7 +263,7 @@ PoolingSpec read_pooling_spec(const fs::path& dir) {
   }
   const fs::path pc = pooling_dir / "config.json";
   if (fs::exists(pc)) {
-    auto j = read_json(pc);
+    auto j = read_json_file(pc);
     auto flag = [&](const char* k) { return j.contains(k) && j[k].is_boolean() && j[k].get<bool>(); };
     for (const char* bad : {"pooling_mode_max_tokens", "pooling_mode_mean_sqrt_len_tokens", "pooling_mode_weightedmean_tokens",
                             "pooling_mode_lasttoken"})
@@ -296,7 +275,7 @@ PoolingSpec read_pooling_spec(const fs::path& dir) {
   }
   const fs::path sb = dir / "sentence_bert_config.json";
   if (fs::exists(sb)) {
-    auto j = read_json(sb);
+    auto j = read_json_file(sb);
     if (j.contains("max_seq_length") && j["max_seq_length"].is_number_integer() && j["max_seq_length"].get<std::int64_t>() > 0)
       spec.max_seq_length = j["max_seq_length"].get<std::size_t>();
   }
@@ -336,7 +315,7 @@ LoadedBert load_bert(const fs::path& dir, const torch::Device& device, bool clas
 
 void save_bert(const BertModel& model, const fs::path& dir, const SaveBertOptions& opts) {
   fs::create_directories(dir);
-  write_json(dir / "config.json", model->cfg.to_json());
+  write_json_file(dir / "config.json", model->cfg.to_json());
   save_module(*model, dir / "model.safetensors", {{"format", "pt"}});
   if (!opts.tokenizer_dir.empty())
     for (const char* f : {"tokenizer.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json"}) {
@@ -345,7 +324,7 @@ void save_bert(const BertModel& model, const fs::path& dir, const SaveBertOption
     }
   const Pooling p = opts.pooling == Pooling::Cls ? Pooling::Cls : Pooling::Mean;
   fs::create_directories(dir / "1_Pooling");
-  write_json(dir / "1_Pooling" / "config.json", {{"word_embedding_dimension", model->cfg.hidden_size},
+  write_json_file(dir / "1_Pooling" / "config.json", {{"word_embedding_dimension", model->cfg.hidden_size},
                                                  {"pooling_mode_cls_token", p == Pooling::Cls},
                                                  {"pooling_mode_mean_tokens", p == Pooling::Mean},
                                                  {"pooling_mode_max_tokens", false},
@@ -355,11 +334,11 @@ void save_bert(const BertModel& model, const fs::path& dir, const SaveBertOption
   modules.push_back({{"idx", 1}, {"name", "1"}, {"path", "1_Pooling"}, {"type", "sentence_transformers.models.Pooling"}});
   if (opts.normalize)
     modules.push_back({{"idx", 2}, {"name", "2"}, {"path", "2_Normalize"}, {"type", "sentence_transformers.models.Normalize"}});
-  write_json(dir / "modules.json", modules);
+  write_json_file(dir / "modules.json", modules);
   if (opts.normalize) fs::create_directories(dir / "2_Normalize");
   if (opts.max_seq_length > 0)
-    write_json(dir / "sentence_bert_config.json", {{"max_seq_length", opts.max_seq_length}, {"do_lower_case", false}});
-  if (!opts.attune_metadata.is_null()) write_json(dir / "attune_train.json", opts.attune_metadata);
+    write_json_file(dir / "sentence_bert_config.json", {{"max_seq_length", opts.max_seq_length}, {"do_lower_case", false}});
+  if (!opts.attune_metadata.is_null()) write_json_file(dir / "attune_train.json", opts.attune_metadata);
 }
 
 }  // namespace attune::models

@@ -9,6 +9,29 @@ namespace attune::models {
 
 namespace fs = std::filesystem;
 
+nlohmann::json read_json_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) throw Error(p.string() + ": cannot open");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  try {
+    return nlohmann::json::parse(ss.str());
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(p.string() + ": invalid JSON: " + e.what());
+  }
+}
+
+void write_json_file(const fs::path& p, const nlohmann::json& j) {
+  const fs::path tmp = p.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    if (!out) throw Error(p.string() + ": cannot write");
+    out << j.dump(2) << "\n";
+    if (!out) throw Error(p.string() + ": write failed");
+  }
+  fs::rename(tmp, p);
+}
+
 ConfigFile ConfigFile::load(const fs::path& p) {
   fs::path file = fs::is_directory(p) ? p / "config.json" : p;
   std::ifstream in(file);

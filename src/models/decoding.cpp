@@ -201,6 +201,17 @@ std::vector<double> score_rows(DecoderState& state, const torch::Tensor& first, 
 
 }  // namespace
 
+torch::Tensor causal_key_mask(const torch::Tensor& key_valid, std::int64_t L) {
+  const auto dev = key_valid.device();
+  const auto T = key_valid.size(1), T0 = T - L;
+  auto qi = torch::arange(T0, T, torch::TensorOptions().dtype(torch::kInt64).device(dev)).view({L, 1});
+  auto kj = torch::arange(0, T, torch::TensorOptions().dtype(torch::kInt64).device(dev)).view({1, T});
+  auto allowed = (kj <= qi).unsqueeze(0).logical_and(key_valid.unsqueeze(1));  // [B, L, T]
+  return torch::zeros(allowed.sizes(), torch::TensorOptions().dtype(torch::kFloat32).device(dev))
+      .masked_fill(allowed.logical_not(), -1e30f)
+      .unsqueeze(1);
+}
+
 std::vector<TokenIds> generate(Decoder& model, const std::vector<TokenIds>& prompts, const DecodeOptions& o) {
   torch::NoGradGuard g;
   if (o.beams < 1) throw UsageError("beams must be >= 1");

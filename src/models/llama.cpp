@@ -205,7 +205,6 @@ class LlamaModel : public nn::Module {
 // ---------------------------------------------------------------- decoding state
 
 namespace {
-constexpr float kMasked = -1e30f;  // finite, so a fully masked (padding) row stays NaN-free
 
 class LlamaState final : public DecoderState {
  public:
@@ -218,16 +217,10 @@ class LlamaState final : public DecoderState {
     torch::NoGradGuard g;
     auto dev = key_valid_.device();
     auto tokens = tokens_in.to(dev, torch::kInt64), valid = valid_in.to(dev, torch::kBool);
-    const auto L = tokens.size(1), T0 = key_valid_.size(1);
+    const auto L = tokens.size(1);
     auto positions = (next_pos_.unsqueeze(1) + valid.to(torch::kInt64).cumsum(1) - 1).clamp_min(0);
     key_valid_ = torch::cat({key_valid_, valid}, 1);
-    const auto T = T0 + L;
-    auto qi = torch::arange(T0, T, torch::TensorOptions().dtype(torch::kInt64).device(dev)).view({L, 1});
-    auto kj = torch::arange(0, T, torch::TensorOptions().dtype(torch::kInt64).device(dev)).view({1, T});
-    auto allowed = (kj <= qi).unsqueeze(0).logical_and(key_valid_.unsqueeze(1));  // [B, L, T]
-    auto mask = torch::zeros(allowed.sizes(), torch::TensorOptions().dtype(torch::kFloat32).device(dev))
-                    .masked_fill(allowed.logical_not(), kMasked)
-                    .unsqueeze(1);
+    auto mask = causal_key_mask(key_valid_, L);
     auto h = net_.hidden(tokens, positions, mask, k_, v_);
     next_pos_ = next_pos_ + valid.to(torch::kInt64).sum(1);
     return net_.logits(h);

@@ -348,18 +348,12 @@ class T5State final : public DecoderState {
     torch::NoGradGuard g;
     auto dev = key_valid_.device();
     auto tokens = tokens_in.to(dev, torch::kInt64), valid = valid_in.to(dev, torch::kBool);
-    const auto L = tokens.size(1), T0 = key_valid_.size(1);
+    const auto L = tokens.size(1);
     // Per-row positions: padding earlier in a row does not shift its later tokens.
     auto positions = (next_pos_.unsqueeze(1) + valid.to(torch::kInt64).cumsum(1) - 1).clamp_min(0);
     key_valid_ = torch::cat({key_valid_, valid}, 1);
     key_pos_ = torch::cat({key_pos_, positions}, 1);
-    const auto T = T0 + L;
-    auto qi = torch::arange(T0, T, torch::TensorOptions().dtype(torch::kInt64).device(dev)).view({L, 1});
-    auto kj = torch::arange(0, T, torch::TensorOptions().dtype(torch::kInt64).device(dev)).view({1, T});
-    auto allowed = (kj <= qi).unsqueeze(0).logical_and(key_valid_.unsqueeze(1));  // [B, L, T]
-    auto mask = torch::zeros(allowed.sizes(), torch::TensorOptions().dtype(torch::kFloat32).device(dev))
-                    .masked_fill(allowed.logical_not(), kMasked)
-                    .unsqueeze(1);
+    auto mask = causal_key_mask(key_valid_, L);
     auto rel = key_pos_.unsqueeze(1) - positions.unsqueeze(2);  // memory - query, [B, L, T]
     auto buckets = t5_relative_position_bucket(rel, false, net_.cfg.num_buckets, net_.cfg.max_distance);
     auto h = net_.decode(tokens, buckets, mask, cross_mask_, k_, v_, ck_, cv_);

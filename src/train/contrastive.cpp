@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "attune/core/error.h"
+#include "attune/models/config.h"
 #include "attune/core/parallel.h"
 #include "attune/models/bert.h"
 #include "attune/models/weights.h"
@@ -48,27 +49,6 @@ Crop random_crop(std::size_t n, Rng& rng, const CropOptions& o) {
 
 namespace {
 
-nlohmann::json read_json(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) throw Error(p.string() + ": cannot open");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  try {
-    return nlohmann::json::parse(ss.str());
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(p.string() + ": invalid JSON: " + e.what());
-  }
-}
-
-void write_json(const fs::path& p, const nlohmann::json& j) {
-  const fs::path tmp = p.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    out << j.dump(2) << "\n";
-    if (!out) throw Error(p.string() + ": write failed");
-  }
-  fs::rename(tmp, p);
-}
 
 // The options a resumed run must share with the run it continues.
 nlohmann::json run_signature(const PretrainOptions& o, std::size_t intermediate) {
@@ -154,7 +134,7 @@ PretrainResult pretrain_encoder(const std::vector<std::string>& texts, const Pre
   std::size_t start = 0;
   std::vector<double> all_losses;
   if (o.resume) {
-    const auto state = read_json(ckpt / "state.json");
+    const auto state = models::read_json_file(ckpt / "state.json");
     for (auto& [key, value] : signature.items())
       if (!state["options"].contains(key) || state["options"][key] != value)
         throw UsageError((ckpt / "state.json").string() + ": option \"" + key + "\" was " +
@@ -195,7 +175,7 @@ PretrainResult pretrain_encoder(const std::vector<std::string>& texts, const Pre
     models::save_bert(model, ckpt_new, so);
     torch::save(optimizer, (ckpt_new / "optimizer.pt").string());
     nlohmann::json state = {{"step", step}, {"options", signature}, {"losses", all_losses}};
-    write_json(ckpt_new / "state.json", state);  // last: marks the checkpoint whole
+    models::write_json_file(ckpt_new / "state.json", state);  // last: marks the checkpoint whole
     fs::remove_all(ckpt);
     fs::rename(ckpt_new, ckpt);
   };

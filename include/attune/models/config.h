@@ -10,6 +10,11 @@
 
 namespace attune::models {
 
+// A JSON file read whole; Error "<file>: cannot open" / "<file>: invalid JSON: ...".
+nlohmann::json read_json_file(const std::filesystem::path& p);
+// Writes pretty JSON atomically (temporary file + rename); Error naming the file.
+void write_json_file(const std::filesystem::path& p, const nlohmann::json& j);
+
 class ConfigFile {
  public:
   static ConfigFile load(const std::filesystem::path& dir_or_file);

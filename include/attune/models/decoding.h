@@ -25,6 +25,11 @@ class DecoderState {
   virtual void select(const torch::Tensor& index) = 0;
 };
 
+// Additive attention mask [B, 1, L, T] for L new queries at buffer positions T0..T0+L-1
+// over T = key_valid.size(1) keys: 0 where the key is valid and not after the query, a
+// large finite negative elsewhere (finite so a fully masked padding row stays NaN-free).
+torch::Tensor causal_key_mask(const torch::Tensor& key_valid, std::int64_t L);
+
 class Decoder {
  public:
   virtual ~Decoder() = default;
