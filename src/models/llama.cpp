@@ -6,6 +6,7 @@
 
 #include "attune/core/error.h"
 #include "attune/models/weights.h"
+#include "layers.h"
 
 namespace attune::models {
 
@@ -66,17 +67,7 @@ LlamaConfig LlamaConfig::from(const ConfigFile& c) {
 
 // ---------------------------------------------------------------- modules
 
-struct RMSNormImpl : nn::Module {
-  RMSNormImpl(std::int64_t dim, double eps) : eps(eps) { weight = register_parameter("weight", torch::ones({dim})); }
-  torch::Tensor forward(const torch::Tensor& x) {
-    auto xf = x.to(torch::kFloat32);
-    xf = xf * torch::rsqrt(xf.pow(2).mean(-1, true) + eps);
-    return weight * xf.to(x.scalar_type());
-  }
-  torch::Tensor weight;
-  double eps;
-};
-TORCH_MODULE(RMSNorm);
+using detail::RMSNorm;
 
 struct AttentionImpl : nn::Module {
   AttentionImpl(const LlamaConfig& c) : heads(c.num_heads), kv_heads(c.num_kv_heads), dim(c.head_dim) {

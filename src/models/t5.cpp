@@ -6,6 +6,7 @@
 
 #include "attune/core/error.h"
 #include "attune/models/weights.h"
+#include "layers.h"
 
 namespace attune::models {
 
@@ -124,18 +125,8 @@ torch::Tensor clamp_fp16(const torch::Tensor& x) {
 
 }  // namespace
 
-// RMS-style: no mean subtraction, no bias, variance in float32.
-struct T5LayerNormImpl : nn::Module {
-  T5LayerNormImpl(std::int64_t dim, double eps) : eps(eps) { weight = register_parameter("weight", torch::ones({dim})); }
-  torch::Tensor forward(const torch::Tensor& x) {
-    auto xf = x.to(torch::kFloat32);
-    xf = xf * torch::rsqrt(xf.pow(2).mean(-1, true) + eps);
-    return weight * xf.to(weight.scalar_type());
-  }
-  torch::Tensor weight;
-  double eps;
-};
-TORCH_MODULE(T5LayerNorm);
+// T5LayerNorm: RMS-style, cast to the weight's dtype.
+inline detail::RMSNorm T5LayerNorm(std::int64_t dim, double eps) { return detail::RMSNorm(dim, eps, /*cast_to_weight=*/true); }
 
 struct T5AttentionImpl : nn::Module {
   T5AttentionImpl(const T5Config& c, bool has_relative_bias) : heads(c.num_heads), dim(c.d_kv) {
@@ -209,7 +200,7 @@ struct T5LayerImpl : nn::Module {
   }
   T5Attention attention{nullptr};
   T5Dense dense{nullptr};
-  T5LayerNorm layer_norm{nullptr};
+  detail::RMSNorm layer_norm{nullptr};
 };
 TORCH_MODULE(T5Layer);
 
@@ -243,7 +234,7 @@ struct T5StackImpl : nn::Module {
   }
   nn::ModuleList block{nullptr};
   std::vector<T5Block> blocks;
-  T5LayerNorm final_layer_norm{nullptr};
+  detail::RMSNorm final_layer_norm{nullptr};
 };
 TORCH_MODULE(T5Stack);
 

@@ -40,14 +40,6 @@ void replace_all(std::string& s, std::string_view from, std::string_view to) {
   s = std::move(out);
 }
 
-std::string opt_string(const json& j, const char* key, const std::string& dflt) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : dflt;
-}
-bool opt_bool(const json& j, const char* key, bool dflt) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_boolean() ? it->get<bool>() : dflt;
-}
 
 // ------------------------------------------------------------------------ decoders
 class ByteLevelDec final : public Decoder {

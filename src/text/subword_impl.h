@@ -19,6 +19,17 @@ namespace attune::text::detail {
 using json = nlohmann::json;
 using Range = std::pair<std::uint32_t, std::uint32_t>;
 
+// j[key] when it is a string / a boolean, else dflt (tokenizer.json leaves many keys out
+// or null).
+inline std::string opt_string(const json& j, const char* key, const std::string& dflt) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : dflt;
+}
+inline bool opt_bool(const json& j, const char* key, bool dflt) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_boolean() ? it->get<bool>() : dflt;
+}
+
 // ---------------------------------------------------------------------------------------
 // Aligned string: the text being tokenized plus, for every byte of it, the [begin, end) byte
 // range of the original input character it came from (HF's NormalizedString). Always valid

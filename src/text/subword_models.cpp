@@ -399,14 +399,6 @@ Vocab parse_vocab(const json& j, const Ctx& ctx, const std::string& model) {
   return v;
 }
 
-std::string opt_string(const json& j, const char* key, const std::string& dflt) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : dflt;
-}
-bool opt_bool(const json& j, const char* key, bool dflt) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_boolean() ? it->get<bool>() : dflt;
-}
 
 }  // namespace
 
