@@ -180,6 +180,16 @@ TEST_F(Cli, GenerateAndScoreErrors) {
   EXPECT_NE(no_prompt.err.find("--prompt"), std::string::npos) << no_prompt.err;
   auto both = run("generate --llm reference --beams 2 --temperature 1 --prompt x");
   EXPECT_EQ(both.rc, 2);
+  auto no_file = run("generate --llm reference --prompt-file absent.txt");
+  EXPECT_EQ(no_file.rc, 1);
+  EXPECT_EQ(no_file.err, "attune: absent.txt: cannot open\n");
+  write("p.txt", "x");
+  auto two = run("score --llm reference --prompt x --prompt-file p.txt --target y");
+  EXPECT_EQ(two.rc, 2);
+  EXPECT_NE(two.err.find("not both"), std::string::npos) << two.err;
+  auto top_p = run("generate --llm reference --prompt x --temperature 1 --top-p 0");
+  EXPECT_EQ(top_p.rc, 2);
+  EXPECT_NE(top_p.err.find("--top-p must be in (0, 1]"), std::string::npos) << top_p.err;
   write("empty/config.json", "{\"model_type\": \"gpt2\", \"architectures\": [\"GPT2LMHeadModel\"]}");
   write("empty/tokenizer.json", "{}");
   auto unsupported = run("score --llm local:empty --prompt a --target b --device cpu");
