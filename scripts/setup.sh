@@ -11,6 +11,8 @@ PACKAGES=(
   nlohmann-json3-dev libcli11-dev libsqlite3-dev sqlite3
   libgtest-dev libgmock-dev libbenchmark-dev
   libpcre2-dev libicu-dev libtorch-dev libopenblas0-openmp
+  libcpp-httplib-dev libssl-dev
+  libfaiss-dev
 )
 
 missing=()

@@ -1,5 +1,6 @@
 #include "attune/eval/evaluate.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -52,15 +53,28 @@ EvalReport evaluate(const data::Dataset& ds, const tasks::Task& task, const retr
 
   // Prompts for every (retriever, example).
   const std::size_t R = rets.size();
+  // Each retriever's candidate source; distinct sources are asked once per example.
+  std::vector<const retrieval::CandidateSource*> sources;
+  std::vector<std::size_t> source_of(R);
+  for (std::size_t r = 0; r < R; ++r) {
+    const retrieval::CandidateSource* s = opts.source_for ? opts.source_for(opts.retrievers[r]) : nullptr;
+    if (!s) s = &source;
+    auto it = std::find(sources.begin(), sources.end(), s);
+    source_of[r] = static_cast<std::size_t>(it - sources.begin());
+    if (it == sources.end()) sources.push_back(s);
+  }
+  for (const auto* s : sources) s->prefetch(std::span<const Example>(ds.examples.data(), n));
   std::vector<std::string> prompts(R * n);
   std::vector<std::vector<DocId>> retrieved(R * n);
   std::vector<double> r5(R * n, 0.0);
   parallel_for(n, opts.threads, [&](std::size_t e) {
     const Example& ex = ds.examples[e];
-    auto cands = source.candidates(ex);
+    std::vector<std::vector<Document>> cand_sets(sources.size());
+    for (std::size_t s = 0; s < sources.size(); ++s) cand_sets[s] = sources[s]->candidates(ex);
     retrieval::Query q{ex.id, ex.user, task.query(ex)};
     std::unordered_set<std::string> gold(ex.gold_docs.begin(), ex.gold_docs.end());
     for (std::size_t r = 0; r < R; ++r) {
+      const auto& cands = cand_sets[source_of[r]];
       auto ranking = rets[r]->rank(q, cands, rank_k);
       std::vector<const Document*> docs;
       for (std::size_t j = 0; j < ranking.size() && j < opts.k; ++j) docs.push_back(&cands[ranking.indices[j]]);

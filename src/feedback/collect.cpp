@@ -1,5 +1,6 @@
 #include "attune/feedback/collect.h"
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -64,20 +65,36 @@ Summary collect(const data::Dataset& ds, const tasks::Task& task, const retrieva
   } else {
     pool.push_back(retrieval::make_retriever(opts.initial_retriever, opts.seed));
   }
+  // Each pool member's candidate source; distinct sources are asked once per example.
+  const std::vector<std::string> specs =
+      opts.kind == Kind::Retriever ? opts.retrievers : std::vector<std::string>{opts.initial_retriever};
+  std::vector<const retrieval::CandidateSource*> sources;
+  std::vector<std::size_t> source_of(specs.size());
+  for (std::size_t r = 0; r < specs.size(); ++r) {
+    const retrieval::CandidateSource* s = opts.source_for ? opts.source_for(specs[r]) : nullptr;
+    if (!s) s = &source;
+    auto it = std::find(sources.begin(), sources.end(), s);
+    source_of[r] = static_cast<std::size_t>(it - sources.begin());
+    if (it == sources.end()) sources.push_back(s);
+  }
+  for (const auto* s : sources) s->prefetch(std::span<const Example>(ds.examples.data(), n_examples));
   std::vector<std::vector<Item>> per_example(n_examples);
   parallel_for(n_examples, opts.threads, [&](std::size_t e) {
     const Example& ex = ds.examples[e];
-    auto cands = source.candidates(ex);
+    std::vector<std::vector<Document>> cand_sets(sources.size());
+    for (std::size_t s = 0; s < sources.size(); ++s) cand_sets[s] = sources[s]->candidates(ex);
     retrieval::Query q{ex.id, ex.user, task.query(ex)};
     auto& items = per_example[e];
     if (opts.kind == Kind::Retriever) {
       for (std::size_t r = 0; r < pool.size(); ++r) {
+        const auto& cands = cand_sets[source_of[r]];
         auto ranking = pool[r]->rank(q, cands, opts.k);
         std::vector<const Document*> docs;
         for (auto i : ranking.indices) docs.push_back(&cands[i]);
         items.push_back({e, opts.retrievers[r], task.prompt(ex, docs, tok, popts)});
       }
     } else {
+      const auto& cands = cand_sets[source_of[0]];
       auto ranking = pool[0]->rank(q, cands, opts.top_l);
       if (opts.kind == Kind::Likelihood) items.push_back({e, "", task.prompt(ex, {}, tok, popts)});
       for (auto i : ranking.indices) items.push_back({e, cands[i].id, task.prompt(ex, {&cands[i]}, tok, popts)});

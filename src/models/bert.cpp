@@ -315,8 +315,20 @@ LoadedBert load_bert(const fs::path& dir, const torch::Device& device, bool clas
 
 void save_bert(const BertModel& model, const fs::path& dir, const SaveBertOptions& opts) {
   fs::create_directories(dir);
-  write_json_file(dir / "config.json", model->cfg.to_json());
-  save_module(*model, dir / "model.safetensors", {{"format", "pt"}});
+  if (opts.classifier) {
+    if (!model->has_pooler()) throw Error("save_bert: a sequence classifier needs the model's pooler");
+    auto cfg = model->cfg.to_json();
+    cfg["architectures"] = {"BertForSequenceClassification"};
+    cfg["num_labels"] = opts.classifier->weight.size(0);
+    write_json_file(dir / "config.json", cfg);
+    nn::Module whole;  // HF's layout: bert.* and classifier.*
+    whole.register_module("bert", model.ptr());
+    whole.register_module("classifier", opts.classifier.ptr());
+    save_module(whole, dir / "model.safetensors", {{"format", "pt"}});
+  } else {
+    write_json_file(dir / "config.json", model->cfg.to_json());
+    save_module(*model, dir / "model.safetensors", {{"format", "pt"}});
+  }
   if (!opts.tokenizer_dir.empty())
     for (const char* f : {"tokenizer.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json"}) {
       const fs::path src = opts.tokenizer_dir / f;

@@ -1,6 +1,7 @@
 #include "attune/neural/dense.h"
 
 #include <algorithm>
+#include <map>
 #include <numeric>
 
 #include "attune/core/hash.h"
@@ -22,7 +23,41 @@ Ranking sorted(std::span<const Document> c, const std::vector<double>& scores) {
   return r;
 }
 
+struct Shared {
+  std::mutex mu;
+  std::map<std::string, std::weak_ptr<const models::TextEncoder>> encoders;
+  std::map<std::string, std::weak_ptr<const CorpusEmbeddings>> embeddings;
+};
+Shared& shared() {
+  static Shared s;
+  return s;
+}
+
 }  // namespace
+
+std::shared_ptr<const models::TextEncoder> shared_encoder(const std::string& dir, const models::EncoderOptions& o) {
+  const std::string key = dir + '\n' + o.device + '\n' + std::to_string(o.max_length) + '\n' +
+                          std::to_string(o.batch_size) + '\n' + o.pooling + '\n' + std::to_string(o.normalize);
+  auto& s = shared();
+  std::lock_guard lock(s.mu);  // held while loading: two threads asking for one model load it once
+  if (auto e = s.encoders[key].lock()) return e;
+  auto e = models::TextEncoder::load(dir, o);
+  s.encoders[key] = e;
+  return e;
+}
+
+void publish_embeddings(const std::string& encoder_id, std::shared_ptr<const CorpusEmbeddings> e) {
+  auto& s = shared();
+  std::lock_guard lock(s.mu);
+  s.embeddings[encoder_id] = e;
+}
+
+std::shared_ptr<const CorpusEmbeddings> published_embeddings(const std::string& encoder_id) {
+  auto& s = shared();
+  std::lock_guard lock(s.mu);
+  auto it = s.embeddings.find(encoder_id);
+  return it == s.embeddings.end() ? nullptr : it->second.lock();
+}
 
 DenseRetriever::DenseRetriever(std::shared_ptr<const models::TextEncoder> encoder) : encoder_(std::move(encoder)) {}
 
@@ -38,11 +73,13 @@ Ranking DenseRetriever::do_rank(const retrieval::Query& q, std::span<const Docum
   std::vector<std::vector<float>> vecs(c.size());
   std::vector<std::string> missing;
   std::vector<std::size_t> missing_at;
+  const auto corpus = published_embeddings(encoder_->id());
   {
     std::lock_guard lock(mu_);
     for (std::size_t i = 0; i < c.size(); ++i) {
       keys[i] = hash64(c[i].text);
       if (auto it = cache_.find(keys[i]); it != cache_.end()) vecs[i] = it->second;
+      else if (const float* v = corpus && corpus->dim == D ? corpus->find(keys[i]) : nullptr) vecs[i].assign(v, v + D);
       else {
         missing.push_back(c[i].text);
         missing_at.push_back(i);
@@ -79,12 +116,14 @@ Ranking CrossEncoderRetriever::do_rank(const retrieval::Query& q, std::span<cons
   return sorted(c, std::vector<double>(s.begin(), s.end()));
 }
 
-void register_retrievers() {
-  retrieval::register_retriever_kind("dense", [](std::string_view dir, std::uint64_t) {
-    return std::make_unique<DenseRetriever>(models::TextEncoder::load(std::string(dir)));
+void register_retrievers(std::string device) {
+  models::EncoderOptions o;
+  o.device = std::move(device);
+  retrieval::register_retriever_kind("dense", [o](std::string_view dir, std::uint64_t) {
+    return std::make_unique<DenseRetriever>(shared_encoder(std::string(dir), o));
   });
-  retrieval::register_retriever_kind("cross", [](std::string_view dir, std::uint64_t) {
-    return std::make_unique<CrossEncoderRetriever>(models::CrossEncoder::load(std::string(dir)));
+  retrieval::register_retriever_kind("cross", [o](std::string_view dir, std::uint64_t) {
+    return std::make_unique<CrossEncoderRetriever>(models::CrossEncoder::load(std::string(dir), o));
   });
 }
 

@@ -1,5 +1,7 @@
 #include "attune/retrieval/candidates.h"
 
+#include <unordered_set>
+
 namespace attune::retrieval {
 
 std::vector<Document> ProfileCandidates::candidates(const Example& ex) const {
@@ -16,6 +18,19 @@ std::vector<Document> CorpusCandidates::candidates(const Example& ex) const {
   std::vector<Document> out;
   for (const auto& hit : index_.search(task_.query(ex), n_)) out.push_back(corpus_[hit.doc]);
   return out;
+}
+
+std::vector<Document> UnionCandidates::candidates(const Example& ex) const {
+  std::vector<Document> out;
+  std::unordered_set<std::string> seen;
+  for (const auto* s : sources_)
+    for (auto& d : s->candidates(ex))
+      if (seen.insert(d.id).second) out.push_back(std::move(d));
+  return out;
+}
+
+void UnionCandidates::prefetch(std::span<const Example> examples) const {
+  for (const auto* s : sources_) s->prefetch(examples);
 }
 
 Ranking FirstStageRetriever::do_rank(const Query&, std::span<const Document> candidates, std::size_t k) const {

@@ -1,5 +1,9 @@
 #include "attune/retrieval/retriever.h"
 
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
 #include <map>
 #include <mutex>
 
@@ -82,6 +86,22 @@ std::vector<std::string> split_specs(std::string_view list) {
   return out;
 }
 
+std::string trained_model_kind(std::string_view spec) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path dir{std::string(spec)};
+  if (spec.empty() || !fs::is_directory(dir, ec)) return "";
+  const fs::path marker = dir / "attune_model.json";
+  if (!fs::exists(marker, ec))
+    throw UsageError("retriever spec \"" + std::string(spec) + "\" is a folder but not a model trained by attune (no attune_model.json); "
+                     "for a Hugging Face encoder write dense:" + std::string(spec) + " or cross:" + std::string(spec));
+  std::ifstream in(marker);
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("kind") || !j["kind"].is_string() || j["kind"].get<std::string>().empty())
+    throw Error(marker.string() + ": expected {\"kind\": \"dense\" | \"cross\" | ..., \"method\": ...}");
+  return j["kind"].get<std::string>();
+}
+
 std::unique_ptr<Retriever> make_retriever(std::string_view spec_in, std::uint64_t seed) {
   const std::string_view spec = trim(spec_in);
   if (spec == "none") return std::make_unique<NoneRetriever>();
@@ -101,6 +121,7 @@ std::unique_ptr<Retriever> make_retriever(std::string_view spec_in, std::uint64_
     for (const auto& p : parts) subs.push_back(make_retriever(p, seed));
     return std::make_unique<RrfRetriever>(std::move(subs));
   }
+  if (const auto kind = trained_model_kind(spec); !kind.empty()) return make_retriever(kind + ":" + std::string(spec), seed);
   if (const auto colon = spec.find(':'); colon != std::string_view::npos) {
     const auto prefix = spec.substr(0, colon), arg = spec.substr(colon + 1);
     RetrieverFactory factory;

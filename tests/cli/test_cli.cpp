@@ -1,5 +1,6 @@
 // The command-line contract (CLI.md): exit codes, one-line errors, output formats.
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -8,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <sys/wait.h>
+#include <thread>
 #include <unistd.h>
 
 namespace fs = std::filesystem;
@@ -58,7 +60,7 @@ const std::string kSample = std::string(ATTUNE_SOURCE_DIR) + "/data/sample";
 }  // namespace
 
 TEST_F(Cli, HelpForEveryVerb) {
-  for (std::string verb : {"", "rank", "eval", "metrics", "feedback", "import", "demo", "sample", "generate", "score"}) {
+  for (std::string verb : {"", "rank", "eval", "metrics", "feedback", "import", "demo", "sample", "generate", "score", "pretrain-encoder", "train"}) {
     auto r = run(verb + " --help");
     EXPECT_EQ(r.rc, 0) << verb;
     EXPECT_NE(r.out.find("Usage"), std::string::npos) << verb;
@@ -202,6 +204,60 @@ TEST_F(Cli, GenerateAndScoreErrors) {
   EXPECT_EQ(bad_device.rc, 2) << bad_device.err;
 }
 
+// A corpus task: dense:DIR searches the whole corpus itself (not BM25's hits), its
+// passage embeddings are cached in the store, and rrf(bm25,dense:DIR) ranks the union.
+TEST_F(Cli, DenseSearchesTheWholeCorpusOnCorpusTasksAndCachesItsEmbeddings) {
+  const std::string vocab = std::string(ATTUNE_SHARED_DIR) + "/models/bert-base-uncased-vocab";
+  if (!fs::exists(vocab + "/vocab.txt")) GTEST_SKIP() << "needs ../shared/models/bert-base-uncased-vocab (absent in this checkout)";
+  const char* words[] = {"network", "server", "library", "kernel", "python", "file", "system", "client", "image", "audio"};
+  std::string corpus, dev, train;
+  for (int i = 0; i < 60; ++i) {
+    const std::string pkg = "pkg" + std::to_string(i);
+    const std::string text = std::string("Section: misc. A ") + words[i % 10] + " tool for " + words[(i / 10) % 10] + " work.";
+    corpus += nlohmann::json({{"id", pkg}, {"title", pkg}, {"text", text}}).dump() + "\n";
+    const std::string q = std::string("Which Debian package is described as: ") + words[i % 10] + " " + words[(i / 10) % 10] + "?";
+    (i % 6 == 0 ? dev : train) += nlohmann::json({{"id", "qa-" + pkg}, {"input", q}, {"output", pkg}, {"gold_doc", pkg}}).dump() + "\n";
+  }
+  write("deb/tiny_corpus.jsonl", corpus);
+  write("deb/qa_dev.jsonl", dev);
+  write("deb/qa_train.jsonl", train);
+  auto p = run("pretrain-encoder --data deb --task qa --tokenizer " + vocab +
+               " --hidden 32 --layers 1 --heads 2 --max-length 32 --batch-size 8 --quiet --seed 3 --steps 2 --out enc");
+  ASSERT_EQ(p.rc, 0) << p.err;
+  // rank --k 0: BM25 ranks only passages sharing a query word; dense ranks its own top-100,
+  // here the whole 60-passage corpus.
+  auto b = run("rank --data deb --task qa --split dev --retriever bm25 --k 0 --out bm25.jsonl --quiet");
+  ASSERT_EQ(b.rc, 0) << b.err;
+  auto dn = run("rank --data deb --task qa --split dev --retriever dense:enc --k 0 --out dense.jsonl --device cpu");
+  ASSERT_EQ(dn.rc, 0) << dn.err;
+  EXPECT_NE(dn.err.find("embedding 60 of 60 corpus passages"), std::string::npos) << dn.err;
+  std::ifstream bin(dir_ / "bm25.jsonl"), din(dir_ / "dense.jsonl");
+  std::string bl, dl;
+  std::size_t lines = 0;
+  while (std::getline(bin, bl) && std::getline(din, dl)) {
+    auto bj = nlohmann::json::parse(bl), dj = nlohmann::json::parse(dl);
+    EXPECT_LT(bj["ranking"].size(), 60u);
+    EXPECT_EQ(dj["ranking"].size(), 60u);
+    ++lines;
+  }
+  EXPECT_EQ(lines, 10u);
+  // eval: the embeddings come from the store now; r@5 for each retriever's own ranking.
+  auto e = run("eval --data deb --task qa --split dev --retrievers bm25,dense:enc,'rrf(bm25,dense:enc)' --llm reference --out e.json");
+  ASSERT_EQ(e.rc, 0) << e.err;
+  EXPECT_EQ(e.err.find("embedding 60"), std::string::npos) << e.err;
+  auto rep = nlohmann::json::parse(slurp(dir_ / "e.json"));
+  for (auto spec : {"bm25", "dense:enc", "rrf(bm25,dense:enc)"}) {
+    ASSERT_TRUE(rep["results"].contains(spec)) << rep["results"].dump();
+    EXPECT_TRUE(rep["results"][spec].contains("r@5")) << spec;
+  }
+  auto fb = run("feedback --data deb --task qa --split dev --kind doc --initial dense:enc --top-l 3 --llm reference --quiet");
+  ASSERT_EQ(fb.rc, 0) << fb.err;
+  EXPECT_NE(fb.out.find("30 records"), std::string::npos) << fb.out;
+  auto missing = run("eval --data deb --task qa --split dev --retrievers dense:nowhere --llm reference --quiet");
+  EXPECT_NE(missing.rc, 0);
+  EXPECT_EQ(std::count(missing.err.begin(), missing.err.end(), '\n'), 1) << missing.err;
+}
+
 TEST_F(Cli, PretrainEncoderThenRankAndEvalWithDense) {
   const std::string vocab = std::string(ATTUNE_SHARED_DIR) + "/models/bert-base-uncased-vocab";
   if (!fs::exists(vocab + "/vocab.txt")) GTEST_SKIP() << "needs ../shared/models/bert-base-uncased-vocab (absent in this checkout)";
@@ -232,4 +288,149 @@ TEST_F(Cli, PretrainEncoderThenRankAndEvalWithDense) {
   auto missing = run("rank --data " + kSample + " --task commit_subject --split dev --retriever dense:nowhere --out x.jsonl");
   EXPECT_NE(missing.rc, 0);
   EXPECT_EQ(std::count(missing.err.begin(), missing.err.end(), '\n'), 1) << missing.err;
+}
+
+// attune train (ROPG) end to end: doc feedback collected on the way, a --config file, the
+// trained folder usable as a plain retriever spec, resume and bad-input refusals.
+TEST_F(Cli, TrainRopgThenEvalTheTrainedFolder) {
+  const std::string vocab = std::string(ATTUNE_SHARED_DIR) + "/models/bert-base-uncased-vocab";
+  if (!fs::exists(vocab + "/vocab.txt")) GTEST_SKIP() << "needs ../shared/models/bert-base-uncased-vocab (absent in this checkout)";
+  const std::string data = "--data " + kSample + " --task commit_subject";
+  auto p = run("pretrain-encoder " + data + " --tokenizer " + vocab +
+               " --hidden 32 --layers 1 --heads 2 --max-length 32 --batch-size 8 --quiet --seed 3 --steps 2 --out enc");
+  ASSERT_EQ(p.rc, 0) << p.err;
+  write("kd.toml", "# ROPG-KD, tiny\nmethod = \"ropg-kd\"\nepochs = 2\nbatch_size = 32  # examples per step\nlr = 1e-4\n"
+                   "[data]\nlimit = 40\ndev-limit = 10\n");
+  auto t = run("train --config kd.toml " + data + " --init enc --out kd --seed 5 --device cpu");
+  ASSERT_EQ(t.rc, 0) << t.err;
+  EXPECT_NE(t.out.find("trained ropg-kd on 40 commit_subject train examples"), std::string::npos) << t.out;
+  EXPECT_NE(t.err.find("doc feedback on commit_subject train"), std::string::npos) << t.err;
+  EXPECT_NE(t.err.find("epoch 2/2"), std::string::npos) << t.err;
+  auto meta = nlohmann::json::parse(slurp(dir_ / "kd" / "attune_train.json"));
+  EXPECT_EQ(meta["method"], "ropg-kd");
+  EXPECT_EQ(meta["seed"], 5);
+  EXPECT_EQ(meta["options"]["epochs"], 2);
+  EXPECT_EQ(meta["options"]["batch_size"], 32);
+  EXPECT_EQ(meta["epochs"].size(), 2u);
+  // The command line wins over the file.
+  auto t2 = run("train --config kd.toml " + data + " --init enc --out kd1 --epochs 1 --quiet --device cpu");
+  ASSERT_EQ(t2.rc, 0) << t2.err;
+  EXPECT_EQ(nlohmann::json::parse(slurp(dir_ / "kd1" / "attune_train.json"))["options"]["epochs"], 1);
+  // Feedback came from the store's cache the second time.
+  auto rl = run("train --method ropg-rl " + data + " --init enc --out rl --epochs 1 --batch-size 32 --limit 40 --dev-limit 10 --device cpu");
+  ASSERT_EQ(rl.rc, 0) << rl.err;
+  EXPECT_NE(rl.err.find("(0 new model calls"), std::string::npos) << rl.err;
+  auto e = run("eval " + data + " --split dev --retrievers bm25,dense:enc,kd,rl --llm reference --quiet --limit 20 --out e.json");
+  ASSERT_EQ(e.rc, 0) << e.err;
+  auto rep = nlohmann::json::parse(slurp(dir_ / "e.json"));
+  for (auto spec : {"kd", "rl"}) EXPECT_TRUE(rep["results"].contains(spec)) << rep["results"].dump();
+  // Refusals: the folder holds a run; unknown or unbuilt methods; no --init; a plain folder as a spec.
+  EXPECT_EQ(run("train --method ropg-kd " + data + " --init enc --out kd --device cpu --quiet").rc, 2);
+  auto resumed = run("train --config kd.toml " + data + " --init enc --out kd --resume --seed 5 --device cpu --quiet");
+  EXPECT_EQ(resumed.rc, 0) << resumed.err;  // finished run: nothing left to do, still fine
+  auto other_seed = run("train --config kd.toml " + data + " --init enc --out kd --resume --seed 6 --device cpu --quiet");
+  EXPECT_EQ(other_seed.rc, 2);
+  EXPECT_NE(other_seed.err.find("\"seed\""), std::string::npos) << other_seed.err;
+  EXPECT_EQ(run("train --method ropg " + data + " --init enc --out x").rc, 2);
+  EXPECT_EQ(run("train --method ropg-kd " + data + " --out x").rc, 2);
+  EXPECT_EQ(run("train --config absent.toml " + data + " --out x").rc, 2);
+  auto plain = run("eval " + data + " --split dev --retrievers enc --llm reference --quiet");
+  EXPECT_EQ(plain.rc, 2);
+  EXPECT_NE(plain.err.find("dense:enc"), std::string::npos) << plain.err;
+}
+
+// attune train --method pearl end to end: likelihood labels, the cross-encoder, dev
+// calibration and selective revision, the folder usable as a plain retriever spec.
+TEST_F(Cli, TrainPearlThenEvalTheTrainedFolder) {
+  const std::string vocab = std::string(ATTUNE_SHARED_DIR) + "/models/bert-base-uncased-vocab";
+  if (!fs::exists(vocab + "/vocab.txt")) GTEST_SKIP() << "needs ../shared/models/bert-base-uncased-vocab (absent in this checkout)";
+  const std::string data = "--data " + kSample + " --task commit_subject";
+  auto p = run("pretrain-encoder " + data + " --tokenizer " + vocab +
+               " --hidden 32 --layers 1 --heads 2 --max-length 32 --batch-size 8 --quiet --seed 3 --steps 2 --out enc");
+  ASSERT_EQ(p.rc, 0) << p.err;
+  const std::string common = "train --method pearl " + data + " --init enc --limit 30 --dev-limit 10 --epochs 2 "
+                             "--batch-size 8 --lr 1e-4 --pearl-max-length 64 --seed 5 --device cpu";
+  auto t = run(common + " --out pearl");
+  ASSERT_EQ(t.rc, 0) << t.err;
+  EXPECT_NE(t.out.find("trained pearl on "), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("calibration r"), std::string::npos) << t.out;
+  EXPECT_NE(t.err.find("pearl labels on commit_subject train"), std::string::npos) << t.err;
+  EXPECT_NE(t.err.find("epoch 2/2"), std::string::npos) << t.err;
+  auto meta = nlohmann::json::parse(slurp(dir_ / "pearl" / "attune_train.json"));
+  EXPECT_EQ(meta["method"], "pearl");
+  EXPECT_EQ(meta["seed"], 5);
+  EXPECT_EQ(meta["options"]["epochs"], 2);
+  EXPECT_EQ(meta["options"]["lr"], 1e-4);
+  EXPECT_GT(meta["labels"]["count"].get<int>(), 30);
+  EXPECT_EQ(meta["dev"]["examples"], 10);
+  EXPECT_TRUE(meta["dev"].contains("calibration_r")) << meta.dump();
+  EXPECT_TRUE(meta["dev"].contains("theta")) << meta.dump();
+  EXPECT_GE(meta["dev"]["metric_with_revision"].get<double>(), meta["dev"]["metric_without_revision"].get<double>());
+  // The labels come from the store's cache the second time (ablation: no anchor).
+  auto t2 = run(common + " --out pearl2 --no-anchor --dev-split \"\"");
+  ASSERT_EQ(t2.rc, 0) << t2.err;
+  EXPECT_NE(t2.err.find("(0 new model calls"), std::string::npos) << t2.err;
+  EXPECT_EQ(nlohmann::json::parse(slurp(dir_ / "pearl2" / "attune_train.json"))["options"]["anchor"], false);
+  auto e = run("eval " + data + " --split dev --retrievers bm25,pearl,cross:pearl --llm reference --quiet --limit 20 --out e.json");
+  ASSERT_EQ(e.rc, 0) << e.err;
+  auto rep = nlohmann::json::parse(slurp(dir_ / "e.json"));
+  EXPECT_TRUE(rep["results"].contains("pearl")) << rep["results"].dump();
+  // Refusals: the folder holds a run; resume with other options; bad options; no --init.
+  EXPECT_EQ(run(common + " --out pearl --quiet").rc, 2);
+  EXPECT_EQ(run(common + " --out pearl --resume --quiet").rc, 0);
+  EXPECT_EQ(run(common + " --out pearl --resume --pearl-tau 2 --quiet").rc, 2);
+  EXPECT_EQ(run(common + " --out bad --pearl-keep 0 --quiet").rc, 2);
+  EXPECT_EQ(run(common + " --out bad --pearl-y0 x --quiet").rc, 2);
+  EXPECT_EQ(run("train --method pearl " + data + " --out x").rc, 2);
+}
+
+// The openai: backend against a loopback server in this process that answers like vLLM.
+TEST_F(Cli, OpenAIBackendGeneratesAndScoresAgainstALoopbackServer) {
+  httplib::Server svr;
+  svr.set_tcp_nodelay(true);
+  svr.Post("/v1/completions", [](const httplib::Request& req, httplib::Response& res) {
+    const auto body = nlohmann::json::parse(req.body);
+    const std::string prompt = body["prompt"];
+    nlohmann::json choice;
+    if (body.value("echo", false)) {
+      if (prompt != "the answer is yes please") {
+        res.status = 400;
+        res.set_content(R"({"error":{"message":"unexpected prompt"}})", "application/json");
+        return;
+      }
+      // "the"(0) " answer"(3) " is"(10) " yes"(13) " please"(17), then the generated "."
+      choice = {{"text", prompt + "."},
+                {"logprobs",
+                 {{"tokens", {"the", " answer", " is", " yes", " please", "."}},
+                  {"token_logprobs", {nullptr, -1.5, -0.5, -0.25, -0.75, -9.0}},
+                  {"text_offset", {0, 3, 10, 13, 17, 24}}}}};
+    } else {
+      choice = {{"text", "gen:" + prompt + ":" + std::to_string(body["max_tokens"].get<int>())}};
+    }
+    res.set_content(nlohmann::json({{"choices", {choice}}}).dump(), "application/json");
+  });
+  const int port = svr.bind_to_any_port("127.0.0.1");
+  std::thread th([&] { svr.listen_after_bind(); });
+  const std::string llm = "'openai:http://127.0.0.1:" + std::to_string(port) + "/v1#m?backoff=0.01'";
+
+  auto r = run("score --llm " + llm + " --prompt 'the answer is' --target ' yes please'");
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out, "-1.000000\n");
+  EXPECT_NE(r.err.find("llm: 1 requests, 0 retries"), std::string::npos) << r.err;
+  r = run("generate --llm " + llm + " --prompt hello --max-new-tokens 5 --quiet");
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out, "gen:hello:5\n");
+  EXPECT_EQ(r.err, "");
+  r = run("score --llm " + llm + " --prompt 'other' --target ' words' --quiet");  // a 400: no retry, exit 1
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("HTTP 400: unexpected prompt"), std::string::npos) << r.err;
+  svr.stop();
+  th.join();
+
+  r = run("score --llm 'openai:http://127.0.0.1:" + std::to_string(port) + "/v1' --prompt a --target b");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("'#'"), std::string::npos) << r.err;
+  r = run("generate --llm 'openai:http://127.0.0.1:1/v1#m?colour=red' --prompt a");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("colour"), std::string::npos) << r.err;
 }

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <nlohmann/json.hpp>
 
 #include "attune/core/error.h"
@@ -87,4 +88,53 @@ TEST(Evaluate, AnotherUsersDocumentNeverReachesThePrompt) {
   o.retrievers = {"bm25"};
   o.progress = false;
   EXPECT_THROW(eval::evaluate(ds, *task, source, reader, tok, o), PrivacyError);
+}
+
+namespace {
+
+// A source that hands out fixed documents of the example's user and counts its calls.
+class FixedSource final : public retrieval::CandidateSource {
+ public:
+  std::vector<Document> candidates(const Example& ex) const override {
+    ++calls;
+    Document d;
+    d.id = "fixed-" + ex.id;
+    d.owner = ex.user;
+    d.fields = {{"title", std::string("area: fixed")}, {"text", std::string("fixed")}};
+    d.text = "fixed";
+    return {d};
+  }
+  void prefetch(std::span<const Example> examples) const override {
+    ++prefetches;
+    prefetched = examples.size();
+  }
+  mutable std::atomic<int> calls{0}, prefetches{0};
+  mutable std::size_t prefetched = 0;
+};
+
+}  // namespace
+
+TEST(Evaluate, SourceForGivesEachRetrieverItsOwnCandidatesAskedOncePerExample) {
+  auto ds = dataset(5);
+  auto task = tasks::make_task("commit_subject");
+  retrieval::ProfileCandidates profile(*task);
+  FixedSource fixed;
+  llm::ReferenceReader reader({"area: fix parser cache", "area: fix pager color"}, {});
+  text::WhitespaceTokenizer tok;
+  eval::EvalOptions o;
+  o.retrievers = {"bm25", "recency", "rrf(bm25,recency)"};
+  o.progress = false;
+  o.limit = 4;
+  o.source_for = [&](const std::string& spec) -> const retrieval::CandidateSource* {
+    return spec == "bm25" ? nullptr : &fixed;  // null: the source given to evaluate()
+  };
+  auto rep = eval::evaluate(ds, *task, profile, reader, tok, o);
+  ASSERT_EQ(rep.results.size(), 3u);
+  for (const auto& e : rep.results[0].examples) EXPECT_EQ(e.retrieved.size(), 4u);  // the profile
+  for (std::size_t r : {1u, 2u})
+    for (const auto& e : rep.results[r].examples) EXPECT_EQ(e.retrieved, std::vector<DocId>{"fixed-" + e.id});
+  // Two retrievers share the fixed source: one prefetch of the 4 examples, one call each.
+  EXPECT_EQ(fixed.prefetches.load(), 1);
+  EXPECT_EQ(fixed.prefetched, 4u);
+  EXPECT_EQ(fixed.calls.load(), 4);
 }

@@ -7,6 +7,7 @@
 #include "attune/core/error.h"
 #include "attune/core/rng.h"
 #include "attune/index/bm25.h"
+#include "attune/retrieval/candidates.h"
 #include "attune/retrieval/retriever.h"
 #include "attune/text/lexical.h"
 
@@ -249,6 +250,37 @@ TEST(Retriever, KLargerThanCandidatesAndKZero) {
     EXPECT_EQ(two.scores, std::vector<Score>(all.scores.begin(), all.scores.begin() + 2));
     EXPECT_EQ(r->rank(query("apple"), {}, 3).size(), 0u) << spec;
   }
+}
+
+// A source with fixed documents, for UnionCandidates.
+class ListSource final : public CandidateSource {
+ public:
+  explicit ListSource(std::vector<std::string> ids) : ids_(std::move(ids)) {}
+  std::vector<Document> candidates(const Example&) const override {
+    std::vector<Document> out;
+    for (const auto& id : ids_) out.push_back({id, "", "text of " + id, {}, {}});
+    return out;
+  }
+  void prefetch(std::span<const Example> ex) const override { prefetched += ex.size(); }
+  mutable std::size_t prefetched = 0;
+
+ private:
+  std::vector<std::string> ids_;
+};
+
+TEST(UnionCandidates, FirstSourceFirstThenUnseenDocumentsInOrder) {
+  ListSource bm25({"a", "b", "c"}), dense({"c", "d", "a", "e"});
+  UnionCandidates u({&bm25, &dense});
+  Example ex;
+  ex.id = "q";
+  auto docs = u.candidates(ex);
+  std::vector<std::string> ids;
+  for (auto& d : docs) ids.push_back(d.id);
+  EXPECT_EQ(ids, (std::vector<std::string>{"a", "b", "c", "d", "e"}));
+  std::vector<Example> exs(3);
+  u.prefetch(exs);
+  EXPECT_EQ(bm25.prefetched, 3u);
+  EXPECT_EQ(dense.prefetched, 3u);
 }
 
 }  // namespace

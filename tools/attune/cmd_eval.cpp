@@ -4,6 +4,7 @@
 
 #include "attune/eval/evaluate.h"
 #include "attune/llm/cached.h"
+#include "attune/neural/dense.h"
 #include "attune/retrieval/retriever.h"
 #include "common.h"
 
@@ -42,26 +43,31 @@ void add_eval(CLI::App& app, int& rc) {
     auto ds = load_dataset(*d);
     auto tok = budget_tokenizer(*r, *llm_spec);
     auto st = store::open_sqlite(r->store);
-    auto source = make_source(*d, *task, *st, r->quiet);
+    neural::register_retrievers(r->device);  // dense:/cross: models run on --device
     for (const auto& s : o->retrievers) {
       if (!(task->uses_corpus() && s == "bm25")) retrieval::make_retriever(s, r->seed);  // validates the spec
     }
+    // Corpus tasks: dense:DIR searches the whole corpus itself (see make_sources).
+    auto sources = make_sources(*d, *task, *st, *r, o->retrievers);
+    o->source_for = sources.lookup();
     auto model = make_llm(*llm_spec, *d, task.get(), *r);
     nlohmann::json args = {{"data", d->data}, {"task", d->task}, {"split", d->split}, {"retrievers", o->retrievers},
                            {"llm", *llm_spec}, {"k", o->k}, {"max_length", o->max_length}, {"limit", o->limit}};
     const auto run = st->run_begin("eval", args.dump(), r->seed);
     llm::CachedModel cached(*model, *st);
     llm::LanguageModel& m = *no_cache ? static_cast<llm::LanguageModel&>(*model) : cached;
-    auto report = eval::evaluate(ds, *task, *source, m, *tok, *o);
+    auto report = eval::evaluate(ds, *task, *sources.base, m, *tok, *o);
     std::fputs(eval::format_table(report).c_str(), stdout);
     std::fflush(stdout);
     if (!out->empty()) write_file(*out, eval::to_json(report));
     nlohmann::json summary = nlohmann::json::parse(eval::to_json(report));
     summary.erase("per_example");
+    summary["llm_counters"] = llm_counters_json(m);  // the model's requests, retries, ... and cache hits
     st->run_end(run, "ok", summary.dump());
     if (!r->quiet)
       std::fprintf(stderr, "eval: %zu examples x %zu retrievers in %.1fs (%zu generations cached, %zu new)\n",
                    report.examples, report.results.size(), report.seconds, cached.hits(), cached.misses());
+    print_llm_counters(*model, r->quiet);
     rc = 0;
   });
 }

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attune/feedback/collect.h"
+#include "attune/neural/dense.h"
 #include "attune/retrieval/retriever.h"
 #include "common.h"
 
@@ -39,22 +40,29 @@ void add_feedback(CLI::App& app, int& rc) {
     auto ds = load_dataset(*d);
     auto tok = budget_tokenizer(*r, *llm_spec);
     auto st = store::open_sqlite(r->store);
-    auto source = make_source(*d, *task, *st, r->quiet);
+    neural::register_retrievers(r->device);  // dense:/cross: models run on --device
+    // Corpus tasks: dense:DIR searches the whole corpus itself (see make_sources).
+    std::vector<std::string> specs = o->retrievers;
+    if (o->kind != feedback::Kind::Retriever) specs = {o->initial_retriever};
+    auto sources = make_sources(*d, *task, *st, *r, specs);
+    o->source_for = sources.lookup();
     auto model = make_llm(*llm_spec, *d, task.get(), *r);
     nlohmann::json args = {{"data", d->data}, {"task", d->task}, {"split", d->split}, {"kind", *kind},
                            {"llm", *llm_spec}, {"top_l", o->top_l}, {"initial", o->initial_retriever},
                            {"retrievers", o->retrievers}, {"k", o->k}, {"limit", o->limit}};
     const auto run = st->run_begin("feedback", args.dump(), r->seed);
-    auto s = feedback::collect(ds, *task, *source, *model, *st, *tok, *o);
+    auto s = feedback::collect(ds, *task, *sources.base, *model, *st, *tok, *o);
     nlohmann::json summary = {{"task", d->task},          {"split", d->split},      {"kind", *kind},
                               {"llm", model->info().id},  {"examples", s.examples}, {"records", s.records},
                               {"model_calls", s.model_calls}, {"cache_hits", s.cache_hits},
                               {"mean_value", s.mean_value},   {"seconds", s.seconds}, {"store", r->store},
                               {"seed", r->seed}};
+    summary["llm_counters"] = llm_counters_json(*model);
     st->run_end(run, "ok", summary.dump());
     std::printf("feedback %s on %s %s: %zu examples, %zu records (%zu model calls, %zu from cache), mean value %.4f, %.1fs -> %s\n",
                 kind->c_str(), d->task.c_str(), d->split.c_str(), s.examples, s.records, s.model_calls, s.cache_hits,
                 s.mean_value, s.seconds, r->store.c_str());
+    print_llm_counters(*model, r->quiet);
     rc = 0;
   });
 }

@@ -53,6 +53,7 @@ void add_generate(CLI::App& app, int& rc) {
     std::vector<llm::Prompt> ps = {{text}};
     auto out = model->generate(ps, *g);
     std::printf("%s\n", out.at(0).text.c_str());
+    print_llm_counters(*model, r->quiet);
     rc = 0;
   });
 }
@@ -79,6 +80,7 @@ void add_score(CLI::App& app, int& rc) {
     std::vector<llm::ScoreRequest> reqs = {{text, *target}};
     auto s = model->score(reqs);
     std::printf("%.6f\n", s.at(0));
+    print_llm_counters(*model, r->quiet);
     rc = 0;
   });
 }

@@ -1,10 +1,46 @@
 #pragma once
 // The CLI verbs of the neural half (they link torch through the models/train layers).
 #include <CLI/CLI.hpp>
+#include <cstddef>
+#include <functional>
+#include <string>
+
+#include "common.h"
 
 namespace attune::cli {
 
 // attune pretrain-encoder: Contriever-style contrastive pretraining of a small BERT encoder.
 void add_pretrain_encoder(CLI::App& app, int& rc);
+// attune train: ROPG-RL / ROPG-KD, RSPG-Pre/Post and Pearl from language-model feedback.
+void add_train(CLI::App& app, int& rc);
+
+// The options every `attune train` method shares (cmd_train.cpp parses them).
+struct TrainArgs {
+  std::string method;
+  std::string llm = "reference";
+  std::string out;
+  std::string init;                     // the encoder to start from
+  std::string initial = "bm25";         // the initial retriever (top-l candidates)
+  std::size_t top_l = 16;
+  std::string dev_split = "dev";        // "" = no dev split
+  std::size_t limit = 0, dev_limit = 0; // first N train / dev examples (0 = all)
+  std::size_t feedback_max_length = 0;  // feedback prompt budget (0 = the kind's default)
+  bool resume = false;
+  bool double_softmax = false;
+  // Shared training hyper-parameters. 0 (warmup, clip: negative) = the method's own default
+  // (ROPG: 10 epochs, batch 64, micro 8, lr 1e-5, warmup 0.05, clip 1, lengths 128,
+  // checkpoint every 50 steps; Pearl: see cmd_train_pearl.cpp).
+  std::size_t epochs = 0, batch_size = 0, micro_batch = 0;
+  double lr = 0, warmup = -1, clip = -1;
+  std::size_t query_max_length = 0, doc_max_length = 0;
+  std::size_t checkpoint_every = 0;
+  bool checkpoint_every_set = false;    // --checkpoint-every given (0 = epoch ends only)
+};
+
+// A method's runner: called after the shared options are parsed and checked.
+using TrainRunner = std::function<void(const DataOptions&, const RunOptions&, const TrainArgs&)>;
+// Each registers its own options on the train subcommand and returns its runner.
+TrainRunner add_rspg_options(CLI::App* train);   // cmd_train_rspg.cpp
+TrainRunner add_pearl_options(CLI::App* train);  // cmd_train_pearl.cpp
 
 }  // namespace attune::cli

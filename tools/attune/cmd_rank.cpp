@@ -2,6 +2,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attune/core/parallel.h"
+#include "attune/neural/dense.h"
 #include "common.h"
 
 namespace attune::cli {
@@ -15,21 +16,25 @@ void add_rank(CLI::App& app, int& rc) {
   auto out = std::make_shared<std::string>();
   d->add(*cmd);
   r->add(*cmd);
-  cmd->add_option("--retriever", *spec, "retriever spec: none, random, recency, bm25, rrf(A,B,...)")->capture_default_str();
+  cmd->add_option("--retriever", *spec, "retriever spec: none, random, recency, bm25, dense:DIR, cross:DIR, rrf(A,B,...)")->capture_default_str();
   cmd->add_option("--k", *k, "documents per query (0 = all)")->capture_default_str();
   cmd->add_option("--out", *out, "output JSONL file")->required();
   cmd->callback([=, &rc] {
     auto task = load_task(*d);
     auto ds = load_dataset(*d);
     auto st = store::open_sqlite(r->store);
-    auto source = make_source(*d, *task, *st, r->quiet);
+    neural::register_retrievers(r->device);  // dense:/cross: models run on --device
     std::unique_ptr<retrieval::Retriever> ret;
     if (task->uses_corpus() && *spec == "bm25") ret = std::make_unique<retrieval::FirstStageRetriever>();
     else ret = retrieval::make_retriever(*spec, r->seed);
+    // Corpus tasks: dense:DIR searches the whole corpus itself (see make_sources).
+    auto sources = make_sources(*d, *task, *st, *r, {*spec});
+    const auto& source = sources.for_spec(*spec);
+    source.prefetch(ds.examples);
     std::vector<std::string> lines(ds.examples.size());
     parallel_for(ds.examples.size(), r->threads, [&](std::size_t i) {
       const auto& ex = ds.examples[i];
-      auto cands = source->candidates(ex);
+      auto cands = source.candidates(ex);
       auto ranking = ret->rank({ex.id, ex.user, task->query(ex)}, cands, *k);
       nlohmann::json j = {{"id", ex.id}, {"ranking", ranking.ids}, {"scores", ranking.scores}};
       lines[i] = j.dump();

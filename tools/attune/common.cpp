@@ -3,6 +3,7 @@
 #include "attune/models/local_lm.h"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -12,7 +13,10 @@
 #include "attune/core/error.h"
 #include "attune/core/hash.h"
 #include "attune/core/strings.h"
+#include "attune/llm/openai.h"
 #include "attune/llm/reference.h"
+#include "attune/neural/dense_corpus.h"
+#include "attune/retrieval/retriever.h"
 
 namespace fs = std::filesystem;
 
@@ -140,6 +144,62 @@ std::unique_ptr<retrieval::CandidateSource> make_source(const DataOptions& d, co
   return std::make_unique<retrieval::CorpusCandidates>(task, std::move(corpus), std::move(idx), n);
 }
 
+std::vector<std::string> dense_dirs(const std::string& spec) {
+  if (starts_with(spec, "dense:")) return {spec.substr(6)};
+  // A folder trained by `attune train` (ROPG) is a dense retriever too.
+  if (!starts_with(spec, "rrf(") && retrieval::trained_model_kind(spec) == "dense") return {spec};
+  std::vector<std::string> out;
+  if (starts_with(spec, "rrf(") && spec.size() > 5 && spec.back() == ')')
+    for (const auto& part : retrieval::split_specs(std::string_view(spec).substr(4, spec.size() - 5)))
+      for (auto& dir : dense_dirs(part)) out.push_back(std::move(dir));
+  return out;
+}
+
+const retrieval::CandidateSource& Sources::for_spec(const std::string& spec) const {
+  auto it = by_spec.find(spec);
+  return it == by_spec.end() ? *base : *it->second;
+}
+
+std::function<const retrieval::CandidateSource*(const std::string&)> Sources::lookup() const {
+  return [this](const std::string& spec) { return &for_spec(spec); };
+}
+
+Sources make_sources(const DataOptions& d, const tasks::Task& task, store::Store& store, const RunOptions& run,
+                     const std::vector<std::string>& specs, std::size_t n) {
+  Sources out;
+  out.base = make_source(d, task, store, run.quiet, n);
+  const auto* bm25 = dynamic_cast<const retrieval::CorpusCandidates*>(out.base.get());
+  if (!bm25) return out;  // per-profile task: dense: ranks the profile with exact inner products
+  std::map<std::string, const retrieval::CandidateSource*> by_dir;
+  models::EncoderOptions eo;
+  eo.device = run.device;
+  neural::DenseCorpusOptions dopts;
+  dopts.n = n;
+  dopts.progress = !run.quiet;
+  for (const auto& spec : specs) {
+    const auto dirs = dense_dirs(spec);
+    if (dirs.empty() || out.by_spec.count(spec)) continue;
+    std::vector<const retrieval::CandidateSource*> parts;
+    for (const auto& dir : dirs) {
+      auto& src = by_dir[dir];
+      if (!src) {
+        if (!fs::is_directory(dir)) throw UsageError("retriever \"" + spec + "\": no such model folder \"" + dir + "\"");
+        out.owned.push_back(neural::DenseCorpusCandidates::open(task, bm25->corpus(), dir, &store, eo, dopts));
+        src = out.owned.back().get();
+      }
+      parts.push_back(src);
+    }
+    if (starts_with(spec, "dense:")) {
+      out.by_spec[spec] = parts.front();  // its own dense top-n
+    } else {
+      parts.insert(parts.begin(), out.base.get());  // rrf(...): BM25's top-n, then the dense ones
+      out.owned.push_back(std::make_unique<retrieval::UnionCandidates>(parts));
+      out.by_spec[spec] = out.owned.back().get();
+    }
+  }
+  return out;
+}
+
 std::unique_ptr<llm::LanguageModel> make_llm(const std::string& spec, const DataOptions& d, const tasks::Task* task,
                                              const RunOptions& run) {
   if (spec == "reference") {
@@ -160,8 +220,7 @@ std::unique_ptr<llm::LanguageModel> make_llm(const std::string& spec, const Data
     o.dtype = run.dtype;
     return models::LocalModel::load(dir, o);
   }
-  if (starts_with(spec, "openai:"))
-    throw UsageError("language model \"" + spec + "\": the openai: backend is not built yet (issue 4)");
+  if (starts_with(spec, "openai:")) return llm::make_openai_model(spec);  // key from ATTUNE_API_KEY
   throw UsageError("unknown language model \"" + spec + "\" (expected reference, local:MODEL_DIR or openai:BASE_URL#MODEL)");
 }
 
@@ -169,6 +228,35 @@ std::unique_ptr<text::Tokenizer> budget_tokenizer(const RunOptions& run, const s
   if (!run.tokenizer.empty()) return text::make_tokenizer(run.tokenizer);
   if (starts_with(llm_spec, "local:") && fs::is_directory(llm_spec.substr(6))) return text::make_tokenizer("hf:" + llm_spec.substr(6));
   return text::make_tokenizer("whitespace");
+}
+
+nlohmann::json llm_counters_json(const llm::LanguageModel& model) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [name, value] : model.counters()) {
+    if (value == std::floor(value) && std::fabs(value) < 9e15)
+      j[name] = static_cast<long long>(value);
+    else
+      j[name] = value;
+  }
+  return j;
+}
+
+void print_llm_counters(const llm::LanguageModel& model, bool quiet) {
+  const auto counters = model.counters();
+  if (quiet || counters.empty()) return;
+  std::string line = "llm:";
+  for (std::size_t i = 0; i < counters.size(); ++i) {
+    std::string name = counters[i].first;
+    std::replace(name.begin(), name.end(), '_', ' ');
+    char buf[64];
+    const double v = counters[i].second;
+    if (v == std::floor(v) && std::fabs(v) < 9e15)
+      std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));
+    else
+      std::snprintf(buf, sizeof buf, "%.2f", v);
+    line += (i ? ", " : " ") + std::string(buf) + " " + name;
+  }
+  std::fprintf(stderr, "%s\n", line.c_str());
 }
 
 void write_file(const fs::path& path, const std::string& text) {

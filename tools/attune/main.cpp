@@ -1,7 +1,10 @@
 // attune: learns which documents help a language model, and serves them.
 // Exit codes (CLI.md): 0 success, 2 usage error, 1 runtime error (one line on stderr).
+#include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <string>
+#include <vector>
 
 #include "attune/core/error.h"
 #include "attune/neural/dense.h"
@@ -24,8 +27,13 @@ int main(int argc, char** argv) {
   attune::cli::add_generate(app, rc);
   attune::cli::add_score(app, rc);
   attune::cli::add_pretrain_encoder(app, rc);
+  attune::cli::add_train(app, rc);
   try {
-    app.parse(argc, argv);
+    // --config FILE: the file's options, inserted where the command line has none.
+    std::vector<std::string> args(argv + 1, argv + argc);
+    args = attune::cli::expand_config(args);
+    std::reverse(args.begin(), args.end());  // CLI11 takes a reversed vector
+    app.parse(args);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
@@ -39,7 +47,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "attune: %s\n", e.what());
     return 2;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "attune: %s\n", e.what());
+    // One line (CLI.md): libtorch's errors carry a backtrace after the first line.
+    std::string what = e.what();
+    if (auto nl = what.find('\n'); nl != std::string::npos) what.resize(nl);
+    std::fprintf(stderr, "attune: %s\n", what.c_str());
     return 1;
   }
   return rc;

@@ -3,6 +3,7 @@
 // prompt, generate, and score against the gold; then paired significance tests between
 // every pair of retrievers (paired t-test for continuous metrics, McNemar for 0/1 ones).
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,10 @@ struct EvalOptions {
   bool progress = true;
   std::size_t limit = 0;              // only the first N examples (0 = all)
   double alpha = 0.05;                // significance level of the table's marks
+  // Where each retriever's candidates come from: null (or a null answer) = the `source`
+  // given to evaluate(). The CLI gives dense:DIR its own dense first stage on corpus tasks.
+  // Each distinct source is asked once per example, after a prefetch of all examples.
+  std::function<const retrieval::CandidateSource*(const std::string& spec)> source_for;
 };
 
 struct ExampleResult {

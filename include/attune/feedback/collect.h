@@ -10,6 +10,7 @@
 // run asks the model nothing and a killed run resumes where it stopped. Work is spread over
 // threads; each batch of records is written in one transaction.
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,9 @@ struct CollectOptions {
   std::size_t batch = 32;                  // LLM calls per batch (and per transaction)
   bool progress = true;
   std::size_t limit = 0;                   // only the first N examples (0 = all)
+  // Where a retriever's candidates come from (by spec: initial_retriever, or each of the
+  // pool): null (or a null answer) = the `source` given to collect(). See eval::EvalOptions.
+  std::function<const retrieval::CandidateSource*(const std::string& spec)> source_for;
 };
 
 struct Summary {

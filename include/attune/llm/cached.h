@@ -17,6 +17,13 @@ class CachedModel final : public LanguageModel {
   std::vector<Generation> generate(std::span<const Prompt> prompts, const GenerateOptions& opts) override;
   std::vector<double> score(std::span<const ScoreRequest> requests) override;
   ModelInfo info() const override { return inner_.info(); }
+  // The wrapped model's counters, then cache_hits and cache_misses.
+  std::vector<std::pair<std::string, double>> counters() const override {
+    auto c = inner_.counters();
+    c.emplace_back("cache_hits", static_cast<double>(hits_));
+    c.emplace_back("cache_misses", static_cast<double>(misses_));
+    return c;
+  }
 
   std::size_t hits() const { return hits_; }
   std::size_t misses() const { return misses_; }

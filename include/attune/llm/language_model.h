@@ -5,6 +5,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace attune::llm {
@@ -47,6 +48,9 @@ class LanguageModel {
   // Sum of log p(target tokens | prompt) per request (natural log), in order.
   virtual std::vector<double> score(std::span<const ScoreRequest> requests) = 0;
   virtual ModelInfo info() const = 0;
+  // Operational counters (requests, retries, cache hits, ...) as name/value pairs in a
+  // stable order, for the verbs' summaries; empty for backends with nothing to report.
+  virtual std::vector<std::pair<std::string, double>> counters() const { return {}; }
 };
 
 }  // namespace attune::llm

@@ -98,6 +98,9 @@ struct SaveBertOptions {
   bool normalize = false;
   std::size_t max_seq_length = 0;       // sentence_bert_config.json when > 0
   nlohmann::json attune_metadata;       // written as attune_train.json when not null
+  // Set: a BertForSequenceClassification folder (a cross-encoder: the model needs its
+  // pooler; weights bert.* + classifier.*, config num_labels = the classifier's outputs).
+  torch::nn::Linear classifier{nullptr};
 };
 // Writes a Hugging Face / sentence-transformers folder: config.json (BertModel),
 // model.safetensors, tokenizer files, modules.json, 1_Pooling/config.json,

@@ -12,11 +12,33 @@
 
 namespace attune::neural {
 
+// The encoder of `dir` with `opts`, loaded once per process while anyone holds it: the
+// dense first stage and the dense: retriever of one run share one copy of the model.
+std::shared_ptr<const models::TextEncoder> shared_encoder(const std::string& dir, const models::EncoderOptions& opts = {});
+
+// Passage embeddings computed elsewhere (the dense corpus first stage: every passage of the
+// corpus), looked up by text. Row-major rows.size() / dim x dim.
+struct CorpusEmbeddings {
+  std::size_t dim = 0;
+  std::vector<float> rows;
+  std::unordered_map<std::uint64_t, std::uint32_t> row_of;  // hash64(text) -> row
+  const float* find(std::uint64_t text_hash) const {
+    auto it = row_of.find(text_hash);
+    return it == row_of.end() ? nullptr : rows.data() + static_cast<std::size_t>(it->second) * dim;
+  }
+};
+// Makes `e` visible to every DenseRetriever whose encoder id is `encoder_id` for as long as
+// the caller keeps it alive (held weakly): they read passages from it instead of running
+// the encoder again. Thread-safe.
+void publish_embeddings(const std::string& encoder_id, std::shared_ptr<const CorpusEmbeddings> e);
+std::shared_ptr<const CorpusEmbeddings> published_embeddings(const std::string& encoder_id);
+
 // Bi-encoder retrieval (dense:MODEL_DIR): score = <embed(query), embed(document text)>,
 // exact inner product over the candidates (cosine when the model normalises). Candidate
 // embeddings are cached in memory by document text, so a profile or corpus passage seen
 // by several queries is embedded once; the cache is shared by concurrent rank() calls.
-// Ties keep candidate order.
+// Passages whose embeddings were published for this encoder (publish_embeddings: the dense
+// corpus first stage) are not embedded again. Ties keep candidate order.
 class DenseRetriever final : public retrieval::Retriever {
  public:
   explicit DenseRetriever(std::shared_ptr<const models::TextEncoder> encoder);
@@ -49,8 +71,9 @@ class CrossEncoderRetriever final : public retrieval::Retriever {
   std::shared_ptr<const models::CrossEncoder> model_;
 };
 
-// Registers "dense" and "cross" with retrieval::make_retriever (models load on the CPU or
-// CUDA per "auto"). Call once from main(); calling again is harmless.
-void register_retrievers();
+// Registers "dense" and "cross" with retrieval::make_retriever; their models load on
+// `device` ("auto": CUDA when present, "cpu", "cuda", "cuda:N"; the CLI's --device).
+// Call from main(); calling again (e.g. with the parsed --device) replaces the factories.
+void register_retrievers(std::string device = "auto");
 
 }  // namespace attune::neural

@@ -3,6 +3,7 @@
 // a shared corpus. Candidate documents come back with Document::text filled by the task.
 #include <cstddef>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "attune/core/types.h"
@@ -18,6 +19,10 @@ class CandidateSource {
   // The documents a query of `ex` may be ranked over, best first when the source ranks
   // (corpus), in profile order otherwise. Thread-safe.
   virtual std::vector<Document> candidates(const Example& ex) const = 0;
+  // A hint: candidates() is about to be asked for these examples. A source that searches
+  // in batches (the dense corpus search) answers them all at once here; the default does
+  // nothing. Thread-safe; candidates() works without it.
+  virtual void prefetch(std::span<const Example> examples) const {}
 };
 
 // The example's own profile; each document keeps its owner (the example's user).
@@ -44,6 +49,20 @@ class CorpusCandidates final : public CandidateSource {
   std::vector<Document> corpus_;
   index::CorpusIndex index_;
   std::size_t n_;
+};
+
+// The union of several sources' candidates: the first source's in its order, then each
+// next source's documents not seen yet (by id), in its order. E.g. rrf(bm25,dense:DIR) on
+// a corpus task ranks the BM25 top-n and the dense top-n together. The sources must
+// outlive this object.
+class UnionCandidates final : public CandidateSource {
+ public:
+  explicit UnionCandidates(std::vector<const CandidateSource*> sources) : sources_(std::move(sources)) {}
+  std::vector<Document> candidates(const Example& ex) const override;
+  void prefetch(std::span<const Example> examples) const override;
+
+ private:
+  std::vector<const CandidateSource*> sources_;
 };
 
 // Keeps the candidates' order (scores n, n-1, ...): "bm25" on a corpus task, where the

@@ -43,8 +43,15 @@ class Retriever {
 // PREFIX:ARG: a kind registered with register_retriever_kind (dense:MODEL_DIR,
 //          cross:MODEL_DIR once attune::neural::register_retrievers() has run), also
 //          inside rrf(...).
+// DIR: a folder written by `attune train` (it holds attune_model.json {"kind": K}) is the
+//          spec K:DIR (e.g. dense:DIR for a ROPG-trained encoder).
 // UsageError for an unknown spec or an unregistered kind.
 std::unique_ptr<Retriever> make_retriever(std::string_view spec, std::uint64_t seed);
+
+// The kind a trained-model folder names in its attune_model.json ("dense", "cross", ...);
+// "" when `spec` is not a folder. UsageError for a folder without attune_model.json, Error
+// for a malformed one.
+std::string trained_model_kind(std::string_view spec);
 
 // Builds a retriever from the ARG of a "PREFIX:ARG" spec (e.g. a model folder). Lets
 // layers above this one (neural/, which links torch) add kinds without this layer

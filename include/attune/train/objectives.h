@@ -1,0 +1,45 @@
+#pragma once
+// The learning-from-feedback objectives of METHODS.md as pure tensor functions, so each
+// can be checked against its closed form. Includes torch; the trainers' torch-free entry
+// points are train/ropg.h (and later rspg.h, pearl.h).
+//
+// Shapes: scores, utilities, labels [B, l]; mask [B, l] bool (true = a real candidate,
+// false = padding of a list shorter than l). Padding never receives probability mass or
+// gradient, and every row must have at least one real candidate.
+#include <torch/torch.h>
+
+namespace attune::train {
+
+// log softmax over each row's real candidates; padded positions hold 0 (not -inf), so
+// products with a zero target stay finite.
+torch::Tensor masked_log_softmax(const torch::Tensor& scores, const torch::Tensor& mask);
+// softmax over each row's real candidates; padded positions hold 0.
+torch::Tensor masked_softmax(const torch::Tensor& scores, const torch::Tensor& mask);
+
+// ROPG-KD (000 §4.2): mean over rows of KL(p_t || pi) with p_t = softmax(utilities) and
+// pi = softmax(scores), both over the real candidates. d loss / d scores = (pi - p_t) / B.
+// `double_softmax`: the LaMP reference code's variant, which softmaxes the scores before
+// its cross-entropy (pi = softmax(softmax(scores))); named for what it is (LAMP.md).
+torch::Tensor ropg_kd_loss(const torch::Tensor& scores, const torch::Tensor& utilities, const torch::Tensor& mask,
+                           bool double_softmax = false);
+
+// ROPG-RL (000 §4.1): REINFORCE with one sampled action per row,
+// loss = -mean_b reward_b * log pi(action_b | row b). actions [B] int64 (a real candidate),
+// rewards [B] (u(action) - u(d_b), no gradient). Averaged over actions drawn from pi, its
+// gradient is the exact policy gradient -d/ds E_pi[reward].
+torch::Tensor reinforce_loss(const torch::Tensor& scores, const torch::Tensor& mask, const torch::Tensor& actions,
+                             const torch::Tensor& rewards);
+
+// Pearl's scale-calibrated KL (001 Eq. 2-3). With the anchor: prepend a candidate with
+// label y0 and logit 0, then L = -sum_i softmax([y0, y] / tau)_i * log softmax([0, s])_i,
+// mean over rows (padding excluded). Without: L = -sum_i softmax(y / tau)_i log softmax(s)_i
+// (plain listwise KL up to the target's entropy; the paper's ablation).
+torch::Tensor calibrated_kl_loss(const torch::Tensor& scores, const torch::Tensor& labels, const torch::Tensor& mask,
+                                 double y0, double tau, bool anchor = true);
+
+// RSPG (000 §5): mean over rows of KL(softmax(utilities / temperature) || softmax(scores)),
+// the selector's objective over the retriever pool (every row full: mask all true).
+torch::Tensor listwise_kl_loss(const torch::Tensor& scores, const torch::Tensor& utilities, const torch::Tensor& mask,
+                               double temperature = 1.0);
+
+}  // namespace attune::train

@@ -1,0 +1,96 @@
+#pragma once
+// ROPG (000 §4): optimise a dense bi-encoder retriever on the language model's own
+// per-document utilities. Torch-free header.
+//  - ROPG-RL: sample one document from pi_theta over the top-l candidates of the initial
+//    retriever, reward u(d) - u(d_b) (d_b: the initial retriever's top document), REINFORCE.
+//  - ROPG-KD: KL(softmax(u) || pi_theta) over the same candidates.
+// pi_theta = softmax over the candidates of <embed(phi_q(x)), embed(doc)> (the encoder's
+// own pooling and normalisation). Defaults follow the paper: Adam lr 1e-5, 5% linear
+// warmup then linear decay, grad-clip 1.0, effective batch 64, 10 epochs, l = 16.
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "attune/data/dataset.h"
+#include "attune/retrieval/candidates.h"
+#include "attune/store/store.h"
+#include "attune/tasks/task.h"
+
+namespace attune::train {
+
+// One training query: its top-l candidate texts (initial retriever order) and their
+// utilities u(d) from the store. baseline = 0: the initial retriever's top document.
+struct RopgExample {
+  std::string id;
+  std::string query;
+  std::vector<std::string> docs;
+  std::vector<double> utility;
+};
+
+enum class RopgObjective { RL, KD };
+RopgObjective parse_ropg_objective(const std::string& s);  // "ropg-rl" | "ropg-kd"
+
+struct RopgOptions {
+  RopgObjective objective = RopgObjective::KD;
+  bool double_softmax = false;        // KD: the reference code's softmax-then-cross-entropy
+  std::filesystem::path init;         // the encoder to start from (a dense: model folder)
+  std::filesystem::path out;          // the trained model folder (+ out/checkpoint)
+  std::size_t epochs = 10;
+  std::size_t batch_size = 64;        // examples per optimiser step (effective batch)
+  std::size_t micro_batch = 8;        // examples per forward/backward (gradient accumulation)
+  double lr = 1e-5;                   // Adam
+  double warmup = 0.05;               // fraction of all steps
+  double clip = 1.0;
+  std::size_t query_max_length = 128; // tokens, specials included
+  std::size_t doc_max_length = 128;
+  std::uint64_t seed = 0;
+  std::string device = "cpu";
+  std::size_t checkpoint_every = 50;  // optimiser steps between checkpoints (0 = epoch ends only)
+  bool resume = false;
+  bool quiet = false;
+  std::size_t log_every = 10;         // steps between progress lines
+  std::string data_description;       // recorded in attune_train.json
+  std::size_t stop_after = 0;         // testing: return after this many steps of this run
+};
+
+struct RopgEpoch {
+  std::size_t epoch = 0;              // 1-based
+  double loss = 0;                    // mean training loss of the epoch
+  double dev_top1 = 0;                // mean u(argmax pi) over the dev examples
+  double dev_expected = 0;            // mean E_pi[u] over the dev examples
+};
+
+struct RopgResult {
+  std::size_t steps_done = 0, total_steps = 0;
+  double init_dev_top1 = 0, init_dev_expected = 0;  // the initial encoder on dev
+  double train_top1_before = 0;       // mean u(argmax pi) on train before training
+  std::vector<RopgEpoch> epochs;      // of the whole run (resumed ones included)
+  std::size_t best_epoch = 0;         // the epoch saved in out/ (best dev_top1; last without dev)
+  std::vector<double> losses;         // per step of this process
+  double seconds = 0;
+};
+
+// Trains and writes out/ as a dense-encoder folder (loadable as dense:DIR or by its plain
+// folder path as a retriever spec) holding the epoch with the best dev top-1 utility (the
+// last epoch when dev is empty), with attune_train.json {method, seed, options, epochs,
+// ...}. Checkpoints (model + optimizer + state) go to out/checkpoint every
+// checkpoint_every steps and at every epoch end; `resume` continues from there and ends
+// with the same weights as an uninterrupted run. UsageError for bad options or an out
+// folder that already holds a run (without resume); Error when no example has two or
+// more candidates.
+RopgResult train_ropg(const std::vector<RopgExample>& train, const std::vector<RopgExample>& dev,
+                      const RopgOptions& opts);
+
+// Builds ROPG examples for `ds`: the initial retriever's top-l candidates of each example
+// (as feedback::collect ranked them) and their "doc" utilities for `model_id` from the
+// store. Examples with fewer than 2 candidates are skipped. Error naming the example and
+// document when a utility is missing (run `attune feedback --kind doc` first; `attune
+// train` does it for you).
+std::vector<RopgExample> ropg_examples(const data::Dataset& ds, const tasks::Task& task,
+                                       const retrieval::CandidateSource& source, store::Store& store,
+                                       const std::string& model_id, const std::string& initial_retriever,
+                                       std::size_t top_l, std::uint64_t seed, std::size_t limit = 0);
+
+}  // namespace attune::train

@@ -1,0 +1,120 @@
+#pragma once
+// RSPG (000 §5): learn to choose, per input, which retriever of a pool to use. Torch-free.
+// The selector S(R_i, x) is an encoder over the text it sees (Pre: the prompt built from
+// R_i's top-k; Post: that prompt and the LLM's output for it, as a pair) whose final-layer
+// first-token vector goes through a linear layer to a scalar. Softmax over the pool; the
+// loss is KL(softmax_i(Eval_i) || softmax_i(S_i)); inference picks the argmax.
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "attune/data/dataset.h"
+#include "attune/retrieval/candidates.h"
+#include "attune/store/store.h"
+#include "attune/tasks/task.h"
+#include "attune/text/tokenizer.h"
+
+namespace attune::train {
+
+enum class RspgVariant { Pre, Post };
+RspgVariant parse_rspg_variant(const std::string& s);  // "rspg-pre" | "rspg-post" (or "pre" | "post")
+std::string rspg_variant_name(RspgVariant v);
+
+// One input: for each retriever of the pool, the selector's text (Post: second = the
+// output) and the utility Eval(y, M(prompt)).
+struct RspgExample {
+  std::string id;
+  std::vector<std::string> prompts;
+  std::vector<std::string> outputs;  // Post only (empty for Pre)
+  std::vector<double> utility;
+};
+
+struct RspgOptions {
+  RspgVariant variant = RspgVariant::Pre;
+  std::filesystem::path init;          // the encoder to start from
+  std::filesystem::path out;
+  std::vector<std::string> pool;       // retriever specs, in the examples' order (recorded)
+  std::size_t k = 4;                   // documents per prompt (recorded for inference)
+  std::size_t prompt_max_length = 256; // the prompt budget the prompts were built with (recorded)
+  std::size_t max_length = 512;        // selector input tokens (000 used Longformer's 1024)
+  std::size_t epochs = 20;             // 000: 20
+  std::size_t batch_size = 16;         // examples per optimiser step
+  std::size_t micro_batch = 4;
+  double lr = 1e-5;                    // AdamW
+  double warmup = 0.05;
+  double clip = 1.0;
+  double temperature = 1.0;            // target softmax temperature over Eval values
+  std::uint64_t seed = 0;
+  std::string device = "cpu";
+  std::size_t checkpoint_every = 50;
+  bool resume = false;
+  bool quiet = false;
+  std::size_t log_every = 10;
+  std::string data_description;
+  std::size_t stop_after = 0;          // testing: return after this many steps of this run
+};
+
+struct RspgEpoch {
+  std::size_t epoch = 0;
+  double loss = 0;
+  double dev_success = 0;  // the argmax is among the best retrievers of the input
+  double dev_utility = 0;  // mean utility of the selected retriever
+};
+
+struct RspgResult {
+  std::size_t steps_done = 0, total_steps = 0;
+  double init_dev_success = 0, init_dev_utility = 0;
+  std::vector<RspgEpoch> epochs;
+  std::size_t best_epoch = 0;  // best dev utility (the last without dev)
+  std::vector<double> losses;
+  double seconds = 0;
+};
+
+// Trains and writes out/: the encoder (HF folder), selector_head.safetensors,
+// selector.json {variant, pool, k, prompt_max_length, max_length} and attune_model.json
+// {"kind": "selector"}. Checkpoints and resume as ROPG's (train/ropg.h).
+RspgResult train_rspg(const std::vector<RspgExample>& train, const std::vector<RspgExample>& dev, const RspgOptions& opts);
+
+// Builds RSPG examples from the store's "retriever" feedback of `model_id` (one record per
+// (example, pool spec), with the output): the prompts are rebuilt exactly as
+// feedback::collect built them (k, prompt budget, quirks). Error naming the example and
+// spec when a record is missing.
+struct RspgDataOptions {
+  std::vector<std::string> pool;
+  std::size_t k = 4;
+  std::size_t max_length = 256;
+  bool reference_quirks = true;
+  std::uint64_t seed = 0;
+  std::size_t limit = 0;
+  std::function<const retrieval::CandidateSource*(const std::string& spec)> source_for;
+};
+std::vector<RspgExample> rspg_examples(const data::Dataset& ds, const tasks::Task& task,
+                                       const retrieval::CandidateSource& source, store::Store& store,
+                                       const std::string& model_id, const text::Tokenizer& tok,
+                                       const RspgDataOptions& opts);
+
+// A trained selector, for inference (eval): scores one input's pool texts.
+class Selector {
+ public:
+  static std::shared_ptr<const Selector> load(const std::filesystem::path& dir, const std::string& device = "auto");
+  ~Selector();
+  // One score per pool member; outputs empty for Pre.
+  std::vector<float> score(std::span<const std::string> prompts, std::span<const std::string> outputs) const;
+  RspgVariant variant() const;
+  const std::vector<std::string>& pool() const;
+  std::size_t k() const;
+  std::size_t prompt_max_length() const;
+
+  struct Impl;
+  explicit Selector(std::unique_ptr<Impl> impl);
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace attune::train

@@ -1,0 +1,225 @@
+#include "attune/neural/dense_corpus.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+#include "attune/core/error.h"
+#include "attune/core/hash.h"
+#include "attune/core/progress.h"
+
+namespace fs = std::filesystem;
+
+namespace attune::neural {
+namespace {
+
+// A stored chunk of embeddings: magic, rows, dim, hash64 of the payload, then rows x dim
+// float32 (native byte order: the store is a local cache).
+constexpr char kMagic[8] = {'A', 'T', 'V', 'E', 'M', 'B', '1', '\n'};
+constexpr std::size_t kHeader = sizeof kMagic + 3 * sizeof(std::uint64_t);
+
+std::string encode_chunk(const float* rows, std::size_t n, std::size_t dim) {
+  const std::size_t bytes = n * dim * sizeof(float);
+  std::string out(kHeader + bytes, '\0');
+  const std::uint64_t header[3] = {n, dim, hash64(std::string_view(reinterpret_cast<const char*>(rows), bytes))};
+  std::memcpy(out.data(), kMagic, sizeof kMagic);
+  std::memcpy(out.data() + sizeof kMagic, header, sizeof header);
+  if (bytes) std::memcpy(out.data() + kHeader, rows, bytes);
+  return out;
+}
+
+// Copies the chunk into `rows` when it holds exactly n x dim floats with a matching hash.
+bool decode_chunk(const std::string& blob, std::size_t n, std::size_t dim, float* rows) {
+  const std::size_t bytes = n * dim * sizeof(float);
+  if (blob.size() != kHeader + bytes || std::memcmp(blob.data(), kMagic, sizeof kMagic) != 0) return false;
+  std::uint64_t header[3];
+  std::memcpy(header, blob.data() + sizeof kMagic, sizeof header);
+  const std::string_view payload(blob.data() + kHeader, bytes);
+  if (header[0] != n || header[1] != dim || header[2] != hash64(payload)) return false;
+  if (bytes) std::memcpy(rows, payload.data(), bytes);
+  return true;
+}
+
+}  // namespace
+
+std::string model_fingerprint(const fs::path& dir) {
+  std::vector<std::string> files;
+  bool weights = false;
+  try {
+    for (const auto& e : fs::directory_iterator(dir)) {
+      if (!e.is_regular_file()) continue;
+      const auto ext = e.path().extension().string();
+      if (ext == ".safetensors" || ext == ".bin") {
+        files.push_back(e.path().filename().string());
+        weights = true;
+      }
+    }
+  } catch (const fs::filesystem_error& e) {
+    throw Error(dir.string() + ": cannot list the model folder (" + e.code().message() + ")");
+  }
+  if (!weights) throw Error(dir.string() + ": no weights file (*.safetensors) to fingerprint");
+  for (const char* f : {"config.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt", "merges.txt",
+                        "special_tokens_map.json", "modules.json", "sentence_bert_config.json", "1_Pooling/config.json"})
+    if (fs::is_regular_file(dir / f)) files.push_back(f);
+  std::sort(files.begin(), files.end());
+  Hasher h;
+  h.add("model-fingerprint-v1");
+  std::vector<char> buf(1 << 20);
+  for (const auto& f : files) {
+    std::ifstream in(dir / f, std::ios::binary);
+    if (!in) throw Error((dir / f).string() + ": cannot open");
+    h.add(f);
+    std::uint64_t total = 0;
+    while (in) {
+      in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+      const auto got = static_cast<std::size_t>(in.gcount());
+      if (got == 0) break;
+      h.add(std::string_view(buf.data(), got));
+      total += got;
+    }
+    h.add(total);
+  }
+  return h.hex();
+}
+
+DenseCorpusCandidates::DenseCorpusCandidates(const tasks::Task& task, std::vector<Document> corpus,
+                                             std::shared_ptr<const models::TextEncoder> encoder,
+                                             std::string weights_key, store::Store* store, DenseCorpusOptions opts)
+    : task_(task), corpus_(std::move(corpus)), encoder_(std::move(encoder)), opts_(std::move(opts)) {
+  if (!encoder_) throw UsageError("dense corpus search needs an encoder");
+  opts_.chunk = std::max<std::size_t>(1, opts_.chunk);
+  opts_.embed_batch = std::max<std::size_t>(1, opts_.embed_batch);
+  Hasher h;
+  h.add("dense-corpus-v1").add(encoder_->id()).add(weights_key).add(static_cast<std::uint64_t>(encoder_->dim()));
+  h.add(static_cast<std::uint64_t>(opts_.chunk)).add(static_cast<std::uint64_t>(corpus_.size()));
+  for (const auto& d : corpus_) h.add(d.id).add(d.text);
+  key_ = "dense-emb:" + h.hex();
+  // Without a weights key, stored embeddings could outlive the weights they came from.
+  build(weights_key.empty() ? nullptr : store);
+}
+
+DenseCorpusCandidates::~DenseCorpusCandidates() = default;
+
+std::unique_ptr<DenseCorpusCandidates> DenseCorpusCandidates::open(const tasks::Task& task, std::vector<Document> corpus,
+                                                                   const fs::path& model_dir, store::Store* store,
+                                                                   const models::EncoderOptions& eo,
+                                                                   DenseCorpusOptions opts) {
+  auto encoder = shared_encoder(model_dir.string(), eo);
+  Hasher h;
+  h.add(model_fingerprint(model_dir)).add(static_cast<std::uint64_t>(eo.max_length)).add(eo.pooling);
+  h.add(std::to_string(eo.normalize));
+  return std::make_unique<DenseCorpusCandidates>(task, std::move(corpus), std::move(encoder), h.hex(), store,
+                                                 std::move(opts));
+}
+
+void DenseCorpusCandidates::build(store::Store* store) {
+  const std::size_t N = corpus_.size(), D = encoder_->dim(), C = opts_.chunk;
+  auto emb = std::make_shared<CorpusEmbeddings>();
+  emb->dim = D;
+  emb->rows.assign(N * D, 0.f);
+  const std::size_t chunks = (N + C - 1) / C;
+  std::vector<std::size_t> todo;
+  std::size_t todo_rows = 0, bad = 0;
+  for (std::size_t c = 0; c < chunks; ++c) {
+    const std::size_t lo = c * C, hi = std::min(N, lo + C);
+    if (store) {
+      if (auto blob = store->blob_get(key_ + "/" + std::to_string(c))) {
+        if (decode_chunk(*blob, hi - lo, D, emb->rows.data() + lo * D)) continue;
+        ++bad;
+      }
+    }
+    todo.push_back(c);
+    todo_rows += hi - lo;
+  }
+  if (bad)
+    std::fprintf(stderr, "warning: %zu stored chunk(s) of corpus embeddings for %s were short or corrupt; embedding them again\n",
+                 bad, encoder_->id().c_str());
+  if (todo_rows) {
+    if (opts_.progress)
+      std::fprintf(stderr, "embedding %zu of %zu corpus passages with %s (once: cached in the store)\n", todo_rows, N,
+                   encoder_->id().c_str());
+    Progress progress("embedding corpus", todo_rows, opts_.progress);
+    std::vector<std::string> texts;
+    for (auto c : todo) {
+      const std::size_t lo = c * C, hi = std::min(N, lo + C);
+      for (std::size_t b = lo; b < hi; b += opts_.embed_batch) {
+        const std::size_t be = std::min(hi, b + opts_.embed_batch);
+        texts.clear();
+        for (std::size_t i = b; i < be; ++i) texts.push_back(corpus_[i].text);
+        const auto v = encoder_->embed(texts);
+        if (v.size() != (be - b) * D) throw Error("encoder " + encoder_->id() + " returned a wrong-sized batch");
+        std::copy(v.begin(), v.end(), emb->rows.begin() + static_cast<std::ptrdiff_t>(b * D));
+        passages_embedded_ += be - b;
+        progress.add(be - b);
+      }
+      if (store) store->blob_put(key_ + "/" + std::to_string(c), encode_chunk(emb->rows.data() + lo * D, hi - lo, D));
+    }
+    progress.finish();
+  }
+  emb->row_of.reserve(N);
+  for (std::size_t i = 0; i < N; ++i) emb->row_of.emplace(hash64(corpus_[i].text), static_cast<std::uint32_t>(i));
+  index_ = index::make_vector_index(opts_.index, D, opts_.index_options);
+  index_->add(emb->rows.data(), N);
+  emb_ = std::move(emb);
+  publish_embeddings(encoder_->id(), emb_);
+}
+
+std::vector<index::VectorHits> DenseCorpusCandidates::search_texts(const std::vector<std::string>& texts,
+                                                                   std::size_t k) const {
+  if (texts.empty()) return {};
+  const std::size_t D = encoder_->dim();
+  std::vector<float> q;
+  q.reserve(texts.size() * D);
+  const bool show = opts_.progress && texts.size() > opts_.embed_batch;
+  Progress progress("embedding queries", texts.size(), show);
+  for (std::size_t b = 0; b < texts.size(); b += opts_.embed_batch) {
+    const std::size_t be = std::min(texts.size(), b + opts_.embed_batch);
+    const auto v = encoder_->embed(std::span<const std::string>(texts).subspan(b, be - b));
+    q.insert(q.end(), v.begin(), v.end());
+    progress.add(be - b);
+  }
+  if (show) progress.finish();
+  queries_embedded_ += texts.size();
+  return index_->search(q.data(), texts.size(), k);
+}
+
+std::vector<index::VectorHits> DenseCorpusCandidates::search(std::span<const std::string> queries, std::size_t k) const {
+  return search_texts(std::vector<std::string>(queries.begin(), queries.end()), k);
+}
+
+void DenseCorpusCandidates::prefetch(std::span<const Example> examples) const {
+  std::vector<std::string> todo;
+  {
+    std::lock_guard lock(mu_);
+    std::unordered_map<std::string, bool> seen;
+    for (const auto& ex : examples) {
+      auto q = task_.query(ex);
+      if (hits_.count(q) || !seen.emplace(q, true).second) continue;
+      todo.push_back(std::move(q));
+    }
+  }
+  auto hits = search_texts(todo, opts_.n);
+  std::lock_guard lock(mu_);
+  for (std::size_t i = 0; i < todo.size(); ++i) hits_.emplace(std::move(todo[i]), std::move(hits[i]));
+}
+
+std::vector<Document> DenseCorpusCandidates::candidates(const Example& ex) const {
+  const std::string q = task_.query(ex);
+  index::VectorHits h;
+  bool found = false;
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = hits_.find(q); it != hits_.end()) {
+      h = it->second;
+      found = true;
+    }
+  }
+  if (!found) h = search_texts({q}, opts_.n).at(0);
+  std::vector<Document> out;
+  out.reserve(h.size());
+  for (auto id : h.ids) out.push_back(corpus_[static_cast<std::size_t>(id)]);
+  return out;
+}
+
+}  // namespace attune::neural

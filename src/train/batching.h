@@ -1,0 +1,60 @@
+#pragma once
+// Token batches for the trainers (internal): tokenise texts once, pad rows per batch.
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "attune/text/subword.h"
+
+namespace attune::train::detail {
+
+using Tokens = std::vector<std::int64_t>;
+
+// Each text's ids with [CLS]/[SEP], truncated to max_length (specials included).
+inline std::vector<Tokens> tokenize(const text::SubwordTokenizer& tok, const std::vector<std::string>& texts,
+                                    std::size_t max_length) {
+  text::SubwordTokenizer::BatchOptions bo;
+  bo.max_length = max_length;
+  std::vector<Tokens> out;
+  out.reserve(texts.size());
+  constexpr std::size_t kChunk = 512;
+  for (std::size_t c0 = 0; c0 < texts.size(); c0 += kChunk) {
+    const auto span = std::span<const std::string>(texts).subspan(c0, std::min(kChunk, texts.size() - c0));
+    const auto b = tok.encode_batch(span, bo);
+    for (std::size_t r = 0; r < b.rows; ++r) {
+      Tokens t;
+      for (std::size_t j = 0; j < b.cols && b.mask[r * b.cols + j]; ++j) t.push_back(b.ids[r * b.cols + j]);
+      out.push_back(std::move(t));
+    }
+  }
+  return out;
+}
+
+// ids, mask [n, L] (L = the longest row) on `dev`; padding id `pad`, mask 0.
+inline std::pair<torch::Tensor, torch::Tensor> pad_rows(const std::vector<const Tokens*>& rows, std::int64_t pad,
+                                                        const torch::Device& dev) {
+  std::size_t L = 1;
+  for (auto* r : rows) L = std::max(L, r->size());
+  auto ids = torch::full({static_cast<std::int64_t>(rows.size()), static_cast<std::int64_t>(L)}, pad, torch::kInt64);
+  auto mask = torch::zeros_like(ids);
+  auto ia = ids.accessor<std::int64_t, 2>(), ma = mask.accessor<std::int64_t, 2>();
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    for (std::size_t j = 0; j < rows[i]->size(); ++j) {
+      ia[static_cast<std::int64_t>(i)][static_cast<std::int64_t>(j)] = (*rows[i])[j];
+      ma[static_cast<std::int64_t>(i)][static_cast<std::int64_t>(j)] = 1;
+    }
+  return {ids.to(dev), mask.to(dev)};
+}
+
+// The longest input a model folder accepts: its positions, sentence-transformers'
+// max_seq_length and the tokenizer's model_max_length, whichever is smallest (0 = unset).
+inline std::size_t length_cap(std::int64_t max_positions, std::size_t st_max, std::size_t tok_max) {
+  std::size_t cap = static_cast<std::size_t>(max_positions);
+  if (st_max > 0) cap = std::min(cap, st_max);
+  if (tok_max > 0) cap = std::min(cap, tok_max);
+  return cap;
+}
+
+}  // namespace attune::train::detail

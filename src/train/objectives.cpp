@@ -1,0 +1,79 @@
+#include "attune/train/objectives.h"
+
+namespace attune::train {
+
+namespace {
+
+void check(const torch::Tensor& scores, const torch::Tensor& mask, const char* what) {
+  TORCH_CHECK(scores.dim() == 2, what, ": scores must be [B, l]");
+  TORCH_CHECK(mask.sizes() == scores.sizes(), what, ": mask must have the scores' shape");
+  TORCH_CHECK(mask.scalar_type() == torch::kBool, what, ": mask must be bool");
+}
+
+// KL(p || softmax(s)) per row over the mask, p zero on padding.
+torch::Tensor kl_rows(const torch::Tensor& p, const torch::Tensor& scores, const torch::Tensor& mask) {
+  auto logq = masked_log_softmax(scores, mask);
+  auto logp = torch::where(p > 0, torch::log(p.clamp_min(1e-45)), torch::zeros_like(p));
+  return (p * (logp - logq)).masked_fill(~mask, 0.0).sum(1);
+}
+
+}  // namespace
+
+torch::Tensor masked_log_softmax(const torch::Tensor& scores, const torch::Tensor& mask) {
+  check(scores, mask, "masked_log_softmax");
+  auto lsm = torch::log_softmax(scores.masked_fill(~mask, -std::numeric_limits<double>::infinity()), 1);
+  return lsm.masked_fill(~mask, 0.0);
+}
+
+torch::Tensor masked_softmax(const torch::Tensor& scores, const torch::Tensor& mask) {
+  check(scores, mask, "masked_softmax");
+  return torch::softmax(scores.masked_fill(~mask, -std::numeric_limits<double>::infinity()), 1).masked_fill(~mask, 0.0);
+}
+
+torch::Tensor ropg_kd_loss(const torch::Tensor& scores, const torch::Tensor& utilities, const torch::Tensor& mask,
+                           bool double_softmax) {
+  check(scores, mask, "ropg_kd_loss");
+  TORCH_CHECK(utilities.sizes() == scores.sizes(), "ropg_kd_loss: utilities must have the scores' shape");
+  auto target = masked_softmax(utilities.detach().to(scores.dtype()), mask);
+  auto s = double_softmax ? masked_softmax(scores, mask) : scores;
+  return kl_rows(target, s, mask).mean();
+}
+
+torch::Tensor reinforce_loss(const torch::Tensor& scores, const torch::Tensor& mask, const torch::Tensor& actions,
+                             const torch::Tensor& rewards) {
+  check(scores, mask, "reinforce_loss");
+  TORCH_CHECK(actions.dim() == 1 && actions.size(0) == scores.size(0), "reinforce_loss: actions must be [B]");
+  TORCH_CHECK(rewards.dim() == 1 && rewards.size(0) == scores.size(0), "reinforce_loss: rewards must be [B]");
+  auto a = actions.to(torch::kInt64).unsqueeze(1);
+  TORCH_CHECK(mask.gather(1, a).all().item<bool>(), "reinforce_loss: an action points at padding");
+  auto logp = masked_log_softmax(scores, mask).gather(1, a).squeeze(1);
+  return -(rewards.detach().to(scores.dtype()) * logp).mean();
+}
+
+torch::Tensor calibrated_kl_loss(const torch::Tensor& scores, const torch::Tensor& labels, const torch::Tensor& mask,
+                                 double y0, double tau, bool anchor) {
+  check(scores, mask, "calibrated_kl_loss");
+  TORCH_CHECK(labels.sizes() == scores.sizes(), "calibrated_kl_loss: labels must have the scores' shape");
+  TORCH_CHECK(tau > 0, "calibrated_kl_loss: tau must be positive");
+  auto y = labels.detach().to(scores.dtype());
+  auto s = scores;
+  auto m = mask;
+  if (anchor) {
+    const auto B = scores.size(0);
+    y = torch::cat({torch::full({B, 1}, y0, y.options()), y}, 1);
+    s = torch::cat({torch::zeros({B, 1}, s.options()), s}, 1);
+    m = torch::cat({torch::ones({B, 1}, m.options()), m}, 1);
+  }
+  auto target = masked_softmax(y / tau, m);
+  return -(target * masked_log_softmax(s, m)).sum(1).mean();
+}
+
+torch::Tensor listwise_kl_loss(const torch::Tensor& scores, const torch::Tensor& utilities, const torch::Tensor& mask,
+                               double temperature) {
+  check(scores, mask, "listwise_kl_loss");
+  TORCH_CHECK(temperature > 0, "listwise_kl_loss: temperature must be positive");
+  auto target = masked_softmax(utilities.detach().to(scores.dtype()) / temperature, mask);
+  return kl_rows(target, scores, mask).mean();
+}
+
+}  // namespace attune::train

@@ -1,0 +1,191 @@
+// VectorIndex: exact, FAISS flat and a brute-force double-precision scan agree; HNSW
+// recall; the ordering contract (ties by lower row), k beyond the size, errors, and the
+// FAISS serialised form.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+#include <set>
+
+#include "attune/core/error.h"
+#include "attune/index/vector_index.h"
+
+namespace attune::index {
+namespace {
+
+std::vector<float> random_rows(std::size_t n, std::size_t d, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> g(0.f, 1.f);
+  std::vector<float> v(n * d);
+  for (auto& x : v) x = g(rng);
+  return v;
+}
+
+// Every row's score in double, sorted best first, ties by lower row; the first k.
+VectorHits brute_force(const std::vector<float>& rows, const float* q, std::size_t d, std::size_t k) {
+  const std::size_t n = rows.size() / d;
+  std::vector<std::pair<double, std::int64_t>> all;
+  for (std::size_t i = 0; i < n; ++i) {
+    double s = 0;
+    for (std::size_t j = 0; j < d; ++j) s += static_cast<double>(q[j]) * rows[i * d + j];
+    all.emplace_back(s, static_cast<std::int64_t>(i));
+  }
+  std::sort(all.begin(), all.end(), [](auto& a, auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
+  VectorHits h;
+  for (std::size_t i = 0; i < std::min(k, n); ++i) {
+    h.ids.push_back(all[i].second);
+    h.scores.push_back(static_cast<float>(all[i].first));
+  }
+  return h;
+}
+
+TEST(VectorIndex, ExactFlatAndBruteForceAgreeOnRandomData) {
+  // 37 dims: a tail after the 16-wide blocks; 5000 rows: the exact index shards rows over
+  // threads for few queries and blocks queries for many.
+  for (std::size_t nq : {1u, 3u, 70u}) {
+    const std::size_t n = 5000, d = 37, k = 10;
+    auto rows = random_rows(n, d, 7);
+    auto queries = random_rows(nq, d, 8 + static_cast<std::uint32_t>(nq));
+    auto exact = make_vector_index("exact", d);
+    auto flat = make_vector_index("flat", d);
+    // Added in two pieces: ids continue across adds.
+    exact->add(std::span<const float>(rows).first(1000 * d));
+    exact->add(std::span<const float>(rows).subspan(1000 * d));
+    flat->add(rows.data(), 1000);
+    flat->add(rows.data() + 1000 * d, n - 1000);
+    EXPECT_EQ(exact->size(), n);
+    EXPECT_EQ(flat->size(), n);
+    auto he = exact->search(queries, k), hf = flat->search(queries, k);
+    ASSERT_EQ(he.size(), nq);
+    ASSERT_EQ(hf.size(), nq);
+    for (std::size_t q = 0; q < nq; ++q) {
+      auto bf = brute_force(rows, queries.data() + q * d, d, k);
+      ASSERT_EQ(he[q].size(), k);
+      ASSERT_EQ(hf[q].size(), k);
+      for (std::size_t j = 0; j < k; ++j) {
+        EXPECT_EQ(he[q].ids[j], bf.ids[j]) << "nq " << nq << " q " << q << " rank " << j;
+        EXPECT_EQ(hf[q].ids[j], bf.ids[j]) << "nq " << nq << " q " << q << " rank " << j;
+        EXPECT_NEAR(he[q].scores[j], bf.scores[j], 1e-4 * std::max(1.f, std::abs(bf.scores[j])));
+        EXPECT_NEAR(hf[q].scores[j], he[q].scores[j], 1e-5 * std::max(1.f, std::abs(bf.scores[j])));
+      }
+    }
+  }
+}
+
+TEST(VectorIndex, ExactIsTheSameOnOneThreadAndMany) {
+  const std::size_t n = 6000, d = 16;
+  auto rows = random_rows(n, d, 3);
+  auto queries = random_rows(5, d, 4);
+  ExactIndex one(d, 1), many(d, 4);
+  one.add(rows);
+  many.add(rows);
+  auto a = one.search(queries, 25), b = many.search(queries, 25);
+  for (std::size_t q = 0; q < 5; ++q) {
+    EXPECT_EQ(a[q].ids, b[q].ids);
+    EXPECT_EQ(a[q].scores, b[q].scores);
+  }
+}
+
+TEST(VectorIndex, HnswRecallAtTenIsHigh) {
+  const std::size_t n = 5000, d = 64, nq = 200, k = 10;
+  auto rows = random_rows(n, d, 11);
+  auto queries = random_rows(nq, d, 12);
+  auto exact = make_vector_index("exact", d);
+  auto hnsw = make_vector_index("hnsw", d);
+  exact->add(rows);
+  hnsw->add(rows);
+  EXPECT_EQ(hnsw->kind(), "hnsw");
+  auto he = exact->search(queries, k), hh = hnsw->search(queries, k);
+  std::size_t found = 0;
+  for (std::size_t q = 0; q < nq; ++q) {
+    std::set<std::int64_t> truth(he[q].ids.begin(), he[q].ids.end());
+    for (auto id : hh[q].ids) found += truth.count(id);
+    for (std::size_t j = 1; j < hh[q].size(); ++j) EXPECT_GE(hh[q].scores[j - 1], hh[q].scores[j]);
+  }
+  const double recall = static_cast<double>(found) / (nq * k);
+  EXPECT_GE(recall, 0.95) << "hnsw recall@10 " << recall;
+}
+
+TEST(VectorIndex, TiesGoToTheLowerRow) {
+  // Rows 1, 3 and 4 are the same vector; row 0 is better, row 2 worse.
+  const std::size_t d = 4;
+  std::vector<float> rows = {2, 0, 0, 0,  1, 1, 0, 0,  0, 0, 0, 1,  1, 1, 0, 0,  1, 1, 0, 0};
+  std::vector<float> q = {1, 1, 0, 0};
+  for (const char* kind : {"exact", "flat"}) {
+    auto idx = make_vector_index(kind, d);
+    idx->add(rows);
+    auto h = idx->search(q, 3);
+    ASSERT_EQ(h.size(), 1u);
+    EXPECT_EQ(h[0].ids, (std::vector<std::int64_t>{0, 1, 3})) << kind;  // score 2 for all three: lower rows win
+    auto all = idx->search(q, 0);
+    EXPECT_EQ(all[0].ids, (std::vector<std::int64_t>{0, 1, 3, 4, 2})) << kind;
+    EXPECT_EQ(all[0].scores, (std::vector<float>{2, 2, 2, 2, 0})) << kind;
+  }
+  // HNSW is approximate (its neighbour pruning may even hide a duplicate), but what it
+  // returns follows the same order: best first, equal scores by lower row.
+  auto hnsw = make_vector_index("hnsw", d);
+  hnsw->add(rows);
+  auto h = hnsw->search(q, 0).at(0);
+  ASSERT_GE(h.size(), 3u);
+  EXPECT_EQ(h.ids[0], 0);
+  for (std::size_t j = 1; j < h.size(); ++j)
+    EXPECT_TRUE(h.scores[j - 1] > h.scores[j] || (h.scores[j - 1] == h.scores[j] && h.ids[j - 1] < h.ids[j]));
+}
+
+TEST(VectorIndex, KBeyondTheSizeAndEmptyIndexes) {
+  const std::size_t d = 8;
+  auto rows = random_rows(3, d, 5);
+  auto q = random_rows(2, d, 6);
+  for (const char* kind : {"exact", "flat", "hnsw"}) {
+    auto empty = make_vector_index(kind, d);
+    auto none = empty->search(q, 5);
+    ASSERT_EQ(none.size(), 2u) << kind;
+    EXPECT_EQ(none[0].size(), 0u) << kind;
+    auto idx = make_vector_index(kind, d);
+    idx->add(rows);
+    auto h = idx->search(q, 100);
+    ASSERT_EQ(h.size(), 2u);
+    EXPECT_EQ(h[0].size(), 3u) << kind;  // never -1 ids from FAISS
+    std::vector<std::int64_t> ids = h[1].ids;
+    std::sort(ids.begin(), ids.end());
+    EXPECT_EQ(ids, (std::vector<std::int64_t>{0, 1, 2})) << kind;
+    EXPECT_TRUE(idx->search(q.data(), 0, 5).empty());
+  }
+}
+
+TEST(VectorIndex, BadKindsAndDimensionMismatchesAreUsageErrors) {
+  EXPECT_THROW(make_vector_index("ivf", 8), UsageError);
+  EXPECT_THROW(make_vector_index("exact", 0), UsageError);
+  EXPECT_THROW(make_vector_index("flat", 0), UsageError);
+  for (const char* kind : {"exact", "flat", "hnsw"}) {
+    auto idx = make_vector_index(kind, 4);
+    EXPECT_EQ(idx->dim(), 4u);
+    EXPECT_EQ(idx->kind(), kind);
+    std::vector<float> seven(7, 1.f), four(4, 1.f);
+    EXPECT_THROW(idx->add(seven), UsageError) << kind;
+    idx->add(four);
+    EXPECT_THROW(idx->search(seven, 1), UsageError) << kind;
+    EXPECT_EQ(idx->search(four, 1).at(0).ids, (std::vector<std::int64_t>{0}));
+  }
+}
+
+TEST(VectorIndex, FaissIndexRoundTripsThroughItsSerialisedForm) {
+  const std::size_t n = 300, d = 16;
+  auto rows = random_rows(n, d, 21);
+  auto q = random_rows(4, d, 22);
+  for (const char* kind : {"flat", "hnsw"}) {
+    FaissIndex idx(kind, d);
+    idx.add(rows);
+    auto back = FaissIndex::deserialize(idx.serialize());
+    EXPECT_EQ(back->kind(), kind);
+    EXPECT_EQ(back->dim(), d);
+    EXPECT_EQ(back->size(), n);
+    auto a = idx.search(q, 7), b = back->search(q, 7);
+    for (std::size_t i = 0; i < 4; ++i) EXPECT_EQ(a[i].ids, b[i].ids) << kind;
+  }
+  EXPECT_THROW(FaissIndex::deserialize("not an index"), Error);
+}
+
+}  // namespace
+}  // namespace attune::index

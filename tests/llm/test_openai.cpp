@@ -1,0 +1,486 @@
+// The openai: backend against a loopback server that answers like vLLM.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "attune/core/error.h"
+#include "attune/core/strings.h"
+#include "attune/llm/openai.h"
+
+using namespace attune;
+using nlohmann::json;
+
+namespace {
+
+// vLLM-like tokens: a space joins the word after it, words are cut into pieces of at most
+// 5 code points. Offsets are in code points, as OpenAI / vLLM report text_offset.
+struct Token {
+  std::string text;
+  std::size_t offset;
+};
+
+std::vector<Token> tokenize(const std::string& s) {
+  std::vector<Token> out;
+  std::size_t i = 0, cp_index = 0;
+  std::string cur;
+  std::size_t cur_start = 0, cur_len = 0;
+  auto flush = [&] {
+    if (!cur.empty()) out.push_back({cur, cur_start});
+    cur.clear();
+    cur_len = 0;
+  };
+  while (i < s.size()) {
+    std::uint32_t cp;
+    const std::size_t n = utf8_decode(s, i, cp);
+    const bool space = cp == ' ';
+    if (space || cur_len == 5) flush();
+    if (cur.empty()) cur_start = cp_index;
+    cur.append(s, i, n);
+    ++cur_len;
+    i += n;
+    ++cp_index;
+  }
+  flush();
+  return out;
+}
+
+// Token i (0-based) of an echoed prompt has log-probability -(i + 1) / 4; token 0 has none.
+double token_logprob(std::size_t i) { return -(static_cast<double>(i) + 1) / 4; }
+
+class FakeServer {
+ public:
+  enum class Mode { normal, garbage, no_logprobs, no_offsets, unauthorized, no_choices };
+  std::atomic<int> fail_429{0}, fail_500{0};
+  std::atomic<int> delay_ms{0};
+  std::atomic<Mode> mode{Mode::normal};
+  std::atomic<int> in_flight{0}, max_in_flight{0}, hits{0};
+  std::mutex mu;
+  std::string last_auth;
+  json last_body;
+
+  FakeServer() {
+    svr_.set_keep_alive_timeout(1);
+    svr_.set_tcp_nodelay(true);
+    auto handler = [this](const httplib::Request& req, httplib::Response& res) { handle(req, res); };
+    svr_.Post("/v1/completions", handler);
+    svr_.Post("/v1/chat/completions", handler);
+    port_ = svr_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { svr_.listen_after_bind(); });
+    while (!svr_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ~FakeServer() {
+    svr_.stop();
+    thread_.join();
+  }
+  int port() const { return port_; }
+  std::string spec(const std::string& settings = "") const {
+    return "openai:http://127.0.0.1:" + std::to_string(port_) + "/v1#tiny-model" + (settings.empty() ? "" : "?" + settings);
+  }
+
+ private:
+  void handle(const httplib::Request& req, httplib::Response& res) {
+    const int now = ++in_flight;
+    int seen = max_in_flight.load();
+    while (now > seen && !max_in_flight.compare_exchange_weak(seen, now)) {
+    }
+    ++hits;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      last_auth = req.get_header_value("Authorization");
+      last_body = json::parse(req.body);
+    }
+    if (delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms.load()));
+    respond(req, res);
+    --in_flight;
+  }
+
+  void respond(const httplib::Request& req, httplib::Response& res) {
+    if (fail_429 > 0) {
+      --fail_429;
+      res.status = 429;
+      res.set_header("Retry-After", "0.2");
+      res.set_content(R"({"error":{"message":"slow down"}})", "application/json");
+      return;
+    }
+    if (fail_500 > 0) {
+      --fail_500;
+      res.status = 500;
+      res.set_content(R"({"error":{"message":"engine hiccup"}})", "application/json");
+      return;
+    }
+    switch (mode.load()) {
+      case Mode::garbage:
+        res.set_content("<html>gateway</html>", "text/html");
+        return;
+      case Mode::unauthorized:
+        res.status = 401;
+        res.set_content(R"({"error":{"message":"invalid api key"}})", "application/json");
+        return;
+      case Mode::no_choices:
+        res.set_content(R"({"object":"text_completion"})", "application/json");
+        return;
+      default:
+        break;
+    }
+    const json body = json::parse(req.body);
+    json choice;
+    if (req.path == "/v1/chat/completions") {
+      choice = {{"index", 0},
+                {"message", {{"role", "assistant"}, {"content", "chat:" + body["messages"][0]["content"].get<std::string>()}}},
+                {"finish_reason", "stop"}};
+      res.set_content(json({{"choices", {choice}}, {"usage", {{"prompt_tokens", 5}, {"completion_tokens", 2}}}}).dump(),
+                      "application/json");
+      return;
+    }
+    const std::string prompt = body["prompt"].get<std::string>();
+    if (!body.value("echo", false)) {
+      choice = {{"index", 0}, {"text", "gen:" + prompt}, {"logprobs", nullptr}, {"finish_reason", "length"}};
+      res.set_content(json({{"choices", {choice}}, {"usage", {{"prompt_tokens", 3}, {"completion_tokens", 4}}}}).dump(),
+                      "application/json");
+      return;
+    }
+    // echo + logprobs: the prompt's tokens, then one generated token.
+    auto toks = tokenize(prompt);
+    json tokens = json::array(), lps = json::array(), offs = json::array(), top = json::array();
+    for (std::size_t i = 0; i < toks.size(); ++i) {
+      tokens.push_back(toks[i].text);
+      lps.push_back(i == 0 ? json(nullptr) : json(token_logprob(i)));
+      offs.push_back(toks[i].offset);
+      top.push_back(i == 0 ? json(nullptr) : json({{toks[i].text, token_logprob(i)}}));
+    }
+    tokens.push_back(".");
+    lps.push_back(-9.0);
+    offs.push_back(utf8_code_points_of(prompt));
+    top.push_back({{".", -9.0}});
+    json logprobs = {{"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", top}};
+    if (mode != Mode::no_offsets) logprobs["text_offset"] = offs;
+    choice = {{"index", 0}, {"text", prompt + "."}, {"finish_reason", "length"}};
+    if (mode != Mode::no_logprobs) choice["logprobs"] = logprobs;
+    res.set_content(json({{"choices", {choice}},
+                          {"usage", {{"prompt_tokens", toks.size()}, {"completion_tokens", 1}}}})
+                        .dump(),
+                    "application/json");
+  }
+  static std::size_t utf8_code_points_of(const std::string& s) { return llm::utf8_code_points(s); }
+
+  httplib::Server svr_;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+double counter(const llm::LanguageModel& m, const std::string& name) {
+  for (auto& [k, v] : m.counters())
+    if (k == name) return v;
+  ADD_FAILURE() << "no counter " << name;
+  return -1;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+class OpenAI : public ::testing::Test {
+ protected:
+  void SetUp() override { unsetenv("ATTUNE_API_KEY"); }
+  FakeServer server;
+};
+
+}  // namespace
+
+TEST(OpenAISpec, ParsesUrlModelAndSettings) {
+  auto o = llm::parse_openai_spec("openai:http://127.0.0.1:8000/v1/#Qwen/Qwen2-7B");
+  EXPECT_EQ(o.base_url, "http://127.0.0.1:8000/v1");
+  EXPECT_EQ(o.model, "Qwen/Qwen2-7B");
+  EXPECT_FALSE(o.chat);
+  EXPECT_EQ(o.concurrency, 8u);
+  EXPECT_EQ(o.timeout, 60);
+  EXPECT_EQ(o.retries, 5);
+  EXPECT_EQ(o.backoff, 0.5);
+  o = llm::parse_openai_spec("openai:https://api.example.com/v1#m?api=chat&concurrency=3&timeout=2.5&retries=0&backoff=0.01");
+  EXPECT_EQ(o.base_url, "https://api.example.com/v1");
+  EXPECT_TRUE(o.chat);
+  EXPECT_EQ(o.concurrency, 3u);
+  EXPECT_EQ(o.timeout, 2.5);
+  EXPECT_EQ(o.retries, 0);
+  EXPECT_EQ(o.backoff, 0.01);
+  EXPECT_EQ(llm::parse_openai_spec("openai:http://host#m").base_url, "http://host");
+}
+
+TEST(OpenAISpec, ErrorsNameTheBadPart) {
+  auto usage = [](const std::string& spec) {
+    try {
+      llm::parse_openai_spec(spec);
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no usage error)");
+  };
+  EXPECT_NE(usage("openai:http://h:8000/v1").find("'#'"), std::string::npos);
+  EXPECT_NE(usage("openai:http://h:8000/v1#").find("no model"), std::string::npos);
+  EXPECT_NE(usage("openai:http://h:8000/v1#?api=chat").find("no model"), std::string::npos);
+  EXPECT_NE(usage("openai:ftp://h/v1#m").find("http:// or https://"), std::string::npos);
+  EXPECT_NE(usage("openai:h:8000/v1#m").find("http:// or https://"), std::string::npos);
+  EXPECT_NE(usage("openai:http://#m").find("no host"), std::string::npos);
+  EXPECT_NE(usage("openai:http://h:80x/v1#m").find("bad port"), std::string::npos);
+  EXPECT_NE(usage("openai:http://h/v1#m?colour=red").find("unknown setting \"colour\""), std::string::npos);
+  EXPECT_NE(usage("openai:http://h/v1#m?concurrency=many").find("concurrency=\"many\""), std::string::npos);
+  EXPECT_NE(usage("openai:http://h/v1#m?concurrency=0").find("concurrency=0"), std::string::npos);
+  EXPECT_NE(usage("openai:http://h/v1#m?timeout=-1").find("timeout=-1"), std::string::npos);
+  EXPECT_NE(usage("openai:http://h/v1#m?timeout=1s").find("timeout=\"1s\""), std::string::npos);
+  EXPECT_NE(usage("openai:http://h/v1#m?retries=2.5").find("retries=\"2.5\""), std::string::npos);
+  EXPECT_NE(usage("openai:http://h/v1#m?api=rest").find("api=\"rest\""), std::string::npos);
+  EXPECT_NE(usage("openai:http://h/v1#m?api").find("key=value"), std::string::npos);
+  EXPECT_NE(usage("openai:http://h/v1#m?api=chat&api=chat").find("twice"), std::string::npos);
+  EXPECT_NE(usage("openai:http://h/v1#m?").find("empty setting"), std::string::npos);
+}
+
+TEST(OpenAISpec, IdNamesModelUrlAndApiOnly) {
+  llm::OpenAIModel a(llm::parse_openai_spec("openai:http://127.0.0.1:9/v1#m?concurrency=2&timeout=5"));
+  llm::OpenAIModel b(llm::parse_openai_spec("openai:http://127.0.0.1:9/v1/#m"));
+  llm::OpenAIModel c(llm::parse_openai_spec("openai:http://127.0.0.1:9/v1#m?api=chat"));
+  EXPECT_EQ(a.info().id, "openai:http://127.0.0.1:9/v1#m?api=completions");
+  EXPECT_EQ(a.info().id, b.info().id);
+  EXPECT_NE(a.info().id, c.info().id);
+  auto https = llm::parse_openai_spec("openai:https://api.example.com/v1#m");
+#ifdef CPPHTTPLIB_OPENSSL_SUPPORT
+  EXPECT_NO_THROW(llm::OpenAIModel{https});  // Debian's cpp-httplib has OpenSSL (no request is made)
+#else
+  EXPECT_THROW(llm::OpenAIModel{https}, UsageError);
+#endif
+}
+
+TEST(OpenAIText, CodePoints) {
+  EXPECT_EQ(llm::utf8_code_points(""), 0u);
+  EXPECT_EQ(llm::utf8_code_points("café → "), 7u);
+  EXPECT_EQ(std::string("café → ").size(), 10u);
+}
+
+TEST_F(OpenAI, CompletionsGenerate) {
+  auto m = llm::make_openai_model(server.spec());
+  std::vector<llm::Prompt> ps = {{"hello"}, {"café →"}};
+  llm::GenerateOptions g;
+  g.max_new_tokens = 7;
+  auto out = m->generate(ps, g);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].text, "gen:hello");
+  EXPECT_EQ(out[1].text, "gen:café →");
+  std::lock_guard<std::mutex> lock(server.mu);
+  EXPECT_EQ(server.last_body["model"], "tiny-model");
+  EXPECT_EQ(server.last_body["max_tokens"], 7);
+  EXPECT_EQ(server.last_body["temperature"], 0.0);
+  EXPECT_EQ(server.last_body["n"], 1);
+  EXPECT_FALSE(server.last_body.contains("use_beam_search"));
+  EXPECT_EQ(server.last_auth, "");  // no key, no header
+  EXPECT_EQ(counter(*m, "requests"), 2);
+  EXPECT_EQ(counter(*m, "prompt_tokens"), 6);
+  EXPECT_EQ(counter(*m, "completion_tokens"), 8);
+  EXPECT_EQ(counter(*m, "retries"), 0);
+}
+
+TEST_F(OpenAI, ChatGenerateAndBeams) {
+  auto m = llm::make_openai_model(server.spec("api=chat"));
+  std::vector<llm::Prompt> ps = {{"hi there"}};
+  llm::GenerateOptions g;
+  g.beams = 4;
+  EXPECT_EQ(m->generate(ps, g).at(0).text, "chat:hi there");
+  std::lock_guard<std::mutex> lock(server.mu);
+  EXPECT_EQ(server.last_body["messages"][0]["role"], "user");
+  EXPECT_EQ(server.last_body["use_beam_search"], true);
+  EXPECT_EQ(server.last_body["best_of"], 4);
+  EXPECT_EQ(server.last_body["temperature"], 0.0);
+}
+
+TEST_F(OpenAI, ScoreByCodePointOffsetsEqualsTheHandSum) {
+  auto m = llm::make_openai_model(server.spec());
+  // "café →" + " le lait": tokens "café"(0, no logprob) " →"(1) " le"(2) " lait"(3), then
+  // the generated "." The prompt is 6 code points but 9 bytes: the target's tokens are 2, 3.
+  std::vector<llm::ScoreRequest> reqs = {{"café →", " le lait"}};
+  auto s = m->score(reqs);
+  EXPECT_DOUBLE_EQ(s.at(0), token_logprob(2) + token_logprob(3));
+  EXPECT_EQ(counter(*m, "straddling_tokens"), 0);
+  std::lock_guard<std::mutex> lock(server.mu);
+  EXPECT_EQ(server.last_body["prompt"], "café → le lait");
+  EXPECT_EQ(server.last_body["echo"], true);
+  EXPECT_EQ(server.last_body["temperature"], 0.0);
+}
+
+TEST_F(OpenAI, StraddlingTokenCountsForTheTarget) {
+  auto m = llm::make_openai_model(server.spec());
+  // "café → " + "le lait": the token " le" starts on the prompt's trailing space.
+  std::vector<llm::ScoreRequest> reqs = {{"café → ", "le lait"}, {"a b", "cdefgh"}};
+  auto s = m->score(reqs);
+  EXPECT_DOUBLE_EQ(s.at(0), token_logprob(2) + token_logprob(3));
+  // "a b" + "cdefgh" = "a", " bcde", "fgh": " bcde" straddles, "fgh" is in the target.
+  EXPECT_DOUBLE_EQ(s.at(1), token_logprob(1) + token_logprob(2));
+  EXPECT_EQ(counter(*m, "straddling_tokens"), 2);
+}
+
+TEST_F(OpenAI, EmptyTargetScoresZeroWithoutARequest) {
+  auto m = llm::make_openai_model(server.spec());
+  std::vector<llm::ScoreRequest> reqs = {{"anything", ""}};
+  EXPECT_EQ(m->score(reqs).at(0), 0.0);
+  EXPECT_EQ(server.hits.load(), 0);
+}
+
+TEST_F(OpenAI, EmptyPromptHasNoFirstTokenProbability) {
+  auto m = llm::make_openai_model(server.spec());
+  std::vector<llm::ScoreRequest> reqs = {{"", "hello world"}};
+  const auto e = error_of([&] { m->score(reqs); });
+  EXPECT_NE(e.find("no probability for the first token"), std::string::npos) << e;
+  EXPECT_NE(e.find("non-empty prompt"), std::string::npos) << e;
+  EXPECT_EQ(counter(*m, "failures"), 1);
+}
+
+TEST_F(OpenAI, TooManyRequestsThenSuccessHonoursRetryAfter) {
+  server.fail_429 = 1;  // Retry-After: 0.2
+  auto m = llm::make_openai_model(server.spec("backoff=0.001"));
+  std::vector<llm::Prompt> ps = {{"x"}};
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(m->generate(ps, {}).at(0).text, "gen:x");
+  const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_GE(dt, 0.19);
+  EXPECT_EQ(counter(*m, "retries"), 1);
+  EXPECT_EQ(counter(*m, "requests"), 2);
+  EXPECT_NEAR(counter(*m, "backoff_seconds"), 0.2, 1e-9);
+}
+
+TEST_F(OpenAI, ServerErrorsTwiceThenSuccess) {
+  server.fail_500 = 2;
+  auto m = llm::make_openai_model(server.spec("backoff=0.001"));
+  std::vector<llm::ScoreRequest> reqs = {{"café →", " le lait"}};
+  EXPECT_DOUBLE_EQ(m->score(reqs).at(0), token_logprob(2) + token_logprob(3));
+  EXPECT_EQ(counter(*m, "retries"), 2);
+  EXPECT_EQ(counter(*m, "requests"), 3);
+  EXPECT_EQ(counter(*m, "failures"), 0);
+}
+
+TEST_F(OpenAI, ServerErrorsUntilTheLastRetry) {
+  server.fail_500 = 100;
+  auto m = llm::make_openai_model(server.spec("backoff=0.001&retries=2"));
+  std::vector<llm::Prompt> ps = {{"x"}};
+  const auto e = error_of([&] { m->generate(ps, {}); });
+  EXPECT_NE(e.find("/v1/completions"), std::string::npos) << e;
+  EXPECT_NE(e.find("HTTP 500"), std::string::npos) << e;
+  EXPECT_NE(e.find("engine hiccup"), std::string::npos) << e;
+  EXPECT_NE(e.find("3 attempts"), std::string::npos) << e;
+  EXPECT_EQ(counter(*m, "failures"), 1);
+}
+
+TEST(OpenAIConnection, RefusedIsRetriedThenAnError) {
+  int port;
+  {  // a port that nothing listens on any more
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    socklen_t len = sizeof a;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    port = ntohs(a.sin_port);
+    ::close(fd);
+  }
+  auto m = llm::make_openai_model("openai:http://127.0.0.1:" + std::to_string(port) + "/v1#m?retries=2&backoff=0.001");
+  std::vector<llm::Prompt> ps = {{"x"}};
+  const auto e = error_of([&] { m->generate(ps, {}); });
+  EXPECT_NE(e.find("http://127.0.0.1:" + std::to_string(port) + "/v1/completions"), std::string::npos) << e;
+  EXPECT_NE(e.find("3 attempts"), std::string::npos) << e;
+  EXPECT_EQ(counter(*m, "requests"), 3);
+  EXPECT_EQ(counter(*m, "retries"), 2);
+}
+
+TEST_F(OpenAI, SlowAnswersTimeOutAreRetriedThenAnError) {
+  server.delay_ms = 400;
+  auto m = llm::make_openai_model(server.spec("timeout=0.1&retries=1&backoff=0.001"));
+  std::vector<llm::Prompt> ps = {{"x"}};
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto e = error_of([&] { m->generate(ps, {}); });
+  const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_NE(e.find("timeout"), std::string::npos) << e;
+  EXPECT_NE(e.find("2 attempts"), std::string::npos) << e;
+  EXPECT_LT(dt, 0.39);
+  EXPECT_EQ(counter(*m, "timeouts"), 2);
+}
+
+TEST_F(OpenAI, GarbageBodyIsAnErrorNamingIt) {
+  server.mode = FakeServer::Mode::garbage;
+  auto m = llm::make_openai_model(server.spec("backoff=0.001"));
+  std::vector<llm::Prompt> ps = {{"x"}};
+  const auto e = error_of([&] { m->generate(ps, {}); });
+  EXPECT_NE(e.find("not JSON"), std::string::npos) << e;
+  EXPECT_NE(e.find("<html>gateway"), std::string::npos) << e;
+  server.mode = FakeServer::Mode::no_choices;
+  const auto e2 = error_of([&] { m->generate(ps, {}); });
+  EXPECT_NE(e2.find("\"choices\""), std::string::npos) << e2;
+}
+
+TEST_F(OpenAI, MissingLogprobsCannotScore) {
+  auto m = llm::make_openai_model(server.spec());
+  std::vector<llm::ScoreRequest> reqs = {{"café →", " le lait"}};
+  server.mode = FakeServer::Mode::no_logprobs;
+  auto e = error_of([&] { m->score(reqs); });
+  EXPECT_NE(e.find("cannot return prompt log-probabilities"), std::string::npos) << e;
+  EXPECT_NE(e.find("choices[0].logprobs"), std::string::npos) << e;
+  server.mode = FakeServer::Mode::no_offsets;
+  e = error_of([&] { m->score(reqs); });
+  EXPECT_NE(e.find("cannot return prompt log-probabilities"), std::string::npos) << e;
+  EXPECT_NE(e.find("text_offset"), std::string::npos) << e;
+}
+
+TEST_F(OpenAI, UnauthorizedIsNotRetried) {
+  server.mode = FakeServer::Mode::unauthorized;
+  auto m = llm::make_openai_model(server.spec("backoff=0.001"));
+  std::vector<llm::Prompt> ps = {{"x"}};
+  const auto e = error_of([&] { m->generate(ps, {}); });
+  EXPECT_NE(e.find("HTTP 401"), std::string::npos) << e;
+  EXPECT_NE(e.find("invalid api key"), std::string::npos) << e;
+  EXPECT_NE(e.find("ATTUNE_API_KEY"), std::string::npos) << e;
+  EXPECT_EQ(server.hits.load(), 1);
+  EXPECT_EQ(counter(*m, "retries"), 0);
+}
+
+TEST_F(OpenAI, SendsTheKeyFromTheEnvironment) {
+  setenv("ATTUNE_API_KEY", "sk-test-123", 1);
+  auto m = llm::make_openai_model(server.spec());
+  unsetenv("ATTUNE_API_KEY");
+  std::vector<llm::Prompt> ps = {{"x"}};
+  m->generate(ps, {});
+  std::lock_guard<std::mutex> lock(server.mu);
+  EXPECT_EQ(server.last_auth, "Bearer sk-test-123");
+  EXPECT_EQ(m->info().id.find("sk-test"), std::string::npos);
+}
+
+TEST_F(OpenAI, ConcurrencyLimitIsSharedByAllThreads) {
+  server.delay_ms = 20;
+  auto m = llm::make_openai_model(server.spec("concurrency=3"));
+  std::vector<llm::Prompt> ps;
+  for (int i = 0; i < 20; ++i) ps.push_back({"p" + std::to_string(i)});
+  std::vector<llm::Generation> a, b;
+  std::thread t1([&] { a = m->generate(ps, {}); });
+  std::thread t2([&] { b = m->generate(ps, {}); });
+  t1.join();
+  t2.join();
+  ASSERT_EQ(a.size(), 20u);
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_EQ(a[i].text, "gen:p" + std::to_string(i));
+    EXPECT_EQ(b[i].text, a[i].text);
+  }
+  EXPECT_LE(server.max_in_flight.load(), 3);
+  EXPECT_GT(server.max_in_flight.load(), 1);
+  EXPECT_EQ(counter(*m, "requests"), 40);
+}

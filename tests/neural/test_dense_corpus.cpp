@@ -1,0 +1,207 @@
+// DenseCorpusCandidates: the dense top-n over a whole corpus equals a brute-force scan of
+// the encoder's embeddings; embeddings come back from the store on the next construction
+// (no encoder calls), a corrupt chunk is embedded again, new weights invalidate the cache;
+// dense: ranks its own candidates by the same score without embedding passages again.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+
+#include "attune/core/error.h"
+#include "attune/neural/dense.h"
+#include "attune/neural/dense_corpus.h"
+#include "attune/retrieval/retriever.h"
+#include "attune/store/store.h"
+#include "attune/tasks/task.h"
+#include "tiny_bert.h"
+
+namespace attune {
+namespace {
+
+namespace fs = std::filesystem;
+
+// n passages of 4..11 random tiny words ("title" + "text" as the corpus tasks read them),
+// with text filled by the task.
+std::vector<Document> tiny_corpus(const tasks::Task& task, std::size_t n, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  const auto& w = testing::tiny_words();
+  std::vector<Document> out;
+  for (std::size_t i = 0; i < n; ++i) {
+    std::string text = "Section: misc.";
+    const std::size_t len = 4 + rng() % 8;
+    for (std::size_t j = 0; j < len; ++j) text += " " + w[rng() % w.size()];
+    Document d;
+    d.id = "p" + std::to_string(i);
+    d.fields = {{"title", w[rng() % w.size()] + "-" + std::to_string(i)}, {"text", text}};
+    d.text = task.document_text(d);
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+std::vector<Example> tiny_queries(std::size_t n, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  const auto& w = testing::tiny_words();
+  std::vector<Example> out;
+  for (std::size_t i = 0; i < n; ++i) {
+    std::string q;
+    for (std::size_t j = 0; j < 3 + rng() % 4; ++j) q += (j ? " " : "") + w[rng() % w.size()];
+    Example ex;
+    ex.id = "q" + std::to_string(i);
+    ex.input = "Which Debian package is described as: " + q + "?";
+    out.push_back(std::move(ex));
+  }
+  return out;
+}
+
+struct DenseCorpus : ::testing::Test {
+  void SetUp() override {
+    dir = testing::fresh_dir(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    model = dir / "enc";
+    testing::write_tiny_encoder(model, models::Pooling::Mean, /*normalize=*/true, 7);
+    task = tasks::make_task("qa");
+    corpus = tiny_corpus(*task, 300, 1);
+    st = store::open_sqlite(dir / "store.db");
+    eo.device = "cpu";
+  }
+  void TearDown() override {
+    st.reset();
+    fs::remove_all(dir);
+  }
+  std::unique_ptr<neural::DenseCorpusCandidates> open(neural::DenseCorpusOptions o = {}) {
+    o.progress = false;
+    return neural::DenseCorpusCandidates::open(*task, corpus, model, st.get(), eo, o);
+  }
+  fs::path dir, model;
+  std::unique_ptr<tasks::Task> task;
+  std::vector<Document> corpus;
+  std::unique_ptr<store::Store> st;
+  models::EncoderOptions eo;
+};
+
+TEST_F(DenseCorpus, TopNIsTheBruteForceTopNOverTheWholeCorpus) {
+  neural::DenseCorpusOptions o;
+  o.n = 20;
+  o.chunk = 64;
+  auto src = open(o);
+  EXPECT_EQ(src->corpus().size(), 300u);
+  EXPECT_EQ(src->vectors().kind(), "flat");
+  EXPECT_EQ(src->vectors().size(), 300u);
+  // Brute force: every passage embedded in one call, double inner products.
+  std::vector<std::string> texts;
+  for (const auto& d : corpus) texts.push_back(d.text);
+  const auto& enc = src->encoder();
+  const auto P = enc.embed(texts);
+  const std::size_t D = enc.dim();
+  auto queries = tiny_queries(12, 2);
+  // Half answered by single searches, half by the batched prefetch.
+  src->prefetch(std::span<const Example>(queries).subspan(6));
+  EXPECT_EQ(src->queries_embedded(), 6u);
+  std::size_t exact_lists = 0;
+  for (const auto& ex : queries) {
+    const std::string q = task->query(ex);
+    const auto qv = enc.embed(std::vector<std::string>{q});
+    std::vector<double> s(corpus.size());
+    for (std::size_t i = 0; i < corpus.size(); ++i) {
+      double acc = 0;
+      for (std::size_t d = 0; d < D; ++d) acc += static_cast<double>(qv[d]) * P[i * D + d];
+      s[i] = acc;
+    }
+    std::vector<std::size_t> order(corpus.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](auto a, auto b) { return s[a] > s[b]; });
+    auto cands = src->candidates(ex);
+    ASSERT_EQ(cands.size(), 20u);
+    std::vector<std::string> want, got;
+    for (std::size_t j = 0; j < 20; ++j) want.push_back(corpus[order[j]].id);
+    for (const auto& c : cands) {
+      got.push_back(c.id);
+      EXPECT_TRUE(c.owner.empty());
+      EXPECT_FALSE(c.text.empty());
+    }
+    if (got == want) {
+      ++exact_lists;
+      continue;
+    }
+    // Only float-level near-ties may reorder: what came back is the top-20 up to 1e-5.
+    auto score = [&](const std::string& id) { return s[std::stoul(id.substr(1))]; };
+    for (std::size_t j = 0; j < 20; ++j) EXPECT_NEAR(score(got[j]), score(want[j]), 1e-5) << q << " rank " << j;
+  }
+  EXPECT_GE(exact_lists, 10u);
+  EXPECT_EQ(src->queries_embedded(), 12u);  // the prefetched six were not embedded again
+  // Library use: free-text search returns rows of corpus().
+  auto hits = src->search(std::vector<std::string>{"debian kernel network"}, 5);
+  ASSERT_EQ(hits.size(), 1u);
+  EXPECT_EQ(hits[0].size(), 5u);
+}
+
+TEST_F(DenseCorpus, TheSecondConstructionReadsTheStoreAndACorruptChunkIsEmbeddedAgain) {
+  neural::DenseCorpusOptions o;
+  o.chunk = 64;  // 5 chunks: 4 x 64 + 44
+  std::vector<float> first;
+  std::string key;
+  {
+    auto src = open(o);
+    EXPECT_EQ(src->passages_embedded(), 300u);
+    first = src->embeddings()->rows;
+    key = src->cache_key();
+  }
+  {
+    auto src = open(o);
+    EXPECT_EQ(src->passages_embedded(), 0u);  // every chunk from the store
+    EXPECT_EQ(src->cache_key(), key);
+    EXPECT_EQ(src->embeddings()->rows, first);
+  }
+  st->blob_put(key + "/2", "garbage");
+  auto blob = st->blob_get(key + "/4");
+  ASSERT_TRUE(blob.has_value());
+  st->blob_put(key + "/4", blob->substr(0, blob->size() - 4));  // short
+  ::testing::internal::CaptureStderr();
+  auto src = open(o);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(src->passages_embedded(), 64u + 44u);
+  EXPECT_NE(err.find("corrupt"), std::string::npos) << err;
+  ASSERT_EQ(src->embeddings()->rows.size(), first.size());
+  for (std::size_t i = 0; i < first.size(); ++i) ASSERT_NEAR(src->embeddings()->rows[i], first[i], 1e-6) << i;
+  // A different corpus is a different key.
+  corpus.pop_back();
+  auto smaller = open(o);
+  EXPECT_NE(smaller->cache_key(), key);
+  EXPECT_EQ(smaller->passages_embedded(), 299u);
+}
+
+TEST_F(DenseCorpus, NewWeightsInvalidateTheCache) {
+  std::string key;
+  {
+    auto src = open();
+    key = src->cache_key();
+    EXPECT_EQ(src->passages_embedded(), 300u);
+  }
+  const auto fp = neural::model_fingerprint(model);
+  // Retrained in place: same folder, same sizes, other weights.
+  testing::write_tiny_encoder(model, models::Pooling::Mean, true, 8);
+  EXPECT_NE(neural::model_fingerprint(model), fp);
+  auto src = open();
+  EXPECT_NE(src->cache_key(), key);
+  EXPECT_EQ(src->passages_embedded(), 300u);
+  EXPECT_THROW(neural::model_fingerprint(dir / "nowhere"), Error);
+}
+
+TEST_F(DenseCorpus, DenseRanksItsOwnCandidatesByTheSameScoreWithoutEmbeddingThemAgain) {
+  auto src = open();
+  neural::DenseRetriever r(neural::shared_encoder(model.string(), eo));
+  for (const auto& ex : tiny_queries(5, 3)) {
+    auto cands = src->candidates(ex);
+    auto ranking = r.rank({ex.id, ex.user, task->query(ex)}, cands, 10);
+    ASSERT_EQ(ranking.size(), 10u);
+    // Same embeddings, same order (up to float near-ties).
+    auto hits = src->search(std::vector<std::string>{task->query(ex)}, 100);
+    for (std::size_t j = 0; j < 10; ++j)
+      EXPECT_NEAR(ranking.scores[j], hits[0].scores[j], 1e-5) << ex.id << " rank " << j;
+  }
+  EXPECT_EQ(r.cached(), 0u);  // every passage came from the published corpus embeddings
+}
+
+}  // namespace
+}  // namespace attune

@@ -1,0 +1,297 @@
+// Learning-from-feedback objectives against their closed forms (METHODS.md §1-4), and the
+// ROPG trainer on tiny data: it learns, it resumes to the same weights, it refuses bad input.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numeric>
+
+#include "attune/core/error.h"
+#include "attune/core/rng.h"
+#include "attune/models/encoder.h"
+#include "attune/models/weights.h"
+#include "attune/train/objectives.h"
+#include "attune/train/ropg.h"
+#include "tiny_bert.h"
+
+namespace attune::train {
+namespace {
+
+namespace fs = std::filesystem;
+using Vec = std::vector<double>;
+
+Vec softmax(const Vec& x) {
+  double mx = *std::max_element(x.begin(), x.end()), z = 0;
+  Vec p(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) z += (p[i] = std::exp(x[i] - mx));
+  for (auto& v : p) v /= z;
+  return p;
+}
+
+torch::Tensor t2(const std::vector<Vec>& rows) {
+  std::vector<double> flat;
+  for (const auto& r : rows) flat.insert(flat.end(), r.begin(), r.end());
+  return torch::tensor(flat, torch::kFloat64).view({static_cast<std::int64_t>(rows.size()), -1}).clone();
+}
+
+// Row 0: 4 real candidates; row 1: 3 real + 1 padding (whose score and utility are junk).
+struct Case {
+  std::vector<Vec> s = {{0.3, -1.2, 2.0, 0.5}, {1.0, 0.1, -0.4, 99.0}};
+  std::vector<Vec> u = {{0.2, 0.9, 0.0, 0.4}, {1.0, 0.0, 0.5, 42.0}};
+  std::vector<std::size_t> n = {4, 3};
+  torch::Tensor mask() const {
+    return torch::tensor({1, 1, 1, 1, 1, 1, 1, 0}, torch::kBool).view({2, 4});
+  }
+  Vec real(const std::vector<Vec>& m, std::size_t r) const { return Vec(m[r].begin(), m[r].begin() + static_cast<std::ptrdiff_t>(n[r])); }
+};
+
+TEST(Objectives, KdLossIsTheKlOfTheUtilitySoftmaxAndItsGradientIsSoftmaxMinusTarget) {
+  Case c;
+  auto s = t2(c.s).requires_grad_(true);
+  auto loss = ropg_kd_loss(s, t2(c.u), c.mask());
+  double want = 0;
+  for (std::size_t r = 0; r < 2; ++r) {
+    const Vec p = softmax(c.real(c.u, r)), q = softmax(c.real(c.s, r));
+    for (std::size_t i = 0; i < c.n[r]; ++i) want += p[i] * (std::log(p[i]) - std::log(q[i]));
+  }
+  EXPECT_NEAR(loss.item<double>(), want / 2, 1e-12);
+  loss.backward();
+  for (std::size_t r = 0; r < 2; ++r) {
+    const Vec p = softmax(c.real(c.u, r)), q = softmax(c.real(c.s, r));
+    for (std::size_t i = 0; i < 4; ++i) {
+      const double g = i < c.n[r] ? (q[i] - p[i]) / 2 : 0.0;  // padding: no gradient
+      EXPECT_NEAR(s.grad()[static_cast<long>(r)][static_cast<long>(i)].item<double>(), g, 1e-12) << r << "," << i;
+    }
+  }
+}
+
+TEST(Objectives, DoubleSoftmaxKdIsTheReferenceCodesCrossEntropyOnSoftmaxedScores) {
+  Case c;
+  auto loss = ropg_kd_loss(t2(c.s), t2(c.u), c.mask(), /*double_softmax=*/true).item<double>();
+  double want = 0;
+  for (std::size_t r = 0; r < 2; ++r) {
+    const Vec p = softmax(c.real(c.u, r)), q = softmax(softmax(c.real(c.s, r)));
+    for (std::size_t i = 0; i < c.n[r]; ++i) want += p[i] * (std::log(p[i]) - std::log(q[i]));
+  }
+  EXPECT_NEAR(loss, want / 2, 1e-12);
+  EXPECT_GT(std::abs(loss - ropg_kd_loss(t2(c.s), t2(c.u), c.mask()).item<double>()), 1e-3);  // not the same loss
+}
+
+TEST(Objectives, ReinforceAveragedOverEnumeratedActionsIsTheExactPolicyGradient) {
+  Case c;
+  // Reward per (row, action): arbitrary, padding never drawn.
+  const std::vector<Vec> R = {{0.5, -0.25, 1.0, 0.0}, {-1.0, 0.75, 0.3, 0.0}};
+  const auto mask = c.mask();
+  // Exact: d/ds_rj (1/B) sum_r E_{pi_r}[R_r] = pi_rj (R_rj - E_r[R]) / B.
+  Vec pi0 = softmax(c.real(c.s, 0)), pi1 = softmax(c.real(c.s, 1));
+  auto expected_grad = torch::zeros({2, 4}, torch::kFloat64);
+  for (std::size_t r = 0; r < 2; ++r) {
+    const Vec& pi = r ? pi1 : pi0;
+    double er = 0;
+    for (std::size_t i = 0; i < c.n[r]; ++i) er += pi[i] * R[r][i];
+    for (std::size_t i = 0; i < c.n[r]; ++i) expected_grad[static_cast<long>(r)][static_cast<long>(i)] = pi[i] * (R[r][i] - er) / 2;
+  }
+  // Estimator: every joint action (a0, a1) weighted by pi0(a0) pi1(a1); the loss is
+  // -(1/B) sum r log pi, so its gradient is minus the ascent direction.
+  auto avg = torch::zeros({2, 4}, torch::kFloat64);
+  for (std::size_t a0 = 0; a0 < 4; ++a0)
+    for (std::size_t a1 = 0; a1 < 3; ++a1) {
+      auto s = t2(c.s).requires_grad_(true);
+      auto loss = reinforce_loss(s, mask, torch::tensor({static_cast<long>(a0), static_cast<long>(a1)}),
+                                 torch::tensor({R[0][a0], R[1][a1]}, torch::kFloat64));
+      loss.backward();
+      avg += pi0[a0] * pi1[a1] * (-s.grad());
+    }
+  EXPECT_TRUE(torch::allclose(avg, expected_grad, 0, 1e-12)) << avg << expected_grad;
+  // An action on padding is refused.
+  EXPECT_THROW(reinforce_loss(t2(c.s), mask, torch::tensor({0L, 3L}), torch::tensor({1.0, 1.0}, torch::kFloat64)),
+               c10::Error);
+}
+
+TEST(Objectives, CalibratedKlWithTheAnchorMatchesPearlEq3TermByTerm) {
+  Case c;
+  const double y0 = 0.3, tau = 5.0;
+  auto s = t2(c.s).requires_grad_(true);
+  auto loss = calibrated_kl_loss(s, t2(c.u), c.mask(), y0, tau, /*anchor=*/true);
+  double want = 0;
+  std::vector<Vec> grads(2, Vec(4, 0.0));
+  for (std::size_t r = 0; r < 2; ++r) {
+    Vec y = {y0}, z = {0.0};
+    for (std::size_t i = 0; i < c.n[r]; ++i) {
+      y.push_back(c.u[r][i] / tau);
+      z.push_back(c.s[r][i]);
+    }
+    y[0] = y0 / tau;
+    const Vec t = softmax(y), q = softmax(z);
+    for (std::size_t i = 0; i < t.size(); ++i) want -= t[i] * std::log(q[i]);  // -sum_i t_i log q_i
+    for (std::size_t i = 0; i < c.n[r]; ++i) grads[r][i] = (q[i + 1] - t[i + 1]) / 2;  // CE gradient, anchor logit fixed at 0
+  }
+  EXPECT_NEAR(loss.item<double>(), want / 2, 1e-12);
+  loss.backward();
+  for (std::size_t r = 0; r < 2; ++r)
+    for (std::size_t i = 0; i < 4; ++i)
+      EXPECT_NEAR(s.grad()[static_cast<long>(r)][static_cast<long>(i)].item<double>(), grads[r][i], 1e-12) << r << "," << i;
+  // Shifting every score by a constant changes the anchored loss (scale calibration), but
+  // not the anchor-free listwise loss.
+  auto shifted = t2(c.s) + 1.5;
+  EXPECT_GT(std::abs(calibrated_kl_loss(shifted, t2(c.u), c.mask(), y0, tau).item<double>() - loss.item<double>()), 1e-3);
+  EXPECT_NEAR(calibrated_kl_loss(shifted, t2(c.u), c.mask(), y0, tau, false).item<double>(),
+              calibrated_kl_loss(t2(c.s), t2(c.u), c.mask(), y0, tau, false).item<double>(), 1e-12);
+  // Without the anchor: -sum softmax(y / tau) log softmax(s).
+  double plain = 0;
+  for (std::size_t r = 0; r < 2; ++r) {
+    Vec y = c.real(c.u, r);
+    for (auto& v : y) v /= tau;
+    const Vec t = softmax(y), q = softmax(c.real(c.s, r));
+    for (std::size_t i = 0; i < t.size(); ++i) plain -= t[i] * std::log(q[i]);
+  }
+  EXPECT_NEAR(calibrated_kl_loss(t2(c.s), t2(c.u), c.mask(), y0, tau, false).item<double>(), plain / 2, 1e-12);
+}
+
+TEST(Objectives, ListwiseKlHonoursTheTargetTemperature) {
+  Case c;
+  const auto full = torch::ones({2, 4}, torch::kBool);
+  c.n = {4, 4};
+  c.s[1][3] = 0.2;
+  c.u[1][3] = 0.1;
+  double want = 0;
+  for (std::size_t r = 0; r < 2; ++r) {
+    Vec y = c.u[r];
+    for (auto& v : y) v /= 0.5;
+    const Vec p = softmax(y), q = softmax(c.s[r]);
+    for (std::size_t i = 0; i < 4; ++i) want += p[i] * (std::log(p[i]) - std::log(q[i]));
+  }
+  EXPECT_NEAR(listwise_kl_loss(t2(c.s), t2(c.u), full, 0.5).item<double>(), want / 2, 1e-12);
+}
+
+// ---------------------------------------------------------------- the trainer
+
+// Each query is about one word; of its candidates exactly those holding that word help
+// (utility 1), the others do not (0). The initial (random) encoder does not know that.
+std::vector<RopgExample> synthetic(std::size_t n, std::uint64_t seed) {
+  const auto& w = testing::tiny_words();
+  Rng rng(seed);
+  std::vector<RopgExample> out;
+  for (std::size_t i = 0; i < n; ++i) {
+    RopgExample e;
+    e.id = "q" + std::to_string(i);
+    const std::string key = w[rng.below(6)];
+    e.query = key + " " + w[10 + rng.below(10)];
+    const std::size_t good = rng.below(6);
+    for (std::size_t j = 0; j < 6; ++j) {
+      std::string d;
+      for (int t = 0; t < 5; ++t) {
+        std::string x = w[6 + rng.below(w.size() - 6)];
+        d += (t ? " " : "") + x;
+      }
+      if (j == good) d = key + " " + d;
+      e.docs.push_back(d);
+      e.utility.push_back(j == good ? 1.0 : 0.0);
+    }
+    out.push_back(e);
+  }
+  return out;
+}
+
+RopgOptions tiny_ropg(const fs::path& root, const std::string& out, RopgObjective obj) {
+  RopgOptions o;
+  o.objective = obj;
+  o.init = root / "init";
+  o.out = root / out;
+  o.epochs = 8;
+  o.batch_size = 8;
+  o.micro_batch = 4;
+  o.lr = 3e-3;
+  o.query_max_length = 16;
+  o.doc_max_length = 16;
+  o.quiet = true;
+  o.seed = 3;
+  return o;
+}
+
+class Ropg : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = testing::fresh_dir(std::string("ropg_") + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    testing::write_tiny_encoder(root_ / "init", models::Pooling::Mean, false, 11);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+  fs::path root_;
+};
+
+TEST_F(Ropg, KdRaisesTheTopOneUtilityOnHeldOutQueries) {
+  const auto train = synthetic(64, 1), dev = synthetic(32, 2);
+  auto o = tiny_ropg(root_, "kd", RopgObjective::KD);
+  const auto res = train_ropg(train, dev, o);
+  ASSERT_EQ(res.epochs.size(), 8u);
+  EXPECT_EQ(res.steps_done, 64u);
+  const auto& best = res.epochs[res.best_epoch - 1];
+  EXPECT_GT(best.dev_top1, res.init_dev_top1 + 0.2) << res.init_dev_top1 << " -> " << best.dev_top1;
+  EXPECT_GT(best.dev_expected, res.init_dev_expected);
+  EXPECT_LT(res.epochs.back().loss, res.epochs.front().loss);
+  for (const char* f : {"config.json", "model.safetensors", "vocab.txt", "attune_train.json", "attune_model.json",
+                        "checkpoint/optimizer.pt", "checkpoint/state.json"})
+    EXPECT_TRUE(fs::exists(o.out / f)) << f;
+  // The kept folder is a dense encoder.
+  models::EncoderOptions eo;
+  eo.device = "cpu";
+  EXPECT_EQ(models::TextEncoder::load(o.out, eo)->dim(), 8u);
+  EXPECT_THROW(train_ropg(train, dev, o), UsageError);  // the folder holds a run
+}
+
+TEST_F(Ropg, RlRaisesTheExpectedUtility) {
+  const auto train = synthetic(64, 1), dev = synthetic(32, 2);
+  auto o = tiny_ropg(root_, "rl", RopgObjective::RL);
+  o.epochs = 12;
+  o.lr = 5e-3;
+  const auto res = train_ropg(train, dev, o);
+  const auto& best = res.epochs[res.best_epoch - 1];
+  EXPECT_GT(best.dev_expected, res.init_dev_expected + 0.05) << res.init_dev_expected << " -> " << best.dev_expected;
+  EXPECT_GT(best.dev_top1, res.init_dev_top1);
+}
+
+TEST_F(Ropg, ResumeAfterAKillGivesTheWeightsOfAnUninterruptedRun) {
+  const auto train = synthetic(24, 4), dev = synthetic(8, 5);
+  auto full = tiny_ropg(root_, "full", RopgObjective::RL);
+  full.epochs = 3;  // 3 steps per epoch
+  full.checkpoint_every = 2;
+  train_ropg(train, dev, full);
+  auto part = full;
+  part.out = root_ / "part";
+  part.stop_after = 4;  // killed mid-epoch 2, after its step-4 checkpoint
+  EXPECT_EQ(train_ropg(train, dev, part).steps_done, 4u);
+  part.stop_after = 0;
+  part.resume = true;
+  const auto r = train_ropg(train, dev, part);
+  EXPECT_EQ(r.steps_done, 9u);
+  EXPECT_EQ(r.losses.size(), 5u);
+  EXPECT_EQ(r.epochs.size(), 3u);
+  const auto a = models::WeightSet::open(full.out), b = models::WeightSet::open(part.out);
+  ASSERT_EQ(a.names(), b.names());
+  for (const auto& n : a.names())
+    EXPECT_TRUE(torch::equal(models::to_tensor(a.get(n)), models::to_tensor(b.get(n)))) << n;
+  auto bad = part;
+  bad.lr = 1.0;
+  EXPECT_THROW(train_ropg(train, dev, bad), UsageError);  // resume with other options
+}
+
+TEST_F(Ropg, BadInputIsRefused) {
+  auto o = tiny_ropg(root_, "bad", RopgObjective::KD);
+  auto one = synthetic(4, 1);
+  for (auto& e : one) {
+    e.docs.resize(1);
+    e.utility.resize(1);
+  }
+  EXPECT_THROW(train_ropg(one, {}, o), Error);  // nothing to rank
+  auto mismatched = synthetic(4, 1);
+  mismatched[2].utility.pop_back();
+  EXPECT_THROW(train_ropg(mismatched, {}, o), Error);
+  o.epochs = 0;
+  EXPECT_THROW(train_ropg(synthetic(4, 1), {}, o), UsageError);
+  o = tiny_ropg(root_, "bad2", RopgObjective::KD);
+  o.init = root_ / "absent";
+  EXPECT_THROW(train_ropg(synthetic(4, 1), {}, o), Error);
+  EXPECT_THROW(parse_ropg_objective("ropg"), UsageError);
+}
+
+}  // namespace
+}  // namespace attune::train

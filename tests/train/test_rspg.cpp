@@ -1,0 +1,128 @@
+// RSPG: the selector learns to pick the retriever whose prompt helps; the saved selector
+// scores as the trained one did; resume equals an uninterrupted run; bad input is refused.
+#include <gtest/gtest.h>
+
+#include "attune/core/error.h"
+#include "attune/core/rng.h"
+#include "attune/models/weights.h"
+#include "attune/train/rspg.h"
+#include "tiny_bert.h"
+
+namespace attune::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Pool of 3. Each prompt mixes random words; the prompt that helps (utility 1, others 0 or
+// 0.5) is the one containing "apple" — which pool member that is varies per input, so only
+// reading the prompt can tell.
+std::vector<RspgExample> synthetic(std::size_t n, std::uint64_t seed, bool post) {
+  const auto& w = testing::tiny_words();
+  Rng rng(seed);
+  std::vector<RspgExample> out;
+  for (std::size_t i = 0; i < n; ++i) {
+    RspgExample e;
+    e.id = "x" + std::to_string(i);
+    const std::size_t good = rng.below(3);
+    for (std::size_t r = 0; r < 3; ++r) {
+      std::string p;
+      for (int t = 0; t < 6; ++t) p += (t ? " " : "") + w[rng.below(10)];
+      if (r == good) p += " apple";
+      e.prompts.push_back(p);
+      if (post) e.outputs.push_back(w[12 + rng.below(5)]);
+      e.utility.push_back(r == good ? 1.0 : (rng.below(2) ? 0.5 : 0.0));
+    }
+    out.push_back(e);
+  }
+  return out;
+}
+
+RspgOptions tiny(const fs::path& root, const std::string& out, RspgVariant v) {
+  RspgOptions o;
+  o.variant = v;
+  o.init = root / "init";
+  o.out = root / out;
+  o.pool = {"none", "recency", "bm25"};
+  o.epochs = 10;
+  o.batch_size = 8;
+  o.micro_batch = 4;
+  o.lr = 3e-3;
+  o.max_length = 24;
+  o.temperature = 0.2;
+  o.quiet = true;
+  o.seed = 7;
+  return o;
+}
+
+class Rspg : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = testing::fresh_dir(std::string("rspg_") + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    testing::write_tiny_encoder(root_ / "init", models::Pooling::Mean, false, 13);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+  fs::path root_;
+};
+
+TEST_F(Rspg, PreLearnsToPickTheHelpfulPromptAndTheSavedSelectorAgrees) {
+  const auto train = synthetic(64, 1, false), dev = synthetic(32, 2, false);
+  auto o = tiny(root_, "pre", RspgVariant::Pre);
+  const auto res = train_rspg(train, dev, o);
+  ASSERT_EQ(res.epochs.size(), 10u);
+  const auto& best = res.epochs[res.best_epoch - 1];
+  EXPECT_GT(best.dev_success, res.init_dev_success + 0.2) << res.init_dev_success << " -> " << best.dev_success;
+  EXPECT_GT(best.dev_utility, res.init_dev_utility);
+  for (const char* f : {"config.json", "model.safetensors", "selector_head.safetensors", "selector.json", "attune_model.json"})
+    EXPECT_TRUE(fs::exists(o.out / f)) << f;
+  // Inference from the folder reproduces the kept epoch's dev success.
+  auto sel = Selector::load(o.out, "cpu");
+  EXPECT_EQ(sel->pool(), o.pool);
+  EXPECT_EQ(sel->variant(), RspgVariant::Pre);
+  double success = 0;
+  for (const auto& e : dev) {
+    auto s = sel->score(e.prompts, {});
+    const auto pick = static_cast<std::size_t>(std::max_element(s.begin(), s.end()) - s.begin());
+    success += e.utility[pick] >= *std::max_element(e.utility.begin(), e.utility.end()) - 1e-9;
+  }
+  EXPECT_NEAR(success / static_cast<double>(dev.size()), best.dev_success, 1e-9);
+}
+
+TEST_F(Rspg, PostReadsPromptAndOutputAndResumesToTheSameWeights) {
+  const auto train = synthetic(24, 3, true), dev = synthetic(8, 4, true);
+  auto full = tiny(root_, "full", RspgVariant::Post);
+  full.epochs = 3;
+  full.checkpoint_every = 2;
+  train_rspg(train, dev, full);
+  auto part = full;
+  part.out = root_ / "part";
+  part.stop_after = 4;
+  EXPECT_EQ(train_rspg(train, dev, part).steps_done, 4u);
+  part.stop_after = 0;
+  part.resume = true;
+  EXPECT_EQ(train_rspg(train, dev, part).steps_done, 9u);
+  for (const char* file : {"model.safetensors", "selector_head.safetensors"}) {
+    const auto a = models::WeightSet::open_file(full.out / file), b = models::WeightSet::open_file(part.out / file);
+    for (const auto& n : a.names()) EXPECT_TRUE(torch::equal(models::to_tensor(a.get(n)), models::to_tensor(b.get(n)))) << n;
+  }
+  auto sel = Selector::load(full.out, "cpu");
+  EXPECT_EQ(sel->variant(), RspgVariant::Post);
+  EXPECT_THROW(sel->score(dev[0].prompts, {}), Error);  // Post needs the outputs
+  EXPECT_EQ(sel->score(dev[0].prompts, dev[0].outputs).size(), 3u);
+}
+
+TEST_F(Rspg, BadInputIsRefused) {
+  auto o = tiny(root_, "bad", RspgVariant::Post);
+  EXPECT_THROW(train_rspg(synthetic(4, 1, false), {}, o), Error);  // Post without outputs
+  o = tiny(root_, "bad1", RspgVariant::Pre);
+  o.pool = {"bm25"};
+  EXPECT_THROW(train_rspg(synthetic(4, 1, false), {}, o), UsageError);
+  o = tiny(root_, "bad2", RspgVariant::Pre);
+  auto short_pool = synthetic(4, 1, false);
+  short_pool[1].utility.pop_back();
+  EXPECT_THROW(train_rspg(short_pool, {}, o), Error);
+  EXPECT_THROW(parse_rspg_variant("rspg"), UsageError);
+  EXPECT_THROW(Selector::load(root_ / "init", "cpu"), Error);  // not a selector folder
+}
+
+}  // namespace
+}  // namespace attune::train

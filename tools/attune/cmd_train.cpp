@@ -1,0 +1,164 @@
+// attune train: trains a retriever / reranker / selector from language-model feedback.
+// Feedback comes from the store's cache when it is there, and is collected first otherwise.
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "attune/core/error.h"
+#include "attune/feedback/collect.h"
+#include "attune/neural/dense.h"
+#include "attune/retrieval/retriever.h"
+#include "attune/train/ropg.h"
+#include "cmd_neural.h"
+#include "common.h"
+
+namespace fs = std::filesystem;
+
+namespace attune::cli {
+
+namespace {
+
+
+// Per-document utilities of `ds` for ROPG: collected (or read from the cache) with the
+// same initial retriever, then paired with the candidates.
+std::vector<train::RopgExample> ropg_data(const DataOptions& d, const data::Dataset& ds, const tasks::Task& task,
+                                          store::Store& st, llm::LanguageModel& model, const text::Tokenizer& tok,
+                                          const RunOptions& r, const TrainArgs& a, std::size_t limit) {
+  auto sources = make_sources(d, task, st, r, {a.initial});
+  feedback::CollectOptions co;
+  co.kind = feedback::Kind::Doc;
+  co.initial_retriever = a.initial;
+  co.top_l = a.top_l;
+  co.max_length = a.feedback_max_length;
+  co.seed = r.seed;
+  co.threads = r.threads;
+  co.progress = !r.quiet;
+  co.limit = limit;
+  co.source_for = sources.lookup();
+  auto s = feedback::collect(ds, task, *sources.base, model, st, tok, co);
+  if (!r.quiet)
+    std::fprintf(stderr, "train: doc feedback on %s %s: %zu records (%zu new model calls, %zu cached), mean utility %.4f\n",
+                 ds.task.c_str(), ds.split.c_str(), s.records, s.model_calls, s.cache_hits, s.mean_value);
+  return train::ropg_examples(ds, task, sources.for_spec(a.initial), st, model.info().id, a.initial, a.top_l, r.seed, limit);
+}
+
+}  // namespace
+
+void add_train(CLI::App& app, int& rc) {
+  auto* cmd = app.add_subcommand("train", "train a retriever, reranker or selector from language-model feedback");
+  auto d = std::make_shared<DataOptions>();
+  d->split = "train";
+  auto r = std::make_shared<RunOptions>();
+  auto a = std::make_shared<TrainArgs>();
+  auto ro = std::make_shared<train::RopgOptions>();
+  ro->device = "auto";
+  d->add(*cmd);
+  r->add(*cmd);
+  cmd->add_option("--config", "read options from a file: `key = value` lines (long option names, e.g. lr = 1e-5); the command line wins");
+  cmd->add_option("--method", a->method, "ropg-rl | ropg-kd | rspg-pre | rspg-post | pearl")->required();
+  cmd->add_option("--llm", a->llm, "the language model whose feedback is learned: reference, local:DIR, openai:URL#MODEL")
+      ->capture_default_str();
+  cmd->add_option("--out", a->out, "output model folder (usable as a retriever spec)")->required();
+  cmd->add_option("--init", a->init, "ROPG: the encoder to start from (a dense model folder, e.g. from pretrain-encoder)");
+  cmd->add_option("--initial", a->initial, "retriever that picks the top-l candidates (and d_b, ROPG-RL's baseline)")
+      ->capture_default_str();
+  cmd->add_option("--top-l", a->top_l, "candidates per query (000: 16)")->capture_default_str();
+  cmd->add_option("--dev-split", a->dev_split, "split used to pick the best epoch (\"\" = none: keep the last)")
+      ->capture_default_str();
+  cmd->add_option("--limit", a->limit, "only the first N training examples (0 = all)")->capture_default_str();
+  cmd->add_option("--dev-limit", a->dev_limit, "only the first N dev examples (0 = all)")->capture_default_str();
+  cmd->add_option("--feedback-max-length", a->feedback_max_length, "prompt budget of the feedback prompts (0 = 512)")
+      ->capture_default_str();
+  cmd->add_option("--epochs", a->epochs, "passes over the training examples (0 = the method's default; ROPG 10)")
+      ->capture_default_str();
+  cmd->add_option("--batch-size", a->batch_size, "examples per optimiser step (effective batch; 0 = the method's default, ROPG 64)")
+      ->capture_default_str();
+  cmd->add_option("--micro-batch", a->micro_batch, "examples per forward/backward (gradient accumulation; 0 = default, ROPG 8)")
+      ->capture_default_str();
+  cmd->add_option("--lr", a->lr, "Adam learning rate, linear warmup then linear decay (0 = the method's default; ROPG 1e-5)")
+      ->capture_default_str();
+  cmd->add_option("--warmup", a->warmup, "warmup, as a fraction of all steps (negative = the method's default; ROPG 0.05)")
+      ->capture_default_str();
+  cmd->add_option("--clip", a->clip, "gradient-norm clip (0 = none; negative = the method's default, 1)")->capture_default_str();
+  cmd->add_option("--query-max-length", a->query_max_length, "query tokens, specials included (0 = default; ROPG 128)")
+      ->capture_default_str();
+  cmd->add_option("--doc-max-length", a->doc_max_length, "document tokens, specials included (0 = default; ROPG 128)")
+      ->capture_default_str();
+  cmd->add_flag("--double-softmax", a->double_softmax,
+                "ROPG-KD as the LaMP reference code computes it (cross-entropy on softmaxed scores), not the paper's KL");
+  auto* ce = cmd->add_option("--checkpoint-every", a->checkpoint_every,
+                             "optimiser steps between checkpoints, and at every epoch end (default: ROPG 50; 0 = epoch ends only)");
+  cmd->add_flag("--resume", a->resume, "continue the run checkpointed in --out");
+  const TrainRunner rspg = add_rspg_options(cmd), pearl = add_pearl_options(cmd);
+  cmd->callback([=, &rc] {
+    a->checkpoint_every_set = ce->count() > 0;
+    if (a->method == "rspg-pre" || a->method == "rspg-post") return rspg(*d, *r, *a), void(rc = 0);
+    if (a->method == "pearl") return pearl(*d, *r, *a), void(rc = 0);
+    if (a->method != "ropg-rl" && a->method != "ropg-kd")
+      throw UsageError("unknown --method \"" + a->method + "\" (expected ropg-rl, ropg-kd, rspg-pre, rspg-post or pearl)");
+    if (a->init.empty())
+      throw UsageError("--method " + a->method + " needs --init MODEL_DIR: the dense encoder to start from "
+                       "(make one with `attune pretrain-encoder`)");
+    if (!fs::is_directory(a->init)) throw UsageError("--init " + a->init + ": no such model folder");
+    if (a->top_l < 2) throw UsageError("--top-l must be at least 2");
+    auto task = load_task(*d);
+    auto ds = load_dataset(*d);
+    auto tok = budget_tokenizer(*r, a->llm);
+    auto st = store::open_sqlite(r->store);
+    neural::register_retrievers(r->device);
+    auto model = make_llm(a->llm, *d, task.get(), *r);
+    // The shared hyper-parameters: what was given, else ROPG's defaults (RopgOptions).
+    if (a->epochs) ro->epochs = a->epochs;
+    if (a->batch_size) ro->batch_size = a->batch_size;
+    if (a->micro_batch) ro->micro_batch = a->micro_batch;
+    if (a->lr > 0) ro->lr = a->lr;
+    if (a->warmup >= 0) ro->warmup = a->warmup;
+    if (a->clip >= 0) ro->clip = a->clip;
+    if (a->query_max_length) ro->query_max_length = a->query_max_length;
+    if (a->doc_max_length) ro->doc_max_length = a->doc_max_length;
+    if (a->checkpoint_every_set) ro->checkpoint_every = a->checkpoint_every;
+    nlohmann::json args = {{"method", a->method}, {"data", d->data}, {"task", d->task}, {"split", d->split},
+                           {"dev_split", a->dev_split}, {"llm", a->llm}, {"out", a->out}, {"init", a->init},
+                           {"initial", a->initial}, {"top_l", a->top_l}, {"limit", a->limit}, {"epochs", ro->epochs},
+                           {"batch_size", ro->batch_size}, {"lr", ro->lr}, {"resume", a->resume}};
+    const auto run = st->run_begin("train", args.dump(), r->seed);
+
+    auto train = ropg_data(*d, ds, *task, *st, *model, *tok, *r, *a, a->limit);
+    std::vector<train::RopgExample> dev;
+    if (!a->dev_split.empty()) {
+      DataOptions dd = *d;
+      dd.split = a->dev_split;
+      auto dev_ds = load_dataset(dd);
+      dev = ropg_data(dd, dev_ds, *task, *st, *model, *tok, *r, *a, a->dev_limit);
+    }
+    ro->objective = train::parse_ropg_objective(a->method);
+    ro->double_softmax = a->double_softmax;
+    ro->init = a->init;
+    ro->out = a->out;
+    ro->seed = r->seed;
+    ro->device = r->device;
+    ro->resume = a->resume;
+    ro->quiet = r->quiet;
+    ro->data_description = d->data + " " + d->task + " " + d->split + " (" + std::to_string(train.size()) +
+                           " examples), feedback of " + model->info().id;
+    auto res = train::train_ropg(train, dev, *ro);
+    nlohmann::json summary = {{"method", a->method}, {"out", a->out}, {"train_examples", train.size()},
+                              {"dev_examples", dev.size()}, {"steps", res.steps_done}, {"total_steps", res.total_steps},
+                              {"best_epoch", res.best_epoch}, {"init_dev_top1", res.init_dev_top1},
+                              {"seconds", res.seconds}, {"seed", r->seed}};
+    if (!res.epochs.empty()) {
+      summary["dev_top1"] = res.epochs[res.best_epoch ? res.best_epoch - 1 : res.epochs.size() - 1].dev_top1;
+      summary["last_loss"] = res.epochs.back().loss;
+    }
+    const bool finished = res.steps_done == res.total_steps;
+    st->run_end(run, finished ? "ok" : "stopped", summary.dump());
+    if (finished)
+      std::printf("trained %s on %zu %s %s examples (%zu steps, %.1fs): kept epoch %zu%s -> %s\n", a->method.c_str(),
+                  train.size(), d->task.c_str(), d->split.c_str(), res.steps_done, res.seconds, res.best_epoch,
+                  dev.empty() ? "" : (", dev top-1 utility " + std::to_string(summary.value("dev_top1", 0.0)) +
+                                      " (initial encoder " + std::to_string(res.init_dev_top1) + ")").c_str(),
+                  a->out.c_str());
+    rc = 0;
+  });
+}
+
+}  // namespace attune::cli

@@ -1,0 +1,138 @@
+// attune train --method rspg-pre|rspg-post: a selector that picks, per input, the
+// retriever of a pool whose prompt helps the LLM most (000 §5).
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "attune/core/error.h"
+#include "attune/feedback/collect.h"
+#include "attune/neural/dense.h"
+#include "attune/retrieval/retriever.h"
+#include "attune/train/rspg.h"
+#include "cmd_neural.h"
+
+namespace fs = std::filesystem;
+
+namespace attune::cli {
+
+namespace {
+
+struct RspgCli {
+  std::string pool = "none,recency,bm25";
+  std::size_t k = 4;
+  std::size_t prompt_max_length = 256;
+  std::size_t max_length = 0;  // selector input (0 = 512)
+  double temperature = 1.0;
+};
+
+// Per-retriever utilities of `ds` (collected, or read from the cache), as RSPG examples.
+std::vector<train::RspgExample> rspg_data(const DataOptions& d, const data::Dataset& ds, const tasks::Task& task,
+                                          store::Store& st, llm::LanguageModel& model, const text::Tokenizer& tok,
+                                          const RunOptions& r, const TrainArgs& a, const RspgCli& c,
+                                          const std::vector<std::string>& pool, std::size_t limit) {
+  auto sources = make_sources(d, task, st, r, pool);
+  feedback::CollectOptions co;
+  co.kind = feedback::Kind::Retriever;
+  co.retrievers = pool;
+  co.k = c.k;
+  co.max_length = c.prompt_max_length;
+  co.seed = r.seed;
+  co.threads = r.threads;
+  co.progress = !r.quiet;
+  co.limit = limit;
+  co.source_for = sources.lookup();
+  auto s = feedback::collect(ds, task, *sources.base, model, st, tok, co);
+  if (!r.quiet)
+    std::fprintf(stderr, "train: retriever feedback on %s %s: %zu records (%zu new model calls, %zu cached), mean utility %.4f\n",
+                 ds.task.c_str(), ds.split.c_str(), s.records, s.model_calls, s.cache_hits, s.mean_value);
+  train::RspgDataOptions o;
+  o.pool = pool;
+  o.k = c.k;
+  o.max_length = c.prompt_max_length;
+  o.seed = r.seed;
+  o.limit = limit;
+  o.source_for = sources.lookup();
+  return train::rspg_examples(ds, task, *sources.base, st, model.info().id, tok, o);
+}
+
+}  // namespace
+
+TrainRunner add_rspg_options(CLI::App* cmd) {
+  auto c = std::make_shared<RspgCli>();
+  cmd->add_option("--pool", c->pool, "RSPG: the retrievers to choose from (000: none, recency, bm25, dense, ROPG-RL, ROPG-KD)")
+      ->capture_default_str();
+  cmd->add_option("--k", c->k, "RSPG: documents per prompt")->capture_default_str();
+  cmd->add_option("--prompt-max-length", c->prompt_max_length, "RSPG: prompt budget of each retriever's prompt")
+      ->capture_default_str();
+  cmd->add_option("--selector-max-length", c->max_length, "RSPG: selector input tokens (0 = 512)")->capture_default_str();
+  cmd->add_option("--target-temperature", c->temperature, "RSPG: temperature of the softmax over the pool's utilities")
+      ->capture_default_str();
+  return [c](const DataOptions& d, const RunOptions& r, const TrainArgs& a) {
+    if (a.init.empty())
+      throw UsageError("--method " + a.method + " needs --init MODEL_DIR: the encoder the selector starts from");
+    if (!fs::is_directory(a.init)) throw UsageError("--init " + a.init + ": no such model folder");
+    const auto pool = retrieval::split_specs(c->pool);
+    if (pool.size() < 2) throw UsageError("--pool needs at least 2 retrievers");
+    auto task = load_task(d);
+    auto ds = load_dataset(d);
+    auto tok = budget_tokenizer(r, a.llm);
+    auto st = store::open_sqlite(r.store);
+    neural::register_retrievers(r.device);
+    for (const auto& s : pool)
+      if (!(task->uses_corpus() && s == "bm25")) retrieval::make_retriever(s, r.seed);  // validates the pool early
+    auto model = make_llm(a.llm, d, task.get(), r);
+    nlohmann::json args = {{"method", a.method}, {"data", d.data}, {"task", d.task}, {"split", d.split},
+                           {"dev_split", a.dev_split}, {"llm", a.llm}, {"out", a.out}, {"init", a.init}, {"pool", pool},
+                           {"k", c->k}, {"limit", a.limit}, {"resume", a.resume}};
+    const auto run = st->run_begin("train", args.dump(), r.seed);
+    auto train = rspg_data(d, ds, *task, *st, *model, *tok, r, a, *c, pool, a.limit);
+    std::vector<train::RspgExample> dev;
+    if (!a.dev_split.empty()) {
+      DataOptions dd = d;
+      dd.split = a.dev_split;
+      auto dev_ds = load_dataset(dd);
+      dev = rspg_data(dd, dev_ds, *task, *st, *model, *tok, r, a, *c, pool, a.dev_limit);
+    }
+    train::RspgOptions o;
+    o.variant = train::parse_rspg_variant(a.method);
+    o.init = a.init;
+    o.out = a.out;
+    o.pool = pool;
+    o.k = c->k;
+    o.prompt_max_length = c->prompt_max_length;
+    if (c->max_length) o.max_length = c->max_length;
+    o.temperature = c->temperature;
+    if (a.epochs) o.epochs = a.epochs;
+    if (a.batch_size) o.batch_size = a.batch_size;
+    if (a.micro_batch) o.micro_batch = a.micro_batch;
+    if (a.lr > 0) o.lr = a.lr;
+    if (a.warmup >= 0) o.warmup = a.warmup;
+    if (a.clip >= 0) o.clip = a.clip;
+    if (a.checkpoint_every_set) o.checkpoint_every = a.checkpoint_every;
+    o.seed = r.seed;
+    o.device = r.device;
+    o.resume = a.resume;
+    o.quiet = r.quiet;
+    o.data_description = d.data + " " + d.task + " " + d.split + " (" + std::to_string(train.size()) +
+                         " examples), feedback of " + model->info().id;
+    auto res = train::train_rspg(train, dev, o);
+    nlohmann::json summary = {{"method", a.method}, {"out", a.out}, {"train_examples", train.size()},
+                              {"dev_examples", dev.size()}, {"steps", res.steps_done}, {"total_steps", res.total_steps},
+                              {"best_epoch", res.best_epoch}, {"init_dev_success", res.init_dev_success},
+                              {"seconds", res.seconds}, {"seed", r.seed}};
+    const bool finished = res.steps_done == res.total_steps;
+    if (finished && res.best_epoch) {
+      summary["dev_success"] = res.epochs[res.best_epoch - 1].dev_success;
+      summary["dev_utility"] = res.epochs[res.best_epoch - 1].dev_utility;
+    }
+    st->run_end(run, finished ? "ok" : "stopped", summary.dump());
+    if (finished)
+      std::printf("trained %s over %zu retrievers on %zu %s %s examples (%zu steps, %.1fs): kept epoch %zu%s -> %s\n",
+                  a.method.c_str(), pool.size(), train.size(), d.task.c_str(), d.split.c_str(), res.steps_done, res.seconds,
+                  res.best_epoch,
+                  dev.empty() ? "" : (", dev success " + std::to_string(summary.value("dev_success", 0.0)) + " (untrained " +
+                                      std::to_string(res.init_dev_success) + ")").c_str(),
+                  a.out.c_str());
+  };
+}
+
+}  // namespace attune::cli
