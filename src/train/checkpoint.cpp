@@ -1,8 +1,11 @@
 #include "checkpoint.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <numeric>
 
 #include "attune/core/error.h"
+#include "attune/core/rng.h"
 #include "attune/models/config.h"
 
 namespace attune::train {
@@ -55,6 +58,36 @@ std::string format_duration(double s) {
   else if (s >= 60) std::snprintf(buf, sizeof buf, "%dm%02ds", static_cast<int>(s / 60), static_cast<int>(s) % 60);
   else std::snprintf(buf, sizeof buf, "%.1fs", s);
   return buf;
+}
+
+double warmup_linear_lr(double lr, std::size_t s, std::size_t total, std::size_t warmup) {
+  if (s < warmup) return lr * static_cast<double>(s + 1) / static_cast<double>(warmup);
+  return lr * std::max(0.0, static_cast<double>(total - s) / static_cast<double>(std::max<std::size_t>(1, total - warmup)));
+}
+
+std::vector<std::size_t> epoch_order(std::uint64_t seed, const std::string& key, std::size_t epoch, std::size_t n) {
+  std::vector<std::size_t> perm(n);
+  std::iota(perm.begin(), perm.end(), 0);
+  Rng rng(derive_seed(seed, key + std::to_string(epoch)));
+  for (std::size_t i = n; i > 1; --i) std::swap(perm[i - 1], perm[rng.below(i)]);
+  return perm;
+}
+
+StepLog::StepLog(std::string name, std::size_t epochs, std::size_t total, std::size_t every, bool quiet)
+    : name_(std::move(name)), epochs_(epochs), total_(total), every_(std::max<std::size_t>(1, every)), quiet_(quiet) {}
+
+void StepLog::add(std::size_t epoch, std::size_t done, double loss, double lr) {
+  acc_ += loss;
+  ++since_;
+  if (quiet_ || (since_ < every_ && done != total_)) return;
+  const auto now = std::chrono::steady_clock::now();
+  const double per = std::chrono::duration<double>(now - last_).count() / static_cast<double>(since_);
+  std::fprintf(stderr, "train: %s epoch %zu/%zu step %zu/%zu loss %.5f lr %.2e %.2f s/step ETA %s\n", name_.c_str(), epoch + 1,
+               epochs_, done, total_, acc_ / static_cast<double>(since_), lr, per,
+               format_duration(per * static_cast<double>(total_ - done)).c_str());
+  last_ = now;
+  since_ = 0;
+  acc_ = 0;
 }
 
 }  // namespace attune::train

@@ -1,11 +1,15 @@
 #pragma once
-// Crash-safe checkpoints shared by the trainers: OUT/checkpoint is always whole. A new one
+// What the trainers share (internal): crash-safe checkpoints, the learning-rate schedule,
+// the epoch order and progress lines. Checkpoints: OUT/checkpoint is always whole. A new one
 // is written to OUT/checkpoint.new, its state.json last (the mark of a whole checkpoint),
 // then swapped in; a process killed at any point leaves a checkpoint to resume from.
+#include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 namespace attune::train {
 
@@ -32,5 +36,29 @@ void write_model_marker(const std::filesystem::path& out, const std::string& kin
 
 // "1h02m", "3m05s", "4.2s".
 std::string format_duration(double seconds);
+
+// The trainers' learning rate at 0-based `step`: linear warmup to `lr` over `warmup`
+// steps, then linear decay to 0 at `total`.
+double warmup_linear_lr(double lr, std::size_t step, std::size_t total, std::size_t warmup);
+
+// The example order of one epoch: a Fisher-Yates shuffle of 0..n-1 drawn from
+// Rng(derive_seed(seed, key + epoch)), so a resumed run draws the same order.
+std::vector<std::size_t> epoch_order(std::uint64_t seed, const std::string& key, std::size_t epoch, std::size_t n);
+
+// Progress lines on stderr, "train: NAME epoch e/E step s/S loss L lr X T s/step ETA D",
+// every `every` steps and at the last; the loss is the mean since the previous line.
+class StepLog {
+ public:
+  StepLog(std::string name, std::size_t epochs, std::size_t total, std::size_t every, bool quiet);
+  void add(std::size_t epoch, std::size_t done, double loss, double lr);
+
+ private:
+  std::string name_;
+  std::size_t epochs_, total_, every_;
+  bool quiet_;
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+  std::size_t since_ = 0;
+  double acc_ = 0;
+};
 
 }  // namespace attune::train

@@ -229,10 +229,7 @@ PearlResult train_pearl(const std::vector<PearlRequest>& train, const std::vecto
   const std::size_t N = tl.size(), B = o.batch_size;
   const std::size_t per_epoch = (N + B - 1) / B, total = per_epoch * o.epochs;
   const std::size_t warmup = static_cast<std::size_t>(std::ceil(o.warmup * static_cast<double>(total)));
-  auto lr_at = [&](std::size_t s) {
-    if (s < warmup) return o.lr * static_cast<double>(s + 1) / static_cast<double>(warmup);
-    return o.lr * std::max(0.0, static_cast<double>(total - s) / static_cast<double>(std::max<std::size_t>(1, total - warmup)));
-  };
+  auto lr_at = [&](std::size_t s) { return warmup_linear_lr(o.lr, s, total, warmup); };
   res.total_steps = total;
 
   std::size_t start = 0;
@@ -282,21 +279,17 @@ PearlResult train_pearl(const std::vector<PearlRequest>& train, const std::vecto
         {"eval_top1_before", res.eval_top1_before}});
   };
 
-  std::vector<std::size_t> perm(N);
-  auto last_log = std::chrono::steady_clock::now();
-  std::size_t since_log = 0, epoch_n = 0;
-  double log_acc = 0, epoch_acc = 0;
+  std::vector<std::size_t> perm;
+  StepLog log("pearl", o.epochs, total, o.log_every, o.quiet);
+  std::size_t epoch_n = 0;
+  double epoch_acc = 0;
   for (std::size_t s = start - start % per_epoch; s < start; ++s) {
     epoch_acc += all_losses.at(s);
     ++epoch_n;
   }
   for (std::size_t s = start; s < total; ++s) {
     const std::size_t epoch = s / per_epoch, in_epoch = s % per_epoch;
-    {
-      Rng rng(derive_seed(o.seed, "pearl-epoch-" + std::to_string(epoch)));
-      std::iota(perm.begin(), perm.end(), 0);
-      for (std::size_t i = N; i > 1; --i) std::swap(perm[i - 1], perm[rng.below(i)]);
-    }
+    if (s == start || in_epoch == 0) perm = epoch_order(o.seed, "pearl-epoch-", epoch, N);  // once per epoch
     const std::size_t lo = in_epoch * B, hi = std::min(N, lo + B);
     const double lr = lr_at(s);
     for (auto& g : optimizer.param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);
@@ -338,21 +331,10 @@ PearlResult train_pearl(const std::vector<PearlRequest>& train, const std::vecto
     if (!std::isfinite(step_loss)) throw Error("training diverged at step " + std::to_string(s + 1) + ": lower --lr");
     all_losses.push_back(step_loss);
     res.losses.push_back(step_loss);
-    log_acc += step_loss;
     epoch_acc += step_loss;
     ++epoch_n;
-    ++since_log;
     const std::size_t done = s + 1;
-    if (!o.quiet && (since_log >= std::max<std::size_t>(1, o.log_every) || done == total)) {
-      const auto now = std::chrono::steady_clock::now();
-      const double per = std::chrono::duration<double>(now - last_log).count() / static_cast<double>(since_log);
-      std::fprintf(stderr, "train: pearl epoch %zu/%zu step %zu/%zu loss %.5f lr %.2e %.2f s/step ETA %s\n", epoch + 1,
-                   o.epochs, done, total, log_acc / static_cast<double>(since_log), lr, per,
-                   format_duration(per * static_cast<double>(total - done)).c_str());
-      last_log = now;
-      since_log = 0;
-      log_acc = 0;
-    }
+    log.add(epoch, done, step_loss, lr);
     const bool epoch_end = done % per_epoch == 0;
     if (epoch_end) {
       res.epoch_loss.push_back(epoch_acc / static_cast<double>(std::max<std::size_t>(1, epoch_n)));
