@@ -334,6 +334,10 @@ TEST_F(Cli, TrainRopgThenEvalTheTrainedFolder) {
   EXPECT_EQ(run("train --method ropg " + data + " --init enc --out x").rc, 2);
   EXPECT_EQ(run("train --method ropg-kd " + data + " --out x").rc, 2);
   EXPECT_EQ(run("train --config absent.toml " + data + " --out x").rc, 2);
+  write("bad.toml", "epochs = 2\nlr 5\n");
+  auto bad_cfg = run("train --config bad.toml " + data + " --method ropg-kd --init enc --out x");
+  EXPECT_EQ(bad_cfg.rc, 2);
+  EXPECT_NE(bad_cfg.err.find("bad.toml line 2: expected key = value"), std::string::npos) << bad_cfg.err;
   auto plain = run("eval " + data + " --split dev --retrievers enc --llm reference --quiet");
   EXPECT_EQ(plain.rc, 2);
   EXPECT_NE(plain.err.find("dense:enc"), std::string::npos) << plain.err;

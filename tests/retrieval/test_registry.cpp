@@ -1,6 +1,10 @@
 // The retriever-kind registry: layers above retrieval (neural/) add "PREFIX:ARG" kinds.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
+
 #include "attune/core/error.h"
 #include "attune/retrieval/retriever.h"
 
@@ -44,6 +48,40 @@ TEST(Registry, RegisteredKindBuildsAlsoInsideRrf) {
   EXPECT_THROW(register_retriever_kind("", nullptr), UsageError);
   EXPECT_THROW(register_retriever_kind("a:b", [](std::string_view, std::uint64_t) { return std::unique_ptr<Retriever>(); }),
                UsageError);
+}
+
+TEST(Registry, ATrainedFolderIsItsMarkersKindAndOtherFoldersAreRefused) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("attune_trained_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "plain");
+  fs::create_directories(dir / "bad");
+  fs::create_directories(dir / "ok");
+  std::ofstream(dir / "bad" / "attune_model.json") << "{\"kind\": 3}";
+  std::ofstream(dir / "ok" / "attune_model.json") << "{\"kind\": \"testkind\", \"method\": \"ropg-kd\"}";
+  EXPECT_EQ(trained_model_kind("bm25"), "");
+  EXPECT_EQ(trained_model_kind((dir / "ok").string()), "testkind");
+  try {
+    trained_model_kind((dir / "plain").string());
+    FAIL() << "no throw";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("dense:"), std::string::npos) << e.what();  // says what to write instead
+  }
+  try {
+    trained_model_kind((dir / "bad").string());
+    FAIL() << "no throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("attune_model.json"), std::string::npos) << e.what();
+  }
+  // The folder's kind is dispatched like KIND:DIR.
+  std::string seen;
+  register_retriever_kind("testkind", [&](std::string_view arg, std::uint64_t) {
+    seen = std::string(arg);
+    return make_retriever("bm25", 0);
+  });
+  auto r = make_retriever((dir / "ok").string(), 0);
+  EXPECT_EQ(seen, (dir / "ok").string());
+  fs::remove_all(dir);
 }
 
 }  // namespace
