@@ -11,8 +11,10 @@
 #include "attune/core/error.h"
 #include "attune/core/parallel.h"
 #include "attune/core/progress.h"
+#include "attune/eval/qpp.h"
 #include "attune/metrics/metrics.h"
 #include "attune/metrics/significance.h"
+#include "attune/text/lexical.h"
 
 namespace attune::eval {
 namespace {
@@ -33,6 +35,72 @@ std::vector<double> per_example(const RetrieverResult& r, const std::string& met
     v.push_back(it == e.metrics.end() ? 0.0 : it->second);
   }
   return v;
+}
+
+// Columns padded to their widest cell, two spaces apart.
+std::string layout(const std::vector<std::vector<std::string>>& table) {
+  std::vector<std::size_t> width;
+  for (const auto& row : table)
+    for (std::size_t c = 0; c < row.size(); ++c) {
+      if (width.size() <= c) width.push_back(0);
+      width[c] = std::max(width[c], row[c].size());
+    }
+  std::string out;
+  for (const auto& row : table) {
+    for (std::size_t c = 0; c < row.size(); ++c) {
+      out += row[c];
+      if (c + 1 < row.size()) out += std::string(width[c] - row[c].size() + 2, ' ');
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+std::string fixed4(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4f", v);
+  return buf;
+}
+
+// Paper 000 Tables 4-5 for one selector: success rate and end-to-end metrics of the
+// selector, the QPP predictors and the oracles, and how often each member was chosen.
+std::string format_selection(const EvalReport& r, const SelectionReport& sr) {
+  std::string out = "\nselection by " + sr.selector + " over " + std::to_string(sr.pool.size()) + " retrievers\n";
+  std::vector<std::vector<std::string>> t;
+  std::vector<std::string> header = {"method", "success ^"};
+  for (const auto& m : r.metrics) header.push_back(m.name + (m.higher_is_better ? " ^" : " v"));
+  t.push_back(header);
+  bool beats_all = true;
+  for (std::size_t i = 1; i < sr.methods.size(); ++i) {
+    const auto& m = sr.methods[i];
+    if (m.name.rfind("oracle", 0) == 0) continue;
+    if (!(sr.methods.front().success > m.success && m.p_vs_selector < r.alpha)) beats_all = false;
+  }
+  for (std::size_t i = 0; i < sr.methods.size(); ++i) {
+    const auto& m = sr.methods[i];
+    std::vector<std::string> row = {i == 0 ? "selector" : m.name, fixed4(m.success) + (i == 0 && beats_all ? " *" : "")};
+    for (const auto& mi : r.metrics) {
+      auto it = m.metrics.find(mi.name);
+      row.push_back(it == m.metrics.end() ? "-" : fixed4(it->second));
+    }
+    t.push_back(row);
+  }
+  out += layout(t);
+  char foot[200];
+  std::snprintf(foot, sizeof foot,
+                "success: the choice is among the pool's best for the input (by %s); * the selector beats every "
+                "QPP method at p < %.2g (McNemar)\n",
+                r.metrics.front().name.c_str(), r.alpha);
+  out += foot;
+  out += "selector's choices:";
+  const auto& ch = sr.methods.front().chosen;
+  for (std::size_t p = 0; p < sr.pool.size(); ++p) {
+    const auto c = static_cast<std::size_t>(std::count(ch.begin(), ch.end(), p));
+    char buf[64];
+    std::snprintf(buf, sizeof buf, " %.1f%%", ch.empty() ? 0.0 : 100.0 * static_cast<double>(c) / ch.size());
+    out += (p ? ", " : " ") + sr.pool[p] + buf;
+  }
+  return out + "\n";
 }
 
 }  // namespace
@@ -64,6 +132,26 @@ EvalReport evaluate(const data::Dataset& ds, const tasks::Task& task, const retr
     if (it == sources.end()) sources.push_back(s);
   }
   for (const auto* s : sources) s->prefetch(std::span<const Example>(ds.examples.data(), n));
+
+  // Selectors: their pools as indices into the retrievers; pool members get QPP values.
+  std::vector<std::vector<std::size_t>> pools;
+  std::vector<bool> in_pool(R, false);
+  for (const auto& sel : opts.selectors) {
+    if (sel.pool.size() < 2) throw UsageError("selector " + sel.spec + " needs a pool of at least 2 retrievers");
+    if (!sel.score) throw UsageError("selector " + sel.spec + " has no scoring function");
+    std::vector<std::size_t> idx;
+    for (const auto& p : sel.pool) {
+      auto it = std::find(opts.retrievers.begin(), opts.retrievers.end(), p);
+      if (it == opts.retrievers.end())
+        throw UsageError("selector " + sel.spec + ": its pool member " + p + " is not among the retrievers evaluated");
+      idx.push_back(static_cast<std::size_t>(it - opts.retrievers.begin()));
+      in_pool[idx.back()] = true;
+    }
+    pools.push_back(std::move(idx));
+  }
+  const std::size_t qpp_k = opts.qpp_k ? opts.qpp_k : std::max<std::size_t>(1, opts.k);
+  std::vector<Qpp> qpps(R * n);
+
   std::vector<std::string> prompts(R * n);
   std::vector<std::vector<DocId>> retrieved(R * n);
   std::vector<double> r5(R * n, 0.0);
@@ -75,7 +163,22 @@ EvalReport evaluate(const data::Dataset& ds, const tasks::Task& task, const retr
     std::unordered_set<std::string> gold(ex.gold_docs.begin(), ex.gold_docs.end());
     for (std::size_t r = 0; r < R; ++r) {
       const auto& cands = cand_sets[source_of[r]];
-      auto ranking = rets[r]->rank(q, cands, rank_k);
+      // A pool member is ranked in full for its QPP values; every retriever's full ranking
+      // begins with its top-k one (stable sorts; random's draws come in the same order).
+      auto ranking = rets[r]->rank(q, cands, in_pool[r] ? 0 : rank_k);
+      if (in_pool[r]) {
+        std::vector<double> sc(ranking.scores.begin(), ranking.scores.end());
+        // Scores of rank-only lists: reciprocal ranks (000 Table 4 does so for recency).
+        const std::string& spec = opts.retrievers[r];
+        if (spec == "recency" || (recall && spec == "bm25"))
+          for (std::size_t j = 0; j < sc.size(); ++j) sc[j] = 1.0 / static_cast<double>(j + 1);
+        qpps[r * n + e] = qpp(sc, qpp_k, text::bm25_tokens(q.text).size(), opts.qpp_sigma_percent);
+        if (ranking.size() > rank_k) {
+          ranking.indices.resize(rank_k);
+          ranking.ids.resize(rank_k);
+          ranking.scores.resize(rank_k);
+        }
+      }
       std::vector<const Document*> docs;
       for (std::size_t j = 0; j < ranking.size() && j < opts.k; ++j) docs.push_back(&cands[ranking.indices[j]]);
       for (auto* d : docs) retrieved[r * n + e].push_back(d->id);
@@ -117,7 +220,7 @@ EvalReport evaluate(const data::Dataset& ds, const tasks::Task& task, const retr
     res.metrics = task.aggregate(outs, golds);
     double r5_sum = 0;
     for (std::size_t e = 0; e < n; ++e) {
-      ExampleResult ex{ds.examples[e].id, outs[e], task.score(outs[e], golds[e]), retrieved[r * n + e]};
+      ExampleResult ex{ds.examples[e].id, outs[e], task.score(outs[e], golds[e]), retrieved[r * n + e], {}};
       if (recall) {
         ex.metrics["r@5"] = r5[r * n + e];
         r5_sum += r5[r * n + e];
@@ -128,11 +231,111 @@ EvalReport evaluate(const data::Dataset& ds, const tasks::Task& task, const retr
     rep.results.push_back(std::move(res));
   }
   if (recall) rep.metrics.push_back({"r@5", true, "mcnemar"});
+  const std::string primary = rep.metrics.front().name;
+  const bool higher = rep.metrics.front().higher_is_better;
+
+  // Selectors: score each example's pool, take the argmax; then the same choice by each
+  // QPP predictor and by the oracles, for the selection report.
+  for (std::size_t si = 0; si < opts.selectors.size(); ++si) {
+    const auto& sel = opts.selectors[si];
+    const auto& pool = pools[si];
+    const std::size_t P = pool.size();
+    std::vector<std::size_t> chosen(n, 0);
+    Progress sp("select " + sel.spec, n, opts.progress);
+    for (std::size_t e = 0; e < n; ++e) {
+      std::vector<std::string> ps, os;
+      for (std::size_t r : pool) {
+        ps.push_back(prompts[r * n + e]);
+        os.push_back(outputs[r * n + e]);
+      }
+      const auto sc = sel.score(ps, os);
+      if (sc.size() != P)
+        throw Error("selector " + sel.spec + " gave " + std::to_string(sc.size()) + " scores for a pool of " +
+                    std::to_string(P));
+      chosen[e] = static_cast<std::size_t>(std::max_element(sc.begin(), sc.end()) - sc.begin());
+      sp.add(1);
+    }
+    sp.finish();
+    // Per example, each pool member's primary value.
+    auto value = [&](std::size_t p, std::size_t e) {
+      const auto& m = rep.results[pool[p]].examples[e].metrics;
+      auto it = m.find(primary);
+      return it == m.end() ? 0.0 : it->second;
+    };
+    auto better = [&](double a, double b) { return higher ? a > b : a < b; };
+    std::vector<double> best(n);
+    for (std::size_t e = 0; e < n; ++e) {
+      best[e] = value(0, e);
+      for (std::size_t p = 1; p < P; ++p)
+        if (better(value(p, e), best[e])) best[e] = value(p, e);
+    }
+    auto method = [&](std::string name, std::vector<std::size_t> ch) {
+      SelectionMethod m;
+      m.name = std::move(name);
+      std::vector<std::string> outs(n);
+      std::size_t ok = 0;
+      for (std::size_t e = 0; e < n; ++e) {
+        outs[e] = outputs[pool[ch[e]] * n + e];
+        if (!better(best[e], value(ch[e], e))) ++ok;
+      }
+      m.metrics = task.aggregate(outs, golds);
+      if (recall) {
+        double sum = 0;
+        for (std::size_t e = 0; e < n; ++e) sum += r5[pool[ch[e]] * n + e];
+        m.metrics["r@5"] = n ? sum / n : 0;
+      }
+      m.success = n ? static_cast<double>(ok) / n : 0;
+      m.chosen = std::move(ch);
+      return m;
+    };
+    SelectionReport sr;
+    sr.selector = sel.spec;
+    sr.pool = sel.pool;
+    sr.methods.push_back(method(sel.spec, chosen));
+    const auto names = qpp_names(opts.qpp_sigma_percent);
+    for (std::size_t qi = 0; qi < names.size(); ++qi) {
+      std::vector<std::size_t> ch(n, 0);
+      for (std::size_t e = 0; e < n; ++e)
+        for (std::size_t p = 1; p < P; ++p)
+          if (qpp_value(qpps[pool[p] * n + e], qi) > qpp_value(qpps[pool[ch[e]] * n + e], qi)) ch[e] = p;
+      sr.methods.push_back(method(names[qi], std::move(ch)));
+    }
+    for (bool upper : {false, true}) {
+      std::vector<std::size_t> ch(n, 0);
+      for (std::size_t e = 0; e < n; ++e)
+        for (std::size_t p = 1; p < P; ++p) {
+          const bool b = better(value(p, e), value(ch[e], e));
+          if (upper ? b : better(value(ch[e], e), value(p, e))) ch[e] = p;
+        }
+      sr.methods.push_back(method(upper ? "oracle_upper" : "oracle_lower", std::move(ch)));
+    }
+    auto successes = [&](const SelectionMethod& m) {
+      std::vector<bool> v(n);
+      for (std::size_t e = 0; e < n; ++e) v[e] = !better(best[e], value(m.chosen[e], e));
+      return v;
+    };
+    const auto s0 = successes(sr.methods.front());
+    for (std::size_t i = 1; i < sr.methods.size(); ++i)
+      if (n >= 2) sr.methods[i].p_vs_selector = metrics::mcnemar(s0, successes(sr.methods[i])).p_value;
+
+    // The selector's own row: each example answered by its chosen retriever.
+    RetrieverResult res;
+    res.spec = sel.spec;
+    res.metrics = sr.methods.front().metrics;
+    for (std::size_t e = 0; e < n; ++e) {
+      const std::size_t r = pool[chosen[e]];
+      ExampleResult ex = rep.results[r].examples[e];
+      ex.chosen = opts.retrievers[r];
+      res.examples.push_back(std::move(ex));
+    }
+    rep.results.push_back(std::move(res));
+    rep.selections.push_back(std::move(sr));
+  }
 
   // Every ordered pair, every metric.
-  const std::string primary = rep.metrics.front().name;
-  for (std::size_t a = 0; a < R; ++a)
-    for (std::size_t b = 0; b < R; ++b) {
+  const std::size_t rows = rep.results.size();
+  for (std::size_t a = 0; a < rows; ++a)
+    for (std::size_t b = 0; b < rows; ++b) {
       if (a == b || n < 2) continue;
       for (const auto& m : rep.metrics) {
         auto va = per_example(rep.results[a], m.name, primary), vb = per_example(rep.results[b], m.name, primary);
@@ -210,6 +413,7 @@ std::string format_table(const EvalReport& r) {
                 "(paired t-test / McNemar)\n",
                 r.alpha);
   out += foot;
+  for (const auto& sr : r.selections) out += format_selection(r, sr);
   return out;
 }
 
@@ -224,7 +428,9 @@ std::string to_json(const EvalReport& r) {
     for (const auto& e : res.examples) {
       json em = json::object();
       for (const auto& [k, v] : e.metrics) em[k] = v;
-      list.push_back({{"id", e.id}, {"output", e.output}, {"metrics", em}, {"retrieved", e.retrieved}});
+      json item = {{"id", e.id}, {"output", e.output}, {"metrics", em}, {"retrieved", e.retrieved}};
+      if (!e.chosen.empty()) item["chosen"] = e.chosen;
+      list.push_back(std::move(item));
     }
     per[res.spec] = list;
   }
@@ -232,10 +438,25 @@ std::string to_json(const EvalReport& r) {
     sig[c.a][c.b][c.metric] = {{"test", c.test}, {"statistic", c.statistic}, {"p", c.p_value},
                                 {"better", c.a_better}};
   }
+  json selection = json::object();
+  for (const auto& sr : r.selections) {
+    json methods = json::object();
+    for (const auto& m : sr.methods) {
+      json mm = json::object(), share = json::object();
+      for (const auto& [k, v] : m.metrics) mm[k] = v;
+      for (std::size_t p = 0; p < sr.pool.size(); ++p)
+        share[sr.pool[p]] = m.chosen.empty() ? 0.0
+                                             : static_cast<double>(std::count(m.chosen.begin(), m.chosen.end(), p)) /
+                                                   static_cast<double>(m.chosen.size());
+      methods[m.name] = {{"success", m.success}, {"metrics", mm}, {"p_vs_selector", m.p_vs_selector}, {"chosen_share", share}};
+    }
+    selection[sr.selector] = {{"pool", sr.pool}, {"methods", methods}};
+  }
   json out = {{"task", r.task},       {"split", r.split}, {"llm", r.llm},       {"k", r.k},
               {"seed", r.seed},       {"examples", r.examples}, {"results", results},
               {"per_example", per},   {"significance", sig},    {"alpha", r.alpha},
               {"seconds", r.seconds}};
+  if (!r.selections.empty()) out["selection"] = selection;
   return out.dump(1);
 }
 

@@ -388,6 +388,51 @@ TEST_F(Cli, TrainPearlThenEvalTheTrainedFolder) {
   EXPECT_EQ(run("train --method pearl " + data + " --out x").rc, 2);
 }
 
+// attune train --method rspg-post, then the selector folder in attune eval: its pool joins
+// the table, its row answers each example with the chosen member, and the selection report
+// compares it with WIG, NQC, sigma_max, sigma_50% and the oracle bounds.
+TEST_F(Cli, TrainRspgThenEvalTheSelector) {
+  const std::string vocab = std::string(ATTUNE_SHARED_DIR) + "/models/bert-base-uncased-vocab";
+  if (!fs::exists(vocab + "/vocab.txt")) GTEST_SKIP() << "needs ../shared/models/bert-base-uncased-vocab (absent in this checkout)";
+  const std::string data = "--data " + kSample + " --task commit_subject";
+  auto p = run("pretrain-encoder " + data + " --tokenizer " + vocab +
+               " --hidden 32 --layers 1 --heads 2 --max-length 64 --batch-size 8 --quiet --seed 3 --steps 2 --out enc");
+  ASSERT_EQ(p.rc, 0) << p.err;
+  auto t = run("train --method rspg-post " + data + " --init enc --out sel --pool none,recency,bm25 --limit 30 "
+               "--dev-limit 10 --epochs 1 --batch-size 8 --lr 1e-4 --seed 5 --device cpu --quiet");
+  ASSERT_EQ(t.rc, 0) << t.err;
+  auto e = run("eval " + data + " --split dev --retrievers bm25,sel --llm reference --limit 20 --out e.json");
+  ASSERT_EQ(e.rc, 0) << e.err;
+  EXPECT_NE(e.out.find("selection by sel over 3 retrievers"), std::string::npos) << e.out;
+  EXPECT_NE(e.out.find("selector's choices:"), std::string::npos) << e.out;
+  auto rep = nlohmann::json::parse(slurp(dir_ / "e.json"));
+  for (auto spec : {"none", "recency", "bm25", "sel"}) EXPECT_TRUE(rep["results"].contains(spec)) << spec;
+  const auto& m = rep["selection"]["sel"]["methods"];
+  for (auto name : {"sel", "wig", "nqc", "sigma_max", "sigma_50%", "oracle_lower", "oracle_upper"})
+    ASSERT_TRUE(m.contains(name)) << name << " " << m.dump();
+  EXPECT_DOUBLE_EQ(m["oracle_upper"]["success"].get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(m["sel"]["metrics"]["rouge-1"].get<double>(), rep["results"]["sel"]["rouge-1"].get<double>());
+  const double up = m["oracle_upper"]["metrics"]["rouge-1"], low = m["oracle_lower"]["metrics"]["rouge-1"];
+  for (auto spec : {"none", "recency", "bm25", "sel"}) {
+    EXPECT_LE(rep["results"][spec]["rouge-1"].get<double>(), up + 1e-12) << spec;
+    EXPECT_GE(rep["results"][spec]["rouge-1"].get<double>(), low - 1e-12) << spec;
+  }
+  // Each selector answer is its chosen member's answer for that example.
+  const auto& per = rep["per_example"];
+  ASSERT_EQ(per["sel"].size(), 20u);
+  for (std::size_t i = 0; i < 20; ++i) {
+    const std::string chosen = per["sel"][i]["chosen"];
+    EXPECT_EQ(per["sel"][i]["output"], per[chosen][i]["output"]) << i;
+  }
+  // A selector folder without its selector.json is refused, naming the file.
+  fs::create_directories(dir_ / "broken");
+  write("broken/attune_model.json", "{\"kind\": \"selector\", \"method\": \"rspg-pre\"}");
+  auto b = run("eval " + data + " --split dev --retrievers bm25,broken --llm reference --quiet --limit 5");
+  EXPECT_NE(b.rc, 0);
+  EXPECT_NE(b.err.find("selector.json"), std::string::npos) << b.err;
+  EXPECT_EQ(std::count(b.err.begin(), b.err.end(), '\n'), 1) << b.err;
+}
+
 // The openai: backend against a loopback server in this process that answers like vLLM.
 TEST_F(Cli, OpenAIBackendGeneratesAndScoresAgainstALoopbackServer) {
   httplib::Server svr;

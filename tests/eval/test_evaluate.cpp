@@ -138,3 +138,84 @@ TEST(Evaluate, SourceForGivesEachRetrieverItsOwnCandidatesAskedOncePerExample) {
   EXPECT_EQ(fixed.prefetched, 4u);
   EXPECT_EQ(fixed.calls.load(), 4);
 }
+
+// Selectors (RSPG in eval): the row is each example answered by the chosen pool member; the
+// selection report has the success rate of the selector, the QPP predictors and the oracles.
+TEST(Evaluate, SelectorsChooseAPoolMemberPerExampleAndAreComparedWithQppAndOracles) {
+  auto ds = dataset(12);
+  auto task = tasks::make_task("commit_subject");
+  retrieval::ProfileCandidates source(*task);
+  llm::ReferenceReader reader({"area: fix parser cache", "area: fix pager color", "area: fix merge base",
+                               "area: fix reflog expiry", "area: fix pack bitmap", "area: fix index lock"},
+                              {});
+  text::WhitespaceTokenizer tok;
+  eval::EvalOptions o;
+  o.retrievers = {"none", "recency", "bm25"};
+  o.progress = false;
+  o.threads = 1;
+  std::vector<std::vector<std::string>> seen_prompts, seen_outputs;
+  // "first": always none; "post": picks the member whose output is longest (reads outputs).
+  o.selectors.push_back({"first", {"none", "bm25"}, [](std::span<const std::string>, std::span<const std::string>) {
+                           return std::vector<float>{1.0f, 0.0f};
+                         }});
+  o.selectors.push_back({"post", {"none", "recency", "bm25"},
+                         [&](std::span<const std::string> p, std::span<const std::string> out) {
+                           seen_prompts.emplace_back(p.begin(), p.end());
+                           seen_outputs.emplace_back(out.begin(), out.end());
+                           std::vector<float> s;
+                           for (const auto& x : out) s.push_back(static_cast<float>(x.size()));
+                           return s;
+                         }});
+  auto rep = eval::evaluate(ds, *task, source, reader, tok, o);
+  ASSERT_EQ(rep.results.size(), 5u);
+  ASSERT_EQ(rep.selections.size(), 2u);
+  const auto& none = rep.results[0];
+  const auto& bm25 = rep.results[2];
+  // "first" always took none: its row is none's.
+  EXPECT_EQ(rep.results[3].spec, "first");
+  EXPECT_EQ(rep.results[3].metrics.at("rouge-1"), none.metrics.at("rouge-1"));
+  for (std::size_t e = 0; e < 12; ++e) {
+    EXPECT_EQ(rep.results[3].examples[e].chosen, "none");
+    EXPECT_EQ(rep.results[3].examples[e].output, none.examples[e].output);
+  }
+  // The selector saw each member's own prompt and output.
+  ASSERT_EQ(seen_outputs.size(), 12u);
+  for (std::size_t e = 0; e < 12; ++e) {
+    EXPECT_EQ(seen_outputs[e][0], none.examples[e].output);
+    EXPECT_EQ(seen_outputs[e][2], bm25.examples[e].output);
+    EXPECT_NE(seen_prompts[e][2].find("area: fix"), std::string::npos);  // bm25's prompt holds documents
+  }
+  const auto& sel = rep.selections[0];
+  ASSERT_EQ(sel.methods.size(), 7u);
+  EXPECT_EQ(sel.methods[0].name, "first");
+  EXPECT_EQ(sel.methods[1].name, "wig");
+  EXPECT_EQ(sel.methods[4].name, "sigma_50%");
+  EXPECT_EQ(sel.methods[5].name, "oracle_lower");
+  EXPECT_EQ(sel.methods[6].name, "oracle_upper");
+  // bm25 reaches rouge-1 1.0 on every example, none never does: choosing none always fails.
+  EXPECT_DOUBLE_EQ(sel.methods[0].success, 0.0);
+  EXPECT_DOUBLE_EQ(sel.methods[6].success, 1.0);
+  EXPECT_DOUBLE_EQ(sel.methods[6].metrics.at("rouge-1"), 1.0);
+  EXPECT_DOUBLE_EQ(sel.methods[5].metrics.at("rouge-1"), none.metrics.at("rouge-1"));
+  // WIG: none's scores are all zero, bm25's top is above its mean, so WIG picks bm25.
+  EXPECT_DOUBLE_EQ(sel.methods[1].success, 1.0);
+  EXPECT_LT(sel.methods[1].p_vs_selector, 0.05);  // 12 discordant pairs, all one way
+  auto table = eval::format_table(rep);
+  EXPECT_NE(table.find("selection by first over 2 retrievers"), std::string::npos) << table;
+  EXPECT_NE(table.find("oracle_upper"), std::string::npos) << table;
+  EXPECT_NE(table.find("none 100.0%, bm25 0.0%"), std::string::npos) << table;
+  auto j = nlohmann::json::parse(eval::to_json(rep));
+  EXPECT_DOUBLE_EQ(j["selection"]["first"]["methods"]["oracle_upper"]["success"].get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(j["selection"]["first"]["methods"]["first"]["chosen_share"]["none"].get<double>(), 1.0);
+  EXPECT_EQ(j["per_example"]["post"][0]["chosen"].get<std::string>().empty(), false);
+  EXPECT_FALSE(j["per_example"]["bm25"][0].contains("chosen"));
+
+  // A pool member that is not evaluated is refused, naming it.
+  o.selectors = {{"bad", {"none", "dense:x"}, o.selectors[0].score}};
+  try {
+    eval::evaluate(ds, *task, source, reader, tok, o);
+    FAIL() << "expected a UsageError";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("dense:x"), std::string::npos) << e.what();
+  }
+}

@@ -6,6 +6,7 @@
 #include "attune/llm/cached.h"
 #include "attune/neural/dense.h"
 #include "attune/retrieval/retriever.h"
+#include "attune/train/rspg.h"
 #include "common.h"
 
 namespace attune::cli {
@@ -32,6 +33,10 @@ void add_eval(CLI::App& app, int& rc) {
   cmd->add_flag("--no-reference-quirks", *no_quirks, "build prompts as the paper states, not as the LaMP code does");
   cmd->add_flag("--no-cache", *no_cache, "do not read or write the store's generation cache");
   cmd->add_option("--out", *out, "write the full JSON report here");
+  cmd->add_option("--qpp-k", o->qpp_k, "selectors: top documents the QPP baselines read (0 = --k)")->capture_default_str();
+  cmd->add_option("--qpp-sigma-percent", o->qpp_sigma_percent, "selectors: x of the sigma_x% baseline")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 100.0));
   cmd->callback([=, &rc] {
     o->retrievers = retrieval::split_specs(*specs);
     o->reference_quirks = !*no_quirks;
@@ -44,6 +49,25 @@ void add_eval(CLI::App& app, int& rc) {
     auto tok = budget_tokenizer(*r, *llm_spec);
     auto st = store::open_sqlite(r->store);
     neural::register_retrievers(r->device);  // dense:/cross: models run on --device
+    // Selector folders (attune train --method rspg-*): their pool joins the retrievers.
+    std::vector<std::string> plain;
+    std::vector<std::string> selector_specs;
+    for (const auto& s : o->retrievers)
+      (retrieval::trained_model_kind(s) == "selector" ? selector_specs : plain).push_back(s);
+    for (const auto& s : selector_specs) {
+      auto sel = train::Selector::load(s, r->device);
+      for (const auto& p : sel->pool())
+        if (std::find(plain.begin(), plain.end(), p) == plain.end()) plain.push_back(p);
+      if (!r->quiet && (sel->k() != o->k || sel->prompt_max_length() != o->max_length))
+        std::fprintf(stderr,
+                     "eval: warning: selector %s was trained on prompts of k=%zu, budget %zu; this run builds k=%zu, "
+                     "budget %zu\n",
+                     s.c_str(), sel->k(), sel->prompt_max_length(), o->k, o->max_length);
+      o->selectors.push_back({s, sel->pool(), [sel](std::span<const std::string> p, std::span<const std::string> out) {
+                                return sel->score(p, out);
+                              }});
+    }
+    o->retrievers = plain;
     for (const auto& s : o->retrievers) {
       if (!(task->uses_corpus() && s == "bm25")) retrieval::make_retriever(s, r->seed);  // validates the spec
     }
@@ -52,7 +76,7 @@ void add_eval(CLI::App& app, int& rc) {
     o->source_for = sources.lookup();
     auto model = make_llm(*llm_spec, *d, task.get(), *r);
     nlohmann::json args = {{"data", d->data}, {"task", d->task}, {"split", d->split}, {"retrievers", o->retrievers},
-                           {"llm", *llm_spec}, {"k", o->k}, {"max_length", o->max_length}, {"limit", o->limit}};
+                           {"selectors", selector_specs}, {"llm", *llm_spec}, {"k", o->k}, {"max_length", o->max_length}, {"limit", o->limit}};
     const auto run = st->run_begin("eval", args.dump(), r->seed);
     llm::CachedModel cached(*model, *st);
     llm::LanguageModel& m = *no_cache ? static_cast<llm::LanguageModel&>(*model) : cached;

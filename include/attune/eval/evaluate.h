@@ -2,8 +2,11 @@
 // End-to-end evaluation: for each retriever, retrieve k documents per example, build the
 // prompt, generate, and score against the gold; then paired significance tests between
 // every pair of retrievers (paired t-test for continuous metrics, McNemar for 0/1 ones).
+// Selectors (RSPG) choose one retriever of a pool per example; they get a row of their own,
+// and a selection report: success rate against the QPP predictors and the oracle bounds.
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -14,6 +17,14 @@
 #include "attune/text/tokenizer.h"
 
 namespace attune::eval {
+
+// A selector (000 §5): per example, one score per member of its pool, from each member's
+// prompt and (for RSPG-Post) the LLM's output for that prompt; the argmax is its choice.
+struct SelectorSpec {
+  std::string spec;               // the row's name
+  std::vector<std::string> pool;  // retriever specs, each also in EvalOptions::retrievers
+  std::function<std::vector<float>(std::span<const std::string> prompts, std::span<const std::string> outputs)> score;
+};
 
 struct EvalOptions {
   std::vector<std::string> retrievers = {"none", "bm25"};
@@ -31,6 +42,11 @@ struct EvalOptions {
   // given to evaluate(). The CLI gives dense:DIR its own dense first stage on corpus tasks.
   // Each distinct source is asked once per example, after a prefetch of all examples.
   std::function<const retrieval::CandidateSource*(const std::string& spec)> source_for;
+  // Selectors, evaluated after the retrievers (UsageError when a pool member is not in
+  // `retrievers`). The QPP baselines read each pool member's top qpp_k scores (0 = k).
+  std::vector<SelectorSpec> selectors;
+  std::size_t qpp_k = 0;
+  double qpp_sigma_percent = 50;  // x of sigma_x%
 };
 
 struct ExampleResult {
@@ -38,6 +54,7 @@ struct ExampleResult {
   std::string output;
   tasks::MetricValues metrics;
   std::vector<DocId> retrieved;
+  std::string chosen;  // selectors: the pool member whose prompt and output this is
 };
 
 struct RetrieverResult {
@@ -53,6 +70,23 @@ struct Comparison {
   bool a_better = false;
 };
 
+// One way of choosing a retriever of a selector's pool per example.
+struct SelectionMethod {
+  std::string name;                 // the selector's spec, "wig", "nqc", "sigma_max", "sigma_50%",
+                                    // "oracle_lower" or "oracle_upper"
+  std::vector<std::size_t> chosen;  // per example, an index into the pool
+  double success = 0;               // share of examples whose choice is among the pool's best by
+                                    // the primary metric (ties: any of the best counts)
+  tasks::MetricValues metrics;      // end to end, each example answered by its chosen retriever
+  double p_vs_selector = 1;         // McNemar on per-example success, selector vs this method
+};
+
+struct SelectionReport {
+  std::string selector;
+  std::vector<std::string> pool;
+  std::vector<SelectionMethod> methods;  // the selector first, then the QPP methods, then the oracles
+};
+
 struct EvalReport {
   std::string task, split, llm;
   std::size_t k = 0;
@@ -61,6 +95,7 @@ struct EvalReport {
   std::vector<tasks::MetricInfo> metrics;
   std::vector<RetrieverResult> results;
   std::vector<Comparison> comparisons;  // every ordered pair (a, b), a != b
+  std::vector<SelectionReport> selections;  // one per selector
   double alpha = 0.05;
   double seconds = 0;
 };
@@ -68,8 +103,9 @@ struct EvalReport {
 EvalReport evaluate(const data::Dataset& ds, const tasks::Task& task, const retrieval::CandidateSource& source,
                     llm::LanguageModel& model, const text::Tokenizer& tok, const EvalOptions& opts);
 
-// The table: one row per retriever, one column per metric; a letter per row, and after a
-// value the letters of the rows it beats at p < alpha.
+// The table: one row per retriever (then per selector), one column per metric; a letter per
+// row, and after a value the letters of the rows it beats at p < alpha. Then, per selector,
+// its selection table (success rate and end-to-end metrics of every method).
 std::string format_table(const EvalReport& r);
 // CLI.md's JSON: {"task","split","llm","k","results","per_example","significance",...}.
 std::string to_json(const EvalReport& r);

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# The docs/RESULTS.md experiment: paper 000 Table 3 (and Tables 4-5) on shared/data/git.
+#
+#   bash scripts/experiment_git.sh                 # all three commit tasks, reference reader
+#   TASKS=commit_subject bash scripts/experiment_git.sh
+#   LLM=local:../shared/models/stories260K OUT=runs/git-stories TASKS=commit_subject \
+#     bash scripts/experiment_git.sh               # the same pipeline with a real local model
+#
+# Every stage writes its own folder or file under $OUT and is skipped when that is already
+# there, so a killed run continues where it stopped (the trainers also resume mid-epoch
+# from their checkpoints). Feedback and generations are cached in $OUT/attune.db.
+# Nothing is tuned on the test split: the trainers keep the epoch that is best on dev, and
+# only the final `attune eval` reads test.
+#
+# The schedule is sized for a 2-core CPU (the papers' defaults take many hours there); the
+# knobs below are recorded, with the seed, in each trained folder's attune_train.json.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ATTUNE=${ATTUNE:-$ROOT/build/tools/attune/attune}
+SHARED=${SHARED:-$ROOT/../shared}
+DATA=${DATA:-$SHARED/data/git}
+OUT=${OUT:-$ROOT/runs/git}
+LLM=${LLM:-reference}
+TASKS=${TASKS:-commit_subject commit_area commit_pick}
+SEED=${SEED:-0}
+EVAL_SPLIT=${EVAL_SPLIT:-test}
+EVAL_LIMIT=${EVAL_LIMIT:-0}           # 0 = the whole split
+TRAIN_LIMIT=${TRAIN_LIMIT:-1000}      # training queries per task (of 1,144-2,500)
+DEV_LIMIT=${DEV_LIMIT:-200}           # dev queries that pick the kept epoch
+EPOCHS=${EPOCHS:-3}
+ROPG_LR=${ROPG_LR:-1e-4}
+RSPG_LR=${RSPG_LR:-1e-4}
+PEARL_LR=${PEARL_LR:-1e-4}
+BATCH=${BATCH:-32}
+PRETRAIN_STEPS=${PRETRAIN_STEPS:-1500}
+ENC=${ENC:-$OUT/encoder}
+
+[ -x "$ATTUNE" ] || { echo "no attune binary at $ATTUNE: run scripts/setup.sh first" >&2; exit 2; }
+[ -d "$DATA" ] || { echo "no dataset at $DATA (set DATA or SHARED)" >&2; exit 2; }
+mkdir -p "$OUT"
+STORE=$OUT/attune.db
+log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" | tee -a "$OUT/experiment.log" >&2; }
+run() { log "$*"; "$@"; }
+# A trained folder is finished when its attune_train.json says steps == total_steps.
+finished() {
+  local f=$1/attune_train.json
+  [ -f "$f" ] || return 1
+  local s t
+  s=$(sed -n 's/^ *"steps": *\([0-9]*\).*/\1/p' "$f" | head -1)
+  t=$(sed -n 's/^ *"total_steps": *\([0-9]*\).*/\1/p' "$f" | head -1)
+  [ -n "$s" ] && [ "$s" = "$t" ]
+}
+
+# 1. attune's own encoder: Contriever-style pretraining on the git authors' profiles.
+# (its model.safetensors appears only when all steps are done; a killed run resumes)
+if [ ! -f "$ENC/model.safetensors" ]; then
+  resume=(); [ -d "$ENC/checkpoint" ] && resume=(--resume)
+  run "$ATTUNE" pretrain-encoder "${resume[@]}" --data "$DATA" --task commit_subject --out "$ENC" --seed "$SEED" \
+    --hidden 128 --layers 3 --heads 4 --max-length 256 --steps "$PRETRAIN_STEPS" --batch-size 32 --log-every 100
+fi
+
+common=(--data "$DATA" --store "$STORE" --seed "$SEED" --llm "$LLM")
+train=(--limit "$TRAIN_LIMIT" --dev-limit "$DEV_LIMIT" --epochs "$EPOCHS" --batch-size "$BATCH")
+
+for T in $TASKS; do
+  D=$OUT/$T
+  mkdir -p "$D"
+  # 2. ROPG: the encoder re-trained on the reader's per-document utility (top-16 of BM25).
+  for m in ropg-rl ropg-kd; do
+    finished "$D/$m" && continue
+    resume=(); [ -d "$D/$m/checkpoint" ] && resume=(--resume)
+    run "$ATTUNE" train --method "$m" --task "$T" "${common[@]}" "${train[@]}" --init "$ENC" --out "$D/$m" \
+      --lr "$ROPG_LR" --micro-batch 8 "${resume[@]}"
+  done
+  pool="none,recency,bm25,dense:$ENC,$D/ropg-rl,$D/ropg-kd"
+  # 3. RSPG: a selector over the pool, reading the prompt (Pre) or prompt + output (Post).
+  for m in rspg-pre rspg-post; do
+    finished "$D/$m" && continue
+    resume=(); [ -d "$D/$m/checkpoint" ] && resume=(--resume)
+    run "$ATTUNE" train --method "$m" --task "$T" "${common[@]}" "${train[@]}" --init "$ENC" --out "$D/$m" \
+      --pool "$pool" --lr "$RSPG_LR" --micro-batch 8 --selector-max-length 256 "${resume[@]}"
+  done
+  # 4. Pearl: a generation-calibrated cross-encoder from the same encoder.
+  if ! finished "$D/pearl"; then
+    resume=(); [ -d "$D/pearl/checkpoint" ] && resume=(--resume)
+    run "$ATTUNE" train --method pearl --task "$T" "${common[@]}" "${train[@]}" --init "$ENC" --out "$D/pearl" \
+      --lr "$PEARL_LR" "${resume[@]}"
+  fi
+  # 5. End to end on the test split: every baseline, every trained retriever, both selectors.
+  if [ ! -f "$D/eval_$EVAL_SPLIT.json" ]; then
+    run "$ATTUNE" eval --task "$T" "${common[@]}" --split "$EVAL_SPLIT" --limit "$EVAL_LIMIT" \
+      --retrievers "none,random,recency,bm25,dense:$ENC,rrf(recency,bm25,dense:$ENC,$D/ropg-rl,$D/ropg-kd),$D/ropg-rl,$D/ropg-kd,$D/rspg-pre,$D/rspg-post,cross:$D/pearl" \
+      --out "$D/eval_$EVAL_SPLIT.json.tmp" | tee "$D/eval_$EVAL_SPLIT.txt"
+    mv "$D/eval_$EVAL_SPLIT.json.tmp" "$D/eval_$EVAL_SPLIT.json"
+  fi
+done
+log "done: tables in $OUT/*/eval_$EVAL_SPLIT.txt"
