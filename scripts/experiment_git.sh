@@ -33,6 +33,7 @@ ROPG_LR=${ROPG_LR:-1e-4}
 RSPG_LR=${RSPG_LR:-1e-4}
 PEARL_LR=${PEARL_LR:-1e-4}
 BATCH=${BATCH:-32}
+PEARL_Y0=${PEARL_Y0:-p25 p50 p75}    # the anchor's label, as percentiles of the positives' labels
 PRETRAIN_STEPS=${PRETRAIN_STEPS:-1500}
 ENC=${ENC:-$OUT/encoder}
 
@@ -81,16 +82,27 @@ for T in $TASKS; do
     run "$ATTUNE" train --method "$m" --task "$T" "${common[@]}" "${train[@]}" --init "$ENC" --out "$D/$m" \
       --pool "$pool" --lr "$RSPG_LR" --micro-batch 8 --selector-max-length 256 "${resume[@]}"
   done
-  # 4. Pearl: a generation-calibrated cross-encoder from the same encoder.
-  if ! finished "$D/pearl"; then
-    resume=(); [ -d "$D/pearl/checkpoint" ] && resume=(--resume)
-    run "$ATTUNE" train --method pearl --task "$T" "${common[@]}" "${train[@]}" --init "$ENC" --out "$D/pearl" \
-      --lr "$PEARL_LR" "${resume[@]}"
-  fi
+  # 4. Pearl: a generation-calibrated cross-encoder from the same encoder. The anchor's y0 is
+  #    tuned on dev (001): one model per percentile of the positives' labels, and the one
+  #    with the best dev metric (top-k by the cross-encoder, no revision) is kept.
+  for y in $PEARL_Y0; do
+    finished "$D/pearl-$y" && continue
+    resume=(); [ -d "$D/pearl-$y/checkpoint" ] && resume=(--resume)
+    run "$ATTUNE" train --method pearl --task "$T" "${common[@]}" "${train[@]}" --init "$ENC" --out "$D/pearl-$y" \
+      --lr "$PEARL_LR" --pearl-y0 "$y" "${resume[@]}"
+  done
+  best_y="" best_m=""
+  for y in $PEARL_Y0; do
+    m=$(sed -n 's/^ *"metric_without_revision": *\([-0-9.eE+]*\).*/\1/p' "$D/pearl-$y/attune_train.json" | head -1)
+    log "$T pearl y0=$y: dev metric $m"
+    if [ -z "$best_y" ] || awk -v a="$m" -v b="$best_m" 'BEGIN { exit !(a > b) }'; then best_y=$y best_m=$m; fi
+  done
+  log "$T pearl: keeping y0=$best_y (dev $best_m)"
+  PEARL=$D/pearl-$best_y
   # 5. End to end on the test split: every baseline, every trained retriever, both selectors.
   if [ ! -f "$D/eval_$EVAL_SPLIT.json" ]; then
     run "$ATTUNE" eval --task "$T" "${common[@]}" --split "$EVAL_SPLIT" --limit "$EVAL_LIMIT" \
-      --retrievers "none,random,recency,bm25,dense:$ENC,rrf(recency,bm25,dense:$ENC,$D/ropg-rl,$D/ropg-kd),$D/ropg-rl,$D/ropg-kd,$D/rspg-pre,$D/rspg-post,cross:$D/pearl" \
+      --retrievers "none,random,recency,bm25,dense:$ENC,rrf(recency,bm25,dense:$ENC,$D/ropg-rl,$D/ropg-kd),$D/ropg-rl,$D/ropg-kd,$D/rspg-pre,$D/rspg-post,cross:$PEARL" \
       --out "$D/eval_$EVAL_SPLIT.json.tmp" | tee "$D/eval_$EVAL_SPLIT.txt"
     mv "$D/eval_$EVAL_SPLIT.json.tmp" "$D/eval_$EVAL_SPLIT.json"
   fi

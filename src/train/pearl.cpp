@@ -113,7 +113,7 @@ nlohmann::json signature(const PearlOptions& o, std::size_t n_train, double y0) 
           {"negatives", o.sampling.negatives}, {"epochs", o.epochs}, {"batch_size", o.batch_size},
           {"micro_batch", o.micro_batch}, {"lr", o.lr}, {"warmup", o.warmup}, {"clip", o.clip},
           {"max_length", o.max_length}, {"tau", o.tau}, {"anchor", o.anchor}, {"y0", y0},
-          {"y0_given", !std::isnan(o.y0)}, {"optimizer", "adamw(weight_decay=0.01)"}, {"seed", o.seed},
+          {"y0_given", !std::isnan(o.y0)}, {"y0_percentile", std::isnan(o.y0) ? nlohmann::json(o.y0_percentile) : nlohmann::json()}, {"optimizer", "adamw(weight_decay=0.01)"}, {"seed", o.seed},
           {"train_requests", n_train}};
 }
 
@@ -144,7 +144,7 @@ PearlResult train_pearl(const std::vector<PearlRequest>& train, const std::vecto
   res.lists = lists.size();
   std::vector<double> pos;
   for (const auto& l : lists) pos.push_back(train[l.request].label[l.docs[0]]);
-  const double y0 = std::isnan(o.y0) ? median(pos) : o.y0;
+  const double y0 = std::isnan(o.y0) ? percentile(pos, o.y0_percentile) : o.y0;
   res.y0 = y0;
   // Label statistics over every (request, candidate) pair of the training data.
   nlohmann::json label_stats;

@@ -385,6 +385,13 @@ TEST_F(Cli, TrainPearlThenEvalTheTrainedFolder) {
   EXPECT_EQ(run(common + " --out pearl --resume --pearl-tau 2 --quiet").rc, 2);
   EXPECT_EQ(run(common + " --out bad --pearl-keep 0 --quiet").rc, 2);
   EXPECT_EQ(run(common + " --out bad --pearl-y0 x --quiet").rc, 2);
+  EXPECT_EQ(run(common + " --out bad --pearl-y0 p101 --quiet").rc, 2);
+  // y0 as a percentile of the positives' labels: p25 lies at or below the median.
+  auto q = run(common + " --out pearl25 --pearl-y0 p25 --dev-split \"\" --quiet");
+  ASSERT_EQ(q.rc, 0) << q.err;
+  auto m25 = nlohmann::json::parse(slurp(dir_ / "pearl25" / "attune_train.json"));
+  EXPECT_EQ(m25["options"]["y0_percentile"], 25.0);
+  EXPECT_LE(m25["y0"].get<double>(), meta["y0"].get<double>());
   EXPECT_EQ(run("train --method pearl " + data + " --out x").rc, 2);
 }
 

@@ -31,6 +31,12 @@ TEST(PearlPure, PearsonMatchesAHandComputedValue) {
   EXPECT_EQ(median({3, 1, 2}), 2.0);
   EXPECT_EQ(median({4, 1, 2, 3}), 2.5);
   EXPECT_TRUE(std::isnan(median({})));
+  EXPECT_EQ(percentile({4, 1, 2, 3}, 50), 2.5);   // = the median
+  EXPECT_EQ(percentile({4, 1, 2, 3}, 25), 1.75);  // numpy: 1 + 0.75 * (2 - 1)
+  EXPECT_EQ(percentile({4, 1, 2, 3}, 100), 4.0);
+  EXPECT_EQ(percentile({4, 1, 2, 3}, 0), 1.0);
+  EXPECT_EQ(percentile({7}, 75), 7.0);
+  EXPECT_TRUE(std::isnan(percentile({}, 25)));
 }
 
 PearlRequest req(const std::string& id, std::vector<double> labels) {

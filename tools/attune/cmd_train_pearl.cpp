@@ -50,13 +50,21 @@ train::PearlOptions pearl_options(const TrainArgs& a, const PearlArgs& p, const 
   o.max_length = p.max_length;
   o.tau = p.tau;
   o.anchor = !p.no_anchor;
-  if (!p.y0.empty()) {
+  if (p.y0.size() > 1 && p.y0[0] == 'p') {  // pNN: that percentile of the positives' labels
+    try {
+      std::size_t used = 0;
+      o.y0_percentile = std::stod(p.y0.substr(1), &used);
+      if (used != p.y0.size() - 1 || !(o.y0_percentile >= 0 && o.y0_percentile <= 100)) throw std::invalid_argument("");
+    } catch (const std::exception&) {
+      throw UsageError("--pearl-y0 " + p.y0 + ": expected a number or pNN, a percentile from p0 to p100");
+    }
+  } else if (!p.y0.empty()) {
     try {
       std::size_t used = 0;
       o.y0 = std::stod(p.y0, &used);
       if (used != p.y0.size() || !std::isfinite(o.y0)) throw std::invalid_argument("");
     } catch (const std::exception&) {
-      throw UsageError("--pearl-y0 " + p.y0 + ": expected a number");
+      throw UsageError("--pearl-y0 " + p.y0 + ": expected a number or pNN, a percentile from p0 to p100");
     }
   }
   o.seed = r.seed;
@@ -77,7 +85,7 @@ TrainRunner add_pearl_options(CLI::App* train) {
   train->add_option("--pearl-few-shot", p->few_shot, "Pearl: random profile documents in the no-document term of Eq. 1")
       ->capture_default_str();
   train->add_option("--pearl-tau", p->tau, "Pearl: temperature of the label softmax (Eq. 2)")->capture_default_str();
-  train->add_option("--pearl-y0", p->y0, "Pearl: the anchor's label (default: median of the positives' labels)");
+  train->add_option("--pearl-y0", p->y0, "Pearl: the anchor's label: a number, or pNN, that percentile of the positives' labels (default p50, the median; 001 tunes p25..p75 on dev)");
   train->add_flag("--no-anchor", p->no_anchor, "Pearl: plain listwise KL without the calibration anchor (the ablation)");
   train->add_option("--pearl-k", p->k, "Pearl: documents in the writing prompt on dev (top-k by the cross-encoder)")
       ->capture_default_str();

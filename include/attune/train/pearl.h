@@ -76,6 +76,9 @@ std::vector<std::size_t> few_shot_indices(std::size_t profile_size, const std::v
 double pearson(const std::vector<double>& x, const std::vector<double>& y);
 // Median (mean of the middle two for an even count); NaN when empty.
 double median(std::vector<double> v);
+// The q-th percentile (0..100), linear between order statistics (numpy's default); NaN
+// when empty. percentile(v, 50) == median(v).
+double percentile(std::vector<double> v, double q);
 
 // Selective revision: theta among -inf (never revise), the observed s1 values and +inf
 // (revise all), the one
@@ -133,7 +136,8 @@ struct PearlOptions {
   std::size_t max_length = 256; // pair tokens, specials included (capped by the model)
   double tau = 5;
   bool anchor = true;
-  double y0 = std::numeric_limits<double>::quiet_NaN();  // NaN = median of the positives' labels
+  double y0 = std::numeric_limits<double>::quiet_NaN();  // NaN = a percentile of the positives' labels:
+  double y0_percentile = 50;                              // 001: the median; tune 25..75 on dev
   std::uint64_t seed = 0;
   std::string device = "cpu";
   std::size_t checkpoint_every = 50;  // steps (0 = epoch ends only)
