@@ -270,6 +270,21 @@ TEST_F(Cli, PretrainEncoderThenRankAndEvalWithDense) {
   // The same out folder again without --resume is refused rather than overwritten.
   auto again = run("pretrain-encoder " + common + " --steps 4 --out enc");
   EXPECT_EQ(again.rc, 2) << again.err;
+  // --add-source mixes another dataset in (profiles + a corpus); a malformed one is refused.
+  std::string corpus;
+  for (int i = 0; i < 6; ++i)
+    corpus += "{\"id\": \"p" + std::to_string(i) + "\", \"title\": \"pkg" + std::to_string(i) +
+              "\", \"text\": \"Section: utils. a tool that does thing number " + std::to_string(i) + " well\"}\n";
+  write("deb/tiny_corpus.jsonl", corpus);
+  auto mixed = run("pretrain-encoder " + common + " --steps 2 --out mixed --add-source deb:qa");
+  ASSERT_EQ(mixed.rc, 0) << mixed.err;
+  const std::string described = nlohmann::json::parse(slurp(dir_ / "mixed" / "attune_train.json"))["data"];
+  EXPECT_NE(described.find("train profiles"), std::string::npos) << described;
+  EXPECT_NE(described.find(" + "), std::string::npos) << described;
+  EXPECT_NE(described.find("(6 passages)"), std::string::npos) << described;
+  auto bad = run("pretrain-encoder " + common + " --steps 2 --out bad --add-source " + kSample);
+  EXPECT_EQ(bad.rc, 2);
+  EXPECT_NE(bad.err.find("expected DIR:TASK"), std::string::npos) << bad.err;
   auto r = run("rank --data " + kSample + " --task commit_subject --split dev --retriever dense:enc --k 3 --out ranks.jsonl --quiet");
   ASSERT_EQ(r.rc, 0) << r.err;
   std::ifstream in(dir_ / "ranks.jsonl");

@@ -1,5 +1,6 @@
 // attune pretrain-encoder: Contriever-style contrastive pretraining of a small BERT encoder
-// from scratch on a dataset's text (a corpus, or the training split's profile documents).
+// from scratch on datasets' text (a corpus, or the training split's profile documents);
+// --add-source mixes more datasets in.
 #include <cstdio>
 #include <unordered_set>
 
@@ -53,13 +54,17 @@ void add_pretrain_encoder(CLI::App& app, int& rc) {
   auto d = std::make_shared<DataOptions>();
   auto o = std::make_shared<train::PretrainOptions>();
   auto limit = std::make_shared<std::size_t>(0);
+  auto more = std::make_shared<std::vector<std::string>>();
   auto out = std::make_shared<std::string>();
   auto tokenizer = std::make_shared<std::string>();
   auto no_normalize = std::make_shared<bool>(false);
   cmd->add_option("--data", d->data, "a corpus directory (DIR/*_corpus.jsonl) or a LaMP-layout dataset directory")->required();
   cmd->add_option("--task", d->task, "task whose text to read: a corpus task (qa, ...) reads the corpus, others the train profiles")
       ->required();
-  cmd->add_option("--limit", *limit, "at most this many texts (0 = all)")->capture_default_str();
+  cmd->add_option("--limit", *limit, "at most this many texts from each source (0 = all)")->capture_default_str();
+  cmd->add_option("--add-source", *more,
+                  "DIR:TASK: also pretrain on this dataset's text (repeatable; e.g. ../shared/data/debian:qa mixes the "
+                  "Debian corpus into git profiles)");
   cmd->add_option("--out", *out, "output model folder (Hugging Face + sentence-transformers layout)")->required();
   cmd->add_option("--tokenizer", *tokenizer,
                   "tokenizer folder (vocab.txt / tokenizer.json); default ../shared/models/bert-base-uncased-vocab when it exists");
@@ -98,6 +103,22 @@ void add_pretrain_encoder(CLI::App& app, int& rc) {
     if (!fs::exists(opts.tokenizer)) throw UsageError("--tokenizer " + opts.tokenizer.string() + ": no such folder");
     std::string described;
     auto texts = pretraining_texts(*d, *limit, described);
+    for (const auto& src : *more) {
+      const auto colon = src.rfind(':');
+      if (colon == std::string::npos || colon == 0 || colon + 1 == src.size())
+        throw UsageError("--add-source " + src + ": expected DIR:TASK (e.g. ../shared/data/debian:qa)");
+      DataOptions extra = *d;
+      extra.data = src.substr(0, colon);
+      extra.task = src.substr(colon + 1);
+      std::string what;
+      auto add = pretraining_texts(extra, *limit, what);
+      // The same text from two sources is one text (no false negatives within a batch).
+      std::unordered_set<std::uint64_t> seen;
+      for (const auto& t : texts) seen.insert(hash64(t));
+      for (auto& t : add)
+        if (seen.insert(hash64(t)).second) texts.push_back(std::move(t));
+      described += " + " + what;
+    }
     opts.data_description = described;
     if (!opts.quiet) std::fprintf(stderr, "pretrain: %s\n", described.c_str());
     const auto res = train::pretrain_encoder(texts, opts);
