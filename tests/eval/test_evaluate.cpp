@@ -37,16 +37,20 @@ data::Dataset dataset(int users) {
   return ds;
 }
 
+// A reader whose background (the training subjects) is in the same style as the gold.
+llm::ReferenceReader topic_reader() {
+  return llm::ReferenceReader({"area: fix parser cache", "area: fix pager color", "area: fix merge base",
+                               "area: fix reflog expiry", "area: fix pack bitmap", "area: fix index lock"},
+                              {});
+}
+
 }  // namespace
 
 TEST(Evaluate, RetrievalOfTheUsersOwnHistoryHelpsTheReader) {
   auto ds = dataset(12);
   auto task = tasks::make_task("commit_subject");
   retrieval::ProfileCandidates source(*task);
-  // The training subjects (the reader's background) are in the same style.
-  llm::ReferenceReader reader({"area: fix parser cache", "area: fix pager color", "area: fix merge base",
-                               "area: fix reflog expiry", "area: fix pack bitmap", "area: fix index lock"},
-                              {});
+  auto reader = topic_reader();
   text::WhitespaceTokenizer tok;
   eval::EvalOptions o;
   o.retrievers = {"none", "bm25"};
@@ -145,9 +149,7 @@ TEST(Evaluate, SelectorsChooseAPoolMemberPerExampleAndAreComparedWithQppAndOracl
   auto ds = dataset(12);
   auto task = tasks::make_task("commit_subject");
   retrieval::ProfileCandidates source(*task);
-  llm::ReferenceReader reader({"area: fix parser cache", "area: fix pager color", "area: fix merge base",
-                               "area: fix reflog expiry", "area: fix pack bitmap", "area: fix index lock"},
-                              {});
+  auto reader = topic_reader();
   text::WhitespaceTokenizer tok;
   eval::EvalOptions o;
   o.retrievers = {"none", "recency", "bm25"};
