@@ -118,6 +118,25 @@ double percentile(std::vector<double> v, double q) {
   return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
 }
 
+double cross_fitted_revision(const std::vector<double>& s1, const std::vector<double>& first,
+                             const std::vector<double>& revised, bool higher_is_better) {
+  if (s1.size() != first.size() || s1.size() != revised.size())
+    throw Error("cross_fitted_revision: s1, first and revised differ in length");
+  if (s1.size() < 2) return std::numeric_limits<double>::quiet_NaN();
+  std::vector<double> fold[2][3];  // [parity][s1, first, revised]
+  for (std::size_t i = 0; i < s1.size(); ++i) {
+    fold[i % 2][0].push_back(s1[i]);
+    fold[i % 2][1].push_back(first[i]);
+    fold[i % 2][2].push_back(revised[i]);
+  }
+  double sum = 0;
+  for (int f = 0; f < 2; ++f) {
+    const double theta = choose_revision_threshold(fold[1 - f][0], fold[1 - f][1], fold[1 - f][2], higher_is_better).theta;
+    for (std::size_t i = 0; i < fold[f][0].size(); ++i) sum += fold[f][0][i] < theta ? fold[f][2][i] : fold[f][1][i];
+  }
+  return sum / static_cast<double>(s1.size());
+}
+
 RevisionChoice choose_revision_threshold(const std::vector<double>& s1, const std::vector<double>& first,
                                          const std::vector<double>& revised, bool higher_is_better) {
   if (s1.size() != first.size() || s1.size() != revised.size())
@@ -302,6 +321,7 @@ PearlDevResult pearl_dev(const data::Dataset& ds, const tasks::Task& task, const
     }
   res.r = pearson(xs, ys);
   res.revision = choose_revision_threshold(s1, m1, m2, mi.higher_is_better);
+  res.revision_cross_fitted = cross_fitted_revision(s1, m1, m2, mi.higher_is_better);
   res.initial_metric = n ? std::accumulate(m2.begin(), m2.end(), 0.0) / static_cast<double>(n) : 0;
   return res;
 }

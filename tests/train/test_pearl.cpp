@@ -133,6 +133,11 @@ TEST(PearlPure, TheRevisionThresholdMaximisesTheDevMetric) {
   const auto mae = choose_revision_threshold(s1, {2, 2, 2, 2}, {1, 1, 1, 1}, false);
   EXPECT_TRUE(std::isinf(mae.theta) && mae.theta > 0);
   EXPECT_NEAR(mae.with, 1.0, 1e-12);
+  // Cross-fitted: odd positions fit theta 0.5 (revising 0.3), applied to the even ones (0.1
+  // revised -> 1, 0.9 kept -> 1); even positions fit theta 0.9, applied to the odd ones (both
+  // revised -> 0 + 0.5). (1 + 1 + 0 + 0.5) / 4 = 0.625, below the in-sample 0.875.
+  EXPECT_NEAR(cross_fitted_revision(s1, first, revised), 0.625, 1e-12);
+  EXPECT_TRUE(std::isnan(cross_fitted_revision({0.1}, {1}, {0})));
 }
 
 // ---------------------------------------------------------------- the trainer

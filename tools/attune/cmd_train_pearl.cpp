@@ -166,6 +166,7 @@ TrainRunner add_pearl_options(CLI::App* train) {
         nlohmann::json dj = {{"split", a.dev_split}, {"examples", dv.examples}, {"metric", dv.metric}, {"k", p->k},
                              {"calibration_r", dv.r}, {"theta", never ? nlohmann::json("-inf") : nlohmann::json(dv.revision.theta)},
                              {"metric_without_revision", dv.revision.without}, {"metric_with_revision", dv.revision.with},
+                             {"metric_with_revision_cross_fitted", dv.revision_cross_fitted},
                              {"revised", dv.revision.revised}, {"metric_initial_retriever", dv.initial_metric},
                              {"revision", "phi_p(x, top-k of the initial retriever " + a.initial + ")"}};
         if (std::isinf(dv.revision.theta) && dv.revision.theta > 0) dj["theta"] = "inf";
@@ -174,9 +175,10 @@ TrainRunner add_pearl_options(CLI::App* train) {
         models::write_json_file(fs::path(a.out) / "attune_train.json", meta);
         summary["dev"] = dj;
         char buf[512];
-        std::snprintf(buf, sizeof buf, ", dev %s %.4f (calibration r %.3f; selective revision %.4f at theta %s, %zu of %zu revised)",
+        std::snprintf(buf, sizeof buf, ", dev %s %.4f (calibration r %.3f; selective revision %.4f at theta %s, %zu of %zu revised; "
+                      "%.4f cross-fitted)",
                       dv.metric.c_str(), dv.revision.without, dv.r, dv.revision.with, dj["theta"].dump().c_str(),
-                      dv.revision.revised, dv.examples);
+                      dv.revision.revised, dv.examples, dv.revision_cross_fitted);
         dev_line = buf;
         if (!r.quiet) std::fprintf(stderr, "train: pearl dev%s\n", buf + 5);
       }

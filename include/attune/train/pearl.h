@@ -91,6 +91,11 @@ struct RevisionChoice {
 };
 RevisionChoice choose_revision_threshold(const std::vector<double>& s1, const std::vector<double>& first,
                                          const std::vector<double>& revised, bool higher_is_better = true);
+// The same choice made honestly: two folds (even and odd positions); each fold is revised
+// at the threshold fitted on the other one. Returns the mean metric over all examples, an
+// estimate of what the fitted threshold gives on unseen inputs. NaN below 2 examples.
+double cross_fitted_revision(const std::vector<double>& s1, const std::vector<double>& first,
+                             const std::vector<double>& revised, bool higher_is_better = true);
 
 // ---------------------------------------------------------------- labels (Eq. 1)
 
@@ -191,7 +196,9 @@ struct PearlDevResult {
   std::size_t examples = 0;
   std::string metric;             // the task's primary metric
   double r = 0;                   // Pearson(s1, per-example metric)
-  RevisionChoice revision;        // revision = phi_p(x, the initial retriever's top-k)
+  RevisionChoice revision;        // revision = phi_p(x, the initial retriever's top-k); fitted and
+                                  // reported on the same examples (optimistic)
+  double revision_cross_fitted = 0;  // the metric with revision, 2-fold cross-fitted
   double initial_metric = 0;      // mean metric of the initial retriever's top-k (= revising all)
 };
 
