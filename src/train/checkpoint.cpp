@@ -73,6 +73,47 @@ std::vector<std::size_t> epoch_order(std::uint64_t seed, const std::string& key,
   return perm;
 }
 
+void EpochTracker::restore(const nlohmann::json& state) {
+  losses_ = state.value("losses", std::vector<double>{});
+  acc_ = 0;
+  n_ = 0;
+  for (std::size_t s = losses_.size() - losses_.size() % per_epoch_; s < losses_.size(); ++s) {
+    acc_ += losses_[s];
+    ++n_;
+  }
+  auto it = state.find("best_dev");
+  has_best_ = it != state.end() && it->is_number();
+  best_ = has_best_ ? it->get<double>() : 0;
+}
+
+bool EpochTracker::add(double loss) {
+  losses_.push_back(loss);
+  acc_ += loss;
+  ++n_;
+  return losses_.size() % per_epoch_ == 0;
+}
+
+double EpochTracker::end_epoch() {
+  const double mean = acc_ / static_cast<double>(std::max<std::size_t>(1, n_));
+  acc_ = 0;
+  n_ = 0;
+  return mean;
+}
+
+bool EpochTracker::keep(bool has_dev, double dev_value) {
+  if (!has_dev) return true;
+  if (has_best_ && !(dev_value > best_)) return false;
+  has_best_ = true;
+  best_ = dev_value;
+  return true;
+}
+
+nlohmann::json EpochTracker::state() const {
+  nlohmann::json j = {{"losses", losses_}};
+  j["best_dev"] = has_best_ ? nlohmann::json(best_) : nlohmann::json(nullptr);
+  return j;
+}
+
 StepLog::StepLog(std::string name, std::size_t epochs, std::size_t total, std::size_t every, bool quiet)
     : name_(std::move(name)), epochs_(epochs), total_(total), every_(std::max<std::size_t>(1, every)), quiet_(quiet) {}
 

@@ -45,6 +45,35 @@ double warmup_linear_lr(double lr, std::size_t step, std::size_t total, std::siz
 // Rng(derive_seed(seed, key + epoch)), so a resumed run draws the same order.
 std::vector<std::size_t> epoch_order(std::uint64_t seed, const std::string& key, std::size_t epoch, std::size_t n);
 
+// The per-step and per-epoch bookkeeping the trainers share: every step's loss of the whole
+// run, the running mean of the current epoch, and the kept epoch's dev value.
+class EpochTracker {
+ public:
+  explicit EpochTracker(std::size_t per_epoch) : per_epoch_(per_epoch) {}
+  // From a checkpoint's state.json ("losses", "best_dev"; a missing or null best_dev, as
+  // JSON writes -inf, is "none yet"): rebuilds the partly done epoch's loss sum.
+  void restore(const nlohmann::json& state);
+  // One optimiser step's loss; true when it ends an epoch.
+  bool add(double loss);
+  // The mean loss of the epoch just ended; the next epoch starts from zero.
+  double end_epoch();
+  // Whether the epoch with this dev value becomes the kept one: better than every earlier
+  // one (ties keep the earlier), or always when there is no dev set.
+  bool keep(bool has_dev, double dev_value);
+  // What restore() reads, for the checkpoint's state.json.
+  nlohmann::json state() const;
+  const std::vector<double>& losses() const { return losses_; }
+  std::size_t steps() const { return losses_.size(); }
+
+ private:
+  std::size_t per_epoch_;
+  std::vector<double> losses_;
+  double acc_ = 0;
+  std::size_t n_ = 0;
+  bool has_best_ = false;
+  double best_ = 0;
+};
+
 // Progress lines on stderr, "train: NAME epoch e/E step s/S loss L lr X T s/step ETA D",
 // every `every` steps and at the last; the loss is the mean since the previous line.
 class StepLog {

@@ -233,11 +233,11 @@ PearlResult train_pearl(const std::vector<PearlRequest>& train, const std::vecto
   res.total_steps = total;
 
   std::size_t start = 0;
-  std::vector<double> all_losses;
+  EpochTracker track(per_epoch);
   if (o.resume) {
     const auto state = ckpt.load_state(sig);
     start = state.at("step").get<std::size_t>();
-    all_losses = state.value("losses", std::vector<double>{});
+    track.restore(state);
     res.epoch_loss = state.value("epoch_loss", std::vector<double>{});
     res.eval_top1_before = state.value("eval_top1_before", 0.0);
     torch::NoGradGuard g;
@@ -272,21 +272,16 @@ PearlResult train_pearl(const std::vector<PearlRequest>& train, const std::vecto
   auto write_checkpoint = [&](std::size_t step) {
     auto so = save;
     so.attune_metadata = metadata(step);
+    auto state = track.state();
+    state.update({{"step", step}, {"options", sig}, {"epoch_loss", res.epoch_loss}, {"eval_top1_before", res.eval_top1_before}});
     ckpt.write([&](const fs::path& dir) {
       models::save_bert(m.bert, dir, so);
       torch::save(optimizer, (dir / "optimizer.pt").string());
-    }, {{"step", step}, {"options", sig}, {"losses", all_losses}, {"epoch_loss", res.epoch_loss},
-        {"eval_top1_before", res.eval_top1_before}});
+    }, state);
   };
 
   std::vector<std::size_t> perm;
   StepLog log("pearl", o.epochs, total, o.log_every, o.quiet);
-  std::size_t epoch_n = 0;
-  double epoch_acc = 0;
-  for (std::size_t s = start - start % per_epoch; s < start; ++s) {
-    epoch_acc += all_losses.at(s);
-    ++epoch_n;
-  }
   for (std::size_t s = start; s < total; ++s) {
     const std::size_t epoch = s / per_epoch, in_epoch = s % per_epoch;
     if (s == start || in_epoch == 0) perm = epoch_order(o.seed, "pearl-epoch-", epoch, N);  // once per epoch
@@ -329,17 +324,12 @@ PearlResult train_pearl(const std::vector<PearlRequest>& train, const std::vecto
     if (o.clip > 0) torch::nn::utils::clip_grad_norm_(params, o.clip);
     optimizer.step();
     if (!std::isfinite(step_loss)) throw Error("training diverged at step " + std::to_string(s + 1) + ": lower --lr");
-    all_losses.push_back(step_loss);
     res.losses.push_back(step_loss);
-    epoch_acc += step_loss;
-    ++epoch_n;
+    const bool epoch_end = track.add(step_loss);
     const std::size_t done = s + 1;
     log.add(epoch, done, step_loss, lr);
-    const bool epoch_end = done % per_epoch == 0;
     if (epoch_end) {
-      res.epoch_loss.push_back(epoch_acc / static_cast<double>(std::max<std::size_t>(1, epoch_n)));
-      epoch_acc = 0;
-      epoch_n = 0;
+      res.epoch_loss.push_back(track.end_epoch());
       if (!o.quiet) std::fprintf(stderr, "train: pearl epoch %zu loss %.5f\n", res.epoch_loss.size(), res.epoch_loss.back());
     }
     const bool stop = o.stop_after && done - start >= o.stop_after;

@@ -196,15 +196,13 @@ RopgResult train_ropg(const std::vector<RopgExample>& train_in, const std::vecto
   RopgResult res;
   res.total_steps = total;
   std::size_t start = 0;
-  std::vector<double> all_losses;
-  double best_dev = -std::numeric_limits<double>::infinity();
+  EpochTracker track(per_epoch);
   if (o.resume) {
     const auto state = ckpt.load_state(sig);
     start = state.at("step").get<std::size_t>();
-    all_losses = state.value("losses", std::vector<double>{});
+    track.restore(state);
     res.epochs = epochs_from(state.value("epochs", nlohmann::json::array()));
     res.best_epoch = state.value("best_epoch", std::size_t{0});
-    best_dev = state.value("best_dev", best_dev);
     res.init_dev_top1 = state.value("init_dev_top1", 0.0);
     res.init_dev_expected = state.value("init_dev_expected", 0.0);
     torch::NoGradGuard g;
@@ -237,12 +235,13 @@ RopgResult train_ropg(const std::vector<RopgExample>& train_in, const std::vecto
   auto write_checkpoint = [&](std::size_t step) {
     auto so = save;
     so.attune_metadata = metadata(step);
+    auto state = track.state();
+    state.update({{"step", step}, {"options", sig}, {"epochs", epochs_json(res.epochs)}, {"best_epoch", res.best_epoch},
+                  {"init_dev_top1", res.init_dev_top1}, {"init_dev_expected", res.init_dev_expected}});
     ckpt.write([&](const fs::path& dir) {
       models::save_bert(m.bert, dir, so);
       torch::save(optimizer, (dir / "optimizer.pt").string());
-    }, {{"step", step}, {"options", sig}, {"losses", all_losses}, {"epochs", epochs_json(res.epochs)},
-        {"best_epoch", res.best_epoch}, {"best_dev", best_dev}, {"init_dev_top1", res.init_dev_top1},
-        {"init_dev_expected", res.init_dev_expected}});
+    }, state);
   };
   auto save_model = [&](std::size_t step) {
     auto so = save;
@@ -254,13 +253,6 @@ RopgResult train_ropg(const std::vector<RopgExample>& train_in, const std::vecto
   std::vector<std::size_t> perm;
   StepLog log(sig["objective"].get<std::string>(), o.epochs, total, o.log_every, o.quiet);
 
-  double epoch_acc = 0;
-  std::size_t epoch_n = 0;
-  // Loss sums of a partly done epoch are rebuilt from the stored per-step losses.
-  for (std::size_t s = start - start % per_epoch; s < start; ++s) {
-    epoch_acc += all_losses.at(s);
-    ++epoch_n;
-  }
   for (std::size_t s = start; s < total; ++s) {
     const std::size_t epoch = s / per_epoch, in_epoch = s % per_epoch;
     if (s == start || in_epoch == 0) perm = epoch_order(o.seed, "ropg-epoch-", epoch, N);  // once per epoch
@@ -307,25 +299,19 @@ RopgResult train_ropg(const std::vector<RopgExample>& train_in, const std::vecto
     if (o.clip > 0) torch::nn::utils::clip_grad_norm_(m.bert->parameters(), o.clip);
     optimizer.step();
     if (!std::isfinite(step_loss)) throw Error("training diverged at step " + std::to_string(s + 1) + ": lower --lr");
-    all_losses.push_back(step_loss);
     res.losses.push_back(step_loss);
-    epoch_acc += step_loss;
-    ++epoch_n;
+    const bool epoch_end = track.add(step_loss);
     const std::size_t done = s + 1;
     log.add(epoch, done, step_loss, lr);
-    const bool epoch_end = done % per_epoch == 0;
     if (epoch_end) {
       m.bert->eval();
       auto [t1, ex] = evaluate(m, dv, 32);
       m.bert->train();
-      RopgEpoch e{epoch + 1, epoch_acc / static_cast<double>(std::max<std::size_t>(1, epoch_n)), t1, ex};
+      RopgEpoch e{epoch + 1, track.end_epoch(), t1, ex};
       res.epochs.push_back(e);
-      epoch_acc = 0;
-      epoch_n = 0;
       // The kept model: best dev top-1 utility (ties: the earlier epoch); the last without dev.
-      const bool better = dv.empty() || t1 > best_dev;
+      const bool better = track.keep(!dv.empty(), t1);
       if (better) {
-        best_dev = dv.empty() ? 0 : t1;
         res.best_epoch = e.epoch;
         save_model(done);
       }

@@ -186,17 +186,15 @@ RspgResult train_rspg(const std::vector<RspgExample>& train, const std::vector<R
   RspgResult res;
   res.total_steps = total;
   std::size_t start = 0;
-  std::vector<double> all_losses;
-  double best_dev = -std::numeric_limits<double>::infinity();
+  EpochTracker track(per_epoch);
   if (o.resume) {
     const auto state = ckpt.load_state(sig);
     start = state.at("step").get<std::size_t>();
-    all_losses = state.value("losses", std::vector<double>{});
+    track.restore(state);
     for (const auto& x : state.value("epochs", nlohmann::json::array()))
       res.epochs.push_back({x.at("epoch").get<std::size_t>(), x.at("loss").get<double>(), x.at("dev_success").get<double>(),
                             x.at("dev_utility").get<double>()});
     res.best_epoch = state.value("best_epoch", std::size_t{0});
-    best_dev = state.value("best_dev", best_dev);
     res.init_dev_success = state.value("init_dev_success", 0.0);
     res.init_dev_utility = state.value("init_dev_utility", 0.0);
     torch::NoGradGuard g;
@@ -238,12 +236,6 @@ RspgResult train_rspg(const std::vector<RspgExample>& train, const std::vector<R
 
   std::vector<std::size_t> perm;
   StepLog log(rspg_variant_name(o.variant), o.epochs, total, o.log_every, o.quiet);
-  std::size_t epoch_n = 0;
-  double epoch_acc = 0;
-  for (std::size_t s = start - start % per_epoch; s < start; ++s) {
-    epoch_acc += all_losses.at(s);
-    ++epoch_n;
-  }
   const auto mask = torch::ones({1, static_cast<std::int64_t>(R)}, torch::kBool).to(net.device);
   for (std::size_t s = start; s < total; ++s) {
     const std::size_t epoch = s / per_epoch, in_epoch = s % per_epoch;
@@ -265,24 +257,18 @@ RspgResult train_rspg(const std::vector<RspgExample>& train, const std::vector<R
     if (o.clip > 0) torch::nn::utils::clip_grad_norm_(net.parameters(), o.clip);
     optimizer.step();
     if (!std::isfinite(step_loss)) throw Error("training diverged at step " + std::to_string(s + 1) + ": lower --lr");
-    all_losses.push_back(step_loss);
     res.losses.push_back(step_loss);
-    epoch_acc += step_loss;
-    ++epoch_n;
+    const bool epoch_end = track.add(step_loss);
     const std::size_t done = s + 1;
     log.add(epoch, done, step_loss, lr);
-    const bool epoch_end = done % per_epoch == 0;
     if (epoch_end) {
       net.bert->eval();
       auto [succ, util] = evaluate(net, dv);
       net.bert->train();
-      RspgEpoch e{epoch + 1, epoch_acc / static_cast<double>(std::max<std::size_t>(1, epoch_n)), succ, util};
+      RspgEpoch e{epoch + 1, track.end_epoch(), succ, util};
       res.epochs.push_back(e);
-      epoch_acc = 0;
-      epoch_n = 0;
-      const bool better = dv.empty() || util > best_dev;
+      const bool better = track.keep(!dv.empty(), util);
       if (better) {
-        best_dev = dv.empty() ? 0 : util;
         res.best_epoch = e.epoch;
         save_model(done);
       }
@@ -292,13 +278,15 @@ RspgResult train_rspg(const std::vector<RspgExample>& train, const std::vector<R
                      better ? " (kept)" : "");
     }
     const bool stop = o.stop_after && done - start >= o.stop_after;
-    if (epoch_end || (o.checkpoint_every && done % o.checkpoint_every == 0) || done == total || stop)
+    if (epoch_end || (o.checkpoint_every && done % o.checkpoint_every == 0) || done == total || stop) {
+      auto state = track.state();
+      state.update({{"step", done}, {"options", sig}, {"epochs", epochs_json(res.epochs)}, {"best_epoch", res.best_epoch},
+                    {"init_dev_success", res.init_dev_success}, {"init_dev_utility", res.init_dev_utility}});
       ckpt.write([&](const fs::path& dir) {
         write_net(dir, done);
         torch::save(optimizer, (dir / "optimizer.pt").string());
-      }, {{"step", done}, {"options", sig}, {"losses", all_losses}, {"epochs", epochs_json(res.epochs)},
-          {"best_epoch", res.best_epoch}, {"best_dev", best_dev}, {"init_dev_success", res.init_dev_success},
-          {"init_dev_utility", res.init_dev_utility}});
+      }, state);
+    }
     if (stop) break;
   }
   res.steps_done = start + res.losses.size();

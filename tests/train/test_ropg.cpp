@@ -269,6 +269,17 @@ TEST_F(Ropg, ResumeAfterAKillGivesTheWeightsOfAnUninterruptedRun) {
   ASSERT_EQ(a.names(), b.names());
   for (const auto& n : a.names())
     EXPECT_TRUE(torch::equal(models::to_tensor(a.get(n)), models::to_tensor(b.get(n)))) << n;
+  // Killed before the first epoch ended (no kept epoch yet: best_dev is "none" in the state).
+  auto early = full;
+  early.out = root_ / "early";
+  early.stop_after = 2;
+  EXPECT_EQ(train_ropg(train, dev, early).steps_done, 2u);
+  early.stop_after = 0;
+  early.resume = true;
+  EXPECT_EQ(train_ropg(train, dev, early).steps_done, 9u);
+  const auto c = models::WeightSet::open(early.out);
+  for (const auto& n : a.names())
+    EXPECT_TRUE(torch::equal(models::to_tensor(a.get(n)), models::to_tensor(c.get(n)))) << n;
   auto bad = part;
   bad.lr = 1.0;
   EXPECT_THROW(train_ropg(train, dev, bad), UsageError);  // resume with other options

@@ -100,10 +100,20 @@ TEST_F(Rspg, PostReadsPromptAndOutputAndResumesToTheSameWeights) {
   part.stop_after = 0;
   part.resume = true;
   EXPECT_EQ(train_rspg(train, dev, part).steps_done, 9u);
-  for (const char* file : {"model.safetensors", "selector_head.safetensors"}) {
-    const auto a = models::WeightSet::open_file(full.out / file), b = models::WeightSet::open_file(part.out / file);
-    for (const auto& n : a.names()) EXPECT_TRUE(torch::equal(models::to_tensor(a.get(n)), models::to_tensor(b.get(n)))) << n;
-  }
+  // Also killed before the first epoch ended, when no epoch is kept yet.
+  auto early = full;
+  early.out = root_ / "early";
+  early.stop_after = 2;
+  EXPECT_EQ(train_rspg(train, dev, early).steps_done, 2u);
+  early.stop_after = 0;
+  early.resume = true;
+  EXPECT_EQ(train_rspg(train, dev, early).steps_done, 9u);
+  for (const auto& out : {part.out, early.out})
+    for (const char* file : {"model.safetensors", "selector_head.safetensors"}) {
+      const auto a = models::WeightSet::open_file(full.out / file), b = models::WeightSet::open_file(out / file);
+      for (const auto& n : a.names())
+        EXPECT_TRUE(torch::equal(models::to_tensor(a.get(n)), models::to_tensor(b.get(n)))) << out << " " << n;
+    }
   auto sel = Selector::load(full.out, "cpu");
   EXPECT_EQ(sel->variant(), RspgVariant::Post);
   EXPECT_THROW(sel->score(dev[0].prompts, {}), Error);  // Post needs the outputs
