@@ -26,9 +26,9 @@ TASKS=${TASKS:-commit_subject commit_area commit_pick}
 SEED=${SEED:-0}
 EVAL_SPLIT=${EVAL_SPLIT:-test}
 EVAL_LIMIT=${EVAL_LIMIT:-0}           # 0 = the whole split
-TRAIN_LIMIT=${TRAIN_LIMIT:-1000}      # training queries per task (of 1,144-2,500)
-DEV_LIMIT=${DEV_LIMIT:-200}           # dev queries that pick the kept epoch
-EPOCHS=${EPOCHS:-3}
+TRAIN_LIMIT=${TRAIN_LIMIT:-320}       # training queries per task (of 1,144-2,500)
+DEV_LIMIT=${DEV_LIMIT:-100}           # dev queries that pick the kept epoch
+EPOCHS=${EPOCHS:-2}
 ROPG_LR=${ROPG_LR:-1e-4}
 RSPG_LR=${RSPG_LR:-1e-4}
 PEARL_LR=${PEARL_LR:-1e-4}
