@@ -100,9 +100,10 @@ for T in $TASKS; do
   log "$T pearl: keeping y0=$best_y (dev $best_m)"
   PEARL=$D/pearl-$best_y
   # 5. End to end on the test split: every baseline, every trained retriever, both selectors.
+  #    The Pearl folder reranks BM25's top 16, the candidates it was trained on.
   if [ ! -f "$D/eval_$EVAL_SPLIT.json" ]; then
     run "$ATTUNE" eval --task "$T" "${common[@]}" --split "$EVAL_SPLIT" --limit "$EVAL_LIMIT" \
-      --retrievers "none,random,recency,bm25,dense:$ENC,rrf(recency,bm25,dense:$ENC,$D/ropg-rl,$D/ropg-kd),$D/ropg-rl,$D/ropg-kd,$D/rspg-pre,$D/rspg-post,cross:$PEARL" \
+      --retrievers "none,random,recency,bm25,dense:$ENC,rrf(recency,bm25,dense:$ENC,$D/ropg-rl,$D/ropg-kd),$D/ropg-rl,$D/ropg-kd,$D/rspg-pre,$D/rspg-post,$PEARL" \
       --out "$D/eval_$EVAL_SPLIT.json.tmp" | tee "$D/eval_$EVAL_SPLIT.txt"
     mv "$D/eval_$EVAL_SPLIT.json.tmp" "$D/eval_$EVAL_SPLIT.json"
   fi

@@ -21,8 +21,7 @@ namespace {
 
 std::unique_ptr<retrieval::Retriever> make(const tasks::Task& task, const std::string& spec, std::uint64_t seed) {
   // On a corpus task the first stage already ranked by corpus BM25: "bm25" keeps that order.
-  if (task.uses_corpus() && spec == "bm25") return std::make_unique<retrieval::FirstStageRetriever>();
-  return retrieval::make_retriever(spec, seed);
+  return retrieval::make_retriever(spec, seed, task.uses_corpus());
 }
 
 // Per-example values a significance test compares for `metric`.

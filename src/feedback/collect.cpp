@@ -54,16 +54,9 @@ Summary collect(const data::Dataset& ds, const tasks::Task& task, const retrieva
   // Build every prompt first (cheap), so progress has a total and batches are even.
   std::vector<std::unique_ptr<retrieval::Retriever>> pool;
   if (opts.kind == Kind::Retriever) {
-    for (const auto& spec : opts.retrievers) {
-      if (task.uses_corpus() && spec == "bm25")
-        pool.push_back(std::make_unique<retrieval::FirstStageRetriever>());
-      else
-        pool.push_back(retrieval::make_retriever(spec, opts.seed));
-    }
-  } else if (task.uses_corpus() && opts.initial_retriever == "bm25") {
-    pool.push_back(std::make_unique<retrieval::FirstStageRetriever>());
+    for (const auto& spec : opts.retrievers) pool.push_back(retrieval::make_retriever(spec, opts.seed, task.uses_corpus()));
   } else {
-    pool.push_back(retrieval::make_retriever(opts.initial_retriever, opts.seed));
+    pool.push_back(retrieval::make_retriever(opts.initial_retriever, opts.seed, task.uses_corpus()));
   }
   // Each pool member's candidate source; distinct sources are asked once per example.
   const std::vector<std::string> specs =

@@ -103,4 +103,30 @@ Ranking RrfRetriever::do_rank(const Query& q, std::span<const Document> c, std::
   return r;
 }
 
+RerankRetriever::RerankRetriever(std::unique_ptr<Retriever> initial, std::size_t depth, std::unique_ptr<Retriever> reranker)
+    : initial_(std::move(initial)), reranker_(std::move(reranker)), depth_(depth) {}
+
+std::string RerankRetriever::name() const {
+  return "rerank(" + initial_->name() + "," + std::to_string(depth_) + "," + reranker_->name() + ")";
+}
+
+Ranking RerankRetriever::do_rank(const Query& q, std::span<const Document> c, std::size_t k) const {
+  const Ranking first = initial_->rank(q, c, 0);
+  std::vector<std::size_t> keep;  // candidate positions, initial order, no repeats
+  std::vector<bool> seen(c.size(), false);
+  for (std::size_t pos = 0; pos < first.size() && keep.size() < depth_; ++pos) {
+    const std::size_t i = first.indices[pos];
+    if (seen[i]) continue;  // a random list draws with replacement
+    seen[i] = true;
+    keep.push_back(i);
+  }
+  std::vector<Document> docs;
+  docs.reserve(keep.size());
+  for (std::size_t i : keep) docs.push_back(c[i]);
+  const Ranking second = reranker_->rank(q, docs, k);
+  Ranking r;
+  for (std::size_t pos = 0; pos < second.size(); ++pos) push(r, c, keep[second.indices[pos]], second.scores[pos]);
+  return r;
+}
+
 }  // namespace attune::retrieval

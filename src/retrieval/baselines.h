@@ -69,4 +69,20 @@ class RrfRetriever final : public Retriever {
   std::vector<std::unique_ptr<Retriever>> parts_;
 };
 
+// Two stages: `initial` ranks all candidates, its first `depth` distinct documents go
+// on, and `reranker` orders only those (LaMP/Pearl's protocol: a cross-encoder over the
+// initial retriever's top-l). Scores are the reranker's.
+class RerankRetriever final : public Retriever {
+ public:
+  RerankRetriever(std::unique_ptr<Retriever> initial, std::size_t depth, std::unique_ptr<Retriever> reranker);
+  std::string name() const override;
+
+ protected:
+  Ranking do_rank(const Query& q, std::span<const Document> c, std::size_t k) const override;
+
+ private:
+  std::unique_ptr<Retriever> initial_, reranker_;
+  std::size_t depth_;
+};
+
 }  // namespace attune::retrieval

@@ -48,8 +48,11 @@ void Checkpointer::write(const std::function<void(const fs::path&)>& fill, const
   fs::rename(fresh, ckpt);
 }
 
-void write_model_marker(const fs::path& out, const std::string& kind, const std::string& method) {
-  models::write_json_file(out / "attune_model.json", {{"kind", kind}, {"method", method}});
+void write_model_marker(const fs::path& out, const std::string& kind, const std::string& method,
+                        const nlohmann::json& extra) {
+  nlohmann::json j = {{"kind", kind}, {"method", method}};
+  j.update(extra);
+  models::write_json_file(out / "attune_model.json", j);
 }
 
 std::string format_duration(double s) {

@@ -30,9 +30,10 @@ class Checkpointer {
   std::filesystem::path out_;
 };
 
-// OUT/attune_model.json {"kind": "dense" | "cross" | "selector", "method": ...}: what makes
-// a trained folder usable as a plain retriever spec (retrieval::make_retriever).
-void write_model_marker(const std::filesystem::path& out, const std::string& kind, const std::string& method);
+// OUT/attune_model.json {"kind": "dense" | "cross" | "selector", "method": ..., + extra}:
+// what makes a trained folder usable as a plain retriever spec (retrieval::make_retriever).
+void write_model_marker(const std::filesystem::path& out, const std::string& kind, const std::string& method,
+                        const nlohmann::json& extra = nlohmann::json::object());
 
 // "1h02m", "3m05s", "4.2s".
 std::string format_duration(double seconds);

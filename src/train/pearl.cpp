@@ -345,7 +345,10 @@ PearlResult train_pearl(const std::vector<PearlRequest>& train, const std::vecto
     so.attune_metadata["eval_top1_after"] = res.eval_top1_after;
     so.attune_metadata["seconds_this_run"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     models::save_bert(m.bert, o.out, so);
-    write_model_marker(o.out, "cross", "pearl");
+    nlohmann::json rerank = nlohmann::json::object();
+    if (!o.initial_retriever.empty() && o.top_l > 0)
+      rerank["rerank"] = {{"initial", o.initial_retriever}, {"top_l", o.top_l}};
+    write_model_marker(o.out, "cross", "pearl", rerank);
     if (!o.quiet) std::fprintf(stderr, "train: wrote %s (cross-encoder, %zu epochs)\n", o.out.c_str(), o.epochs);
   }
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

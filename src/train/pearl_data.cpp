@@ -27,8 +27,7 @@ std::vector<std::size_t> draw(std::vector<std::size_t> pool, std::size_t k, Rng&
 }
 
 std::unique_ptr<retrieval::Retriever> initial_retriever(const tasks::Task& task, const std::string& spec, std::uint64_t seed) {
-  if (task.uses_corpus() && spec == "bm25") return std::make_unique<retrieval::FirstStageRetriever>();
-  return retrieval::make_retriever(spec, seed);
+  return retrieval::make_retriever(spec, seed, task.uses_corpus());
 }
 
 }  // namespace

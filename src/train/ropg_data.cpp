@@ -15,11 +15,7 @@ std::vector<RopgExample> ropg_examples(const data::Dataset& ds, const tasks::Tas
                                        const std::string& model_id, const std::string& initial_retriever,
                                        std::size_t top_l, std::uint64_t seed, std::size_t limit) {
   // The same ranking feedback::collect used, so the ids match the records.
-  std::unique_ptr<retrieval::Retriever> initial;
-  if (task.uses_corpus() && initial_retriever == "bm25")
-    initial = std::make_unique<retrieval::FirstStageRetriever>();
-  else
-    initial = retrieval::make_retriever(initial_retriever, seed);
+  auto initial = retrieval::make_retriever(initial_retriever, seed, task.uses_corpus());
   const std::string key = feedback::dataset_key(ds);
   std::map<std::pair<std::string, std::string>, double> utility;
   for (const auto& r : store.feedback_get(key, "doc", model_id)) utility[{r.example, r.item}] = r.value;

@@ -24,10 +24,7 @@ std::vector<RspgExample> rspg_examples(const data::Dataset& ds, const tasks::Tas
                                        const RspgDataOptions& o) {
   if (o.pool.size() < 2) throw UsageError("RSPG needs a pool of at least 2 retrievers");
   std::vector<std::unique_ptr<retrieval::Retriever>> rets;
-  for (const auto& spec : o.pool) {
-    if (task.uses_corpus() && spec == "bm25") rets.push_back(std::make_unique<retrieval::FirstStageRetriever>());
-    else rets.push_back(retrieval::make_retriever(spec, o.seed));
-  }
+  for (const auto& spec : o.pool) rets.push_back(retrieval::make_retriever(spec, o.seed, task.uses_corpus()));
   std::map<std::pair<std::string, std::string>, std::pair<double, std::string>> rec;
   for (auto& r : store.feedback_get(feedback::dataset_key(ds), "retriever", model_id))
     rec[{r.example, r.item}] = {r.value, r.output};

@@ -390,10 +390,20 @@ TEST_F(Cli, TrainPearlThenEvalTheTrainedFolder) {
   ASSERT_EQ(t2.rc, 0) << t2.err;
   EXPECT_NE(t2.err.find("(0 new model calls"), std::string::npos) << t2.err;
   EXPECT_EQ(nlohmann::json::parse(slurp(dir_ / "pearl2" / "attune_train.json"))["options"]["anchor"], false);
-  auto e = run("eval " + data + " --split dev --retrievers bm25,pearl,cross:pearl --llm reference --quiet --limit 20 --out e.json");
+  // The plain folder reranks what it was trained on, the initial retriever's top-l (bm25,
+  // 16 by default); cross:DIR reranks whatever it is given.
+  auto marker = nlohmann::json::parse(slurp(dir_ / "pearl" / "attune_model.json"));
+  EXPECT_EQ(marker["rerank"], (nlohmann::json{{"initial", "bm25"}, {"top_l", 16}})) << marker.dump();
+  auto e = run("eval " + data + " --split dev --retrievers \"bm25,pearl,cross:pearl,rerank(bm25,16,cross:pearl)\" "
+               "--llm reference --quiet --limit 20 --out e.json");
   ASSERT_EQ(e.rc, 0) << e.err;
   auto rep = nlohmann::json::parse(slurp(dir_ / "e.json"));
   EXPECT_TRUE(rep["results"].contains("pearl")) << rep["results"].dump();
+  const auto& per = rep["per_example"];
+  ASSERT_EQ(per["pearl"].size(), 20u);
+  for (std::size_t i = 0; i < 20; ++i)
+    EXPECT_EQ(per["pearl"][i]["retrieved"], per["rerank(bm25,16,cross:pearl)"][i]["retrieved"]) << i;
+  EXPECT_EQ(run("eval " + data + " --split dev --retrievers \"rerank(bm25,0,pearl)\" --llm reference --quiet --limit 2").rc, 2);
   // Refusals: the folder holds a run; resume with other options; bad options; no --init.
   EXPECT_EQ(run(common + " --out pearl --quiet").rc, 2);
   EXPECT_EQ(run(common + " --out pearl --resume --quiet").rc, 0);

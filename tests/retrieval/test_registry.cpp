@@ -81,6 +81,28 @@ TEST(Registry, ATrainedFolderIsItsMarkersKindAndOtherFoldersAreRefused) {
   });
   auto r = make_retriever((dir / "ok").string(), 0);
   EXPECT_EQ(seen, (dir / "ok").string());
+  EXPECT_EQ(expand_spec(" " + (dir / "ok").string()), "testkind:" + (dir / "ok").string());
+  EXPECT_EQ(expand_spec("bm25"), "bm25");
+  fs::remove_all(dir);
+}
+
+TEST(Registry, AFolderTrainedOnAFirstStagesTopLReranksIt) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("attune_rerank_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "pearl");
+  fs::create_directories(dir / "broken");
+  std::ofstream(dir / "pearl" / "attune_model.json")
+      << R"j({"kind": "echo2", "method": "pearl", "rerank": {"initial": "rrf(bm25,recency)", "top_l": 16}})j";
+  std::ofstream(dir / "broken" / "attune_model.json") << R"({"kind": "echo2", "rerank": {"initial": "bm25", "top_l": 0}})";
+  register_retriever_kind("echo2", [](std::string_view arg, std::uint64_t seed) {
+    return std::make_unique<EchoRetriever>(std::string(arg), seed);
+  });
+  const std::string p = (dir / "pearl").string();
+  EXPECT_EQ(expand_spec(p), "rerank(rrf(bm25,recency),16,echo2:" + p + ")");
+  EXPECT_EQ(make_retriever(p, 4)->name(), "rerank(rrf(bm25,recency),16,echo:" + p + "@4)");
+  EXPECT_EQ(make_retriever("echo2:" + p, 4)->name(), "echo:" + p + "@4");  // KIND:DIR: the reranker alone
+  EXPECT_THROW(make_retriever((dir / "broken").string(), 0), Error);
   fs::remove_all(dir);
 }
 

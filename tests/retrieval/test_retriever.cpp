@@ -212,6 +212,54 @@ TEST(RrfRetriever, NoneContributesNothing) {
   EXPECT_EQ(make_retriever("rrf(none)", 0)->rank(query("x"), c, 0).size(), 0u);
 }
 
+// ---- rerank ---------------------------------------------------------------------------------
+
+TEST(RerankRetriever, RerankerOrdersOnlyTheFirstStagesTopL) {
+  // recency: e1 (2022) > e2 (2021) > e0 (2020); its top 2 are {e1, e2}. bm25 on "apple" alone
+  // would put e2 > e0 > e1; over {e1, e2} it gives e2 > e1, and e0 never comes back.
+  const std::vector<Document> c = {doc("e0", "apple banana", "2020-01-01"),
+                                   doc("e1", "cherry", "2022-01-01"),
+                                   doc("e2", "apple", "2021-01-01")};
+  const auto rr = make_retriever("rerank(recency,2,bm25)", 0);
+  EXPECT_EQ(rr->name(), "rerank(recency,2,bm25)");
+  const auto r = rr->rank(query("apple"), c, 0);
+  expect_consistent(r, c);
+  EXPECT_EQ(r.indices, (std::vector<std::size_t>{2, 1}));
+  // Scores are the reranker's over the two it saw.
+  const std::vector<Document> two = {c[1], c[2]};
+  const auto direct = make_retriever("bm25", 0)->rank(query("apple"), two, 0);
+  ASSERT_EQ(direct.size(), 2u);
+  EXPECT_EQ(r.scores, direct.scores);
+  EXPECT_EQ(rr->rank(query("apple"), c, 1).indices, (std::vector<std::size_t>{2}));
+  // L beyond the candidates: the reranker over all of them.
+  EXPECT_EQ(make_retriever("rerank(recency, 10, bm25)", 0)->rank(query("apple"), c, 0).indices,
+            make_retriever("bm25", 0)->rank(query("apple"), c, 0).indices);
+}
+
+TEST(RerankRetriever, RepeatedDrawsOfARandomFirstStageCountOnce) {
+  const auto c = fruit();
+  const auto r = make_retriever("rerank(random,3,recency)", 5)->rank(query("x"), c, 0);
+  expect_consistent(r, c);
+  std::vector<std::size_t> sorted = r.indices;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(std::adjacent_find(sorted.begin(), sorted.end()), sorted.end());  // no repeats
+  EXPECT_EQ(r.size(), std::min<std::size_t>(3, c.size()));
+}
+
+TEST(RerankRetriever, MalformedSpecsAreUsageErrorsSayingWhatIsExpected) {
+  for (const char* spec : {"rerank(bm25,16)", "rerank(bm25,0,recency)", "rerank(bm25,x,recency)", "rerank(bm25,-2,recency)",
+                           "rerank(bm25,4,recency,none)", "rerank(,4,recency)", "rerank(bm25,4,rrf(recency)"}) {
+    try {
+      make_retriever(spec, 0);
+      ADD_FAILURE() << "no throw for " << spec;
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("rerank"), std::string::npos) << spec << ": " << e.what();
+    }
+  }
+  EXPECT_EQ(rerank_initial("rerank(rrf(bm25,recency),8,bm25)"), "rrf(bm25,recency)");
+  EXPECT_EQ(rerank_initial("bm25"), "");
+}
+
 // ---- the rank() contract -------------------------------------------------------------------
 
 TEST(Retriever, CandidateOfAnotherUserThrowsPrivacyError) {

@@ -209,6 +209,7 @@ TEST_F(Pearl, TheTrainedCrossEncoderRanksTheUsefulDocumentsFirst) {
   std::ifstream(o.out / "attune_model.json") >> marker;
   std::ifstream(o.out / "attune_train.json") >> meta;
   EXPECT_EQ(marker["kind"], "cross");
+  EXPECT_FALSE(marker.contains("rerank"));  // no initial retriever named: cross:DIR alone
   EXPECT_EQ(meta["method"], "pearl");
   EXPECT_EQ(meta["labels"]["count"], 48u * 6u);
   EXPECT_NEAR(meta["labels"]["positive_fraction"].get<double>(), 1.0 / 6.0, 1e-12);

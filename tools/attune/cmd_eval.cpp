@@ -69,7 +69,7 @@ void add_eval(CLI::App& app, int& rc) {
     }
     o->retrievers = plain;
     for (const auto& s : o->retrievers) {
-      if (!(task->uses_corpus() && s == "bm25")) retrieval::make_retriever(s, r->seed);  // validates the spec
+      retrieval::make_retriever(s, r->seed, task->uses_corpus());  // validates the spec
     }
     // Corpus tasks: dense:DIR searches the whole corpus itself (see make_sources).
     auto sources = make_sources(*d, *task, *st, *r, o->retrievers);

@@ -24,9 +24,7 @@ void add_rank(CLI::App& app, int& rc) {
     auto ds = load_dataset(*d);
     auto st = store::open_sqlite(r->store);
     neural::register_retrievers(r->device);  // dense:/cross: models run on --device
-    std::unique_ptr<retrieval::Retriever> ret;
-    if (task->uses_corpus() && *spec == "bm25") ret = std::make_unique<retrieval::FirstStageRetriever>();
-    else ret = retrieval::make_retriever(*spec, r->seed);
+    auto ret = retrieval::make_retriever(*spec, r->seed, task->uses_corpus());
     // Corpus tasks: dense:DIR searches the whole corpus itself (see make_sources).
     auto sources = make_sources(*d, *task, *st, *r, {*spec});
     const auto& source = sources.for_spec(*spec);

@@ -127,6 +127,8 @@ TrainRunner add_pearl_options(CLI::App* train) {
                    ds.task.c_str(), ds.split.c_str(), ls.requests, ls.labels, ls.model_calls, ls.cache_hits);
     po.data_description = d.data + " " + d.task + " " + d.split + " (" + std::to_string(reqs.size()) +
                           " requests), likelihoods of " + model->info().id;
+    po.initial_retriever = a.initial;
+    po.top_l = a.top_l;
     const auto res = train::train_pearl(reqs, {}, po);
     nlohmann::json summary = {{"method", "pearl"}, {"out", a.out}, {"requests", res.requests},
                               {"kept_requests", res.kept_requests}, {"lists", res.lists}, {"y0", res.y0},

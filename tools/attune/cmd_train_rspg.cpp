@@ -78,7 +78,7 @@ TrainRunner add_rspg_options(CLI::App* cmd) {
     auto st = store::open_sqlite(r.store);
     neural::register_retrievers(r.device);
     for (const auto& s : pool)
-      if (!(task->uses_corpus() && s == "bm25")) retrieval::make_retriever(s, r.seed);  // validates the pool early
+      retrieval::make_retriever(s, r.seed, task->uses_corpus());  // validates the pool early
     auto model = make_llm(a.llm, d, task.get(), r);
     nlohmann::json args = {{"method", a.method}, {"data", d.data}, {"task", d.task}, {"split", d.split},
                            {"dev_split", a.dev_split}, {"llm", a.llm}, {"out", a.out}, {"init", a.init}, {"pool", pool},

@@ -177,7 +177,10 @@ Sources make_sources(const DataOptions& d, const tasks::Task& task, store::Store
   dopts.n = n;
   dopts.progress = !run.quiet;
   for (const auto& spec : specs) {
-    const auto dirs = dense_dirs(spec);
+    // rerank(A,L,R) reranks what A ranks: A's candidates (a Pearl folder expands to one).
+    std::string first = retrieval::expand_spec(spec);
+    for (std::string a; !(a = retrieval::rerank_initial(first)).empty();) first = retrieval::expand_spec(a);
+    const auto dirs = dense_dirs(first);
     if (dirs.empty() || out.by_spec.count(spec)) continue;
     std::vector<const retrieval::CandidateSource*> parts;
     for (const auto& dir : dirs) {
@@ -189,7 +192,7 @@ Sources make_sources(const DataOptions& d, const tasks::Task& task, store::Store
       }
       parts.push_back(src);
     }
-    if (starts_with(spec, "dense:")) {
+    if (starts_with(first, "dense:")) {
       out.by_spec[spec] = parts.front();  // its own dense top-n
     } else {
       parts.insert(parts.begin(), out.base.get());  // rrf(...): BM25's top-n, then the dense ones

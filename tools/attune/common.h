@@ -67,7 +67,8 @@ struct Sources {
 };
 Sources make_sources(const DataOptions& d, const tasks::Task& task, store::Store& store, const RunOptions& run,
                      const std::vector<std::string>& specs, std::size_t n = 100);
-// The model folders of the dense:DIR parts of a spec (inside rrf(...) too).
+// The model folders of the dense:DIR parts of a spec (inside rrf(...) too). make_sources
+// applies it to the first stage of rerank(A,L,R) specs.
 std::vector<std::string> dense_dirs(const std::string& spec);
 // --llm SPEC: reference | local:DIR | openai:URL#MODEL. `task` may be null for verbs
 // without one (generate, score); the reference reader then has no label set.

@@ -150,6 +150,11 @@ struct PearlOptions {
   bool quiet = false;
   std::size_t log_every = 10;
   std::string data_description;
+  // The candidates the requests were built from, written to attune_model.json so that the
+  // plain folder as a retriever spec reranks them: rerank(initial,top_l,cross:OUT).
+  // Empty: the folder is cross:OUT, a reranker of whatever candidates it is given.
+  std::string initial_retriever;
+  std::size_t top_l = 0;
   std::size_t stop_after = 0;   // testing: return after this many steps of this run
 };
 
