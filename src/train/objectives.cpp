@@ -31,10 +31,11 @@ torch::Tensor masked_softmax(const torch::Tensor& scores, const torch::Tensor& m
 }
 
 torch::Tensor ropg_kd_loss(const torch::Tensor& scores, const torch::Tensor& utilities, const torch::Tensor& mask,
-                           bool double_softmax) {
+                           bool double_softmax, double target_temperature) {
   check(scores, mask, "ropg_kd_loss");
   TORCH_CHECK(utilities.sizes() == scores.sizes(), "ropg_kd_loss: utilities must have the scores' shape");
-  auto target = masked_softmax(utilities.detach().to(scores.dtype()), mask);
+  TORCH_CHECK(target_temperature > 0, "ropg_kd_loss: the target temperature must be positive");
+  auto target = masked_softmax(utilities.detach().to(scores.dtype()) / target_temperature, mask);
   auto s = double_softmax ? masked_softmax(scores, mask) : scores;
   return kl_rows(target, s, mask).mean();
 }

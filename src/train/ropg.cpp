@@ -128,7 +128,8 @@ std::pair<double, double> evaluate(Model& m, const std::vector<Tokenized>& ex, s
 
 nlohmann::json signature(const RopgOptions& o, std::size_t n_train) {
   return {{"objective", o.objective == RopgObjective::RL ? "ropg-rl" : "ropg-kd"},
-          {"double_softmax", o.double_softmax}, {"init", o.init.string()}, {"epochs", o.epochs},
+          {"double_softmax", o.double_softmax}, {"target_temperature", o.target_temperature},
+          {"init", o.init.string()}, {"epochs", o.epochs},
           {"batch_size", o.batch_size}, {"micro_batch", o.micro_batch}, {"lr", o.lr}, {"warmup", o.warmup},
           {"clip", o.clip}, {"query_max_length", o.query_max_length}, {"doc_max_length", o.doc_max_length},
           {"seed", o.seed}, {"train_examples", n_train}};
@@ -158,6 +159,8 @@ RopgResult train_ropg(const std::vector<RopgExample>& train_in, const std::vecto
   if (o.epochs == 0) throw UsageError("--epochs must be positive");
   if (o.batch_size == 0 || o.micro_batch == 0) throw UsageError("--batch-size and --micro-batch must be positive");
   if (!(o.lr > 0)) throw UsageError("--lr must be positive");
+  if (!(o.target_temperature > 0) || !std::isfinite(o.target_temperature))
+    throw UsageError("--target-temperature must be a positive number");
   if (!(o.warmup >= 0 && o.warmup < 1)) throw UsageError("--warmup must be a fraction in [0, 1)");
   if (o.query_max_length < 3 || o.doc_max_length < 3) throw UsageError("--max-length must be at least 3");
   std::vector<RopgExample> train;
@@ -267,7 +270,7 @@ RopgResult train_ropg(const std::vector<RopgExample>& train_in, const std::vecto
       auto b = m.score(tr, idx);
       torch::Tensor loss;
       if (o.objective == RopgObjective::KD) {
-        loss = ropg_kd_loss(b.scores, b.utility.to(b.scores.dtype()), b.mask, o.double_softmax);
+        loss = ropg_kd_loss(b.scores, b.utility.to(b.scores.dtype()), b.mask, o.double_softmax, o.target_temperature);
       } else {
         // One action per example from pi (detached), seeded by (seed, epoch, example).
         auto p = masked_softmax(b.scores.detach().to(torch::kCPU, torch::kFloat64), b.mask.to(torch::kCPU)).contiguous();

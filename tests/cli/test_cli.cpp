@@ -328,9 +328,17 @@ TEST_F(Cli, TrainRopgThenEvalTheTrainedFolder) {
   EXPECT_EQ(meta["options"]["batch_size"], 32);
   EXPECT_EQ(meta["epochs"].size(), 2u);
   // The command line wins over the file.
-  auto t2 = run("train --config kd.toml " + data + " --init enc --out kd1 --epochs 1 --quiet --device cpu");
+  auto t2 = run("train --config kd.toml " + data + " --init enc --out kd1 --epochs 1 --target-temperature 0.1 --quiet --device cpu");
   ASSERT_EQ(t2.rc, 0) << t2.err;
-  EXPECT_EQ(nlohmann::json::parse(slurp(dir_ / "kd1" / "attune_train.json"))["options"]["epochs"], 1);
+  const auto meta1 = nlohmann::json::parse(slurp(dir_ / "kd1" / "attune_train.json"));
+  EXPECT_EQ(meta1["options"]["epochs"], 1);
+  EXPECT_EQ(meta1["options"]["target_temperature"], 0.1);
+  EXPECT_EQ(meta["options"]["target_temperature"], 1.0);  // the paper's, by default
+  // A temperature that means nothing for the method is refused, not ignored.
+  auto rl_t = run("train --method ropg-rl " + data + " --init enc --out x --target-temperature 0.5 --quiet");
+  EXPECT_EQ(rl_t.rc, 2);
+  EXPECT_NE(rl_t.err.find("--target-temperature applies to ropg-kd"), std::string::npos) << rl_t.err;
+  EXPECT_EQ(run("train --method ropg-kd " + data + " --init enc --out x --target-temperature -1 --quiet").rc, 2);
   // Feedback came from the store's cache the second time.
   auto rl = run("train --method ropg-rl " + data + " --init enc --out rl --epochs 1 --batch-size 32 --limit 40 --dev-limit 10 --device cpu");
   ASSERT_EQ(rl.rc, 0) << rl.err;

@@ -64,6 +64,26 @@ TEST(Objectives, KdLossIsTheKlOfTheUtilitySoftmaxAndItsGradientIsSoftmaxMinusTar
   }
 }
 
+TEST(Objectives, KdTargetTemperatureDividesTheUtilitiesAndSharpensTheTarget) {
+  Case c;
+  const double T = 0.25;
+  auto s = t2(c.s).requires_grad_(true);
+  auto loss = ropg_kd_loss(s, t2(c.u), c.mask(), false, T);
+  loss.backward();
+  for (std::size_t r = 0; r < 2; ++r) {
+    Vec ut = c.real(c.u, r);
+    for (auto& v : ut) v /= T;
+    const Vec p = softmax(ut), q = softmax(c.real(c.s, r));
+    for (std::size_t i = 0; i < c.n[r]; ++i)
+      EXPECT_NEAR(s.grad()[static_cast<long>(r)][static_cast<long>(i)].item<double>(), (q[i] - p[i]) / 2, 1e-12) << r << "," << i;
+    // Sharper: the best candidate's target share grows as T falls.
+    const Vec p1 = softmax(c.real(c.u, r));
+    const auto best = static_cast<std::size_t>(std::max_element(p1.begin(), p1.end()) - p1.begin());
+    EXPECT_GT(p[best], p1[best]);
+  }
+  EXPECT_THROW(ropg_kd_loss(t2(c.s), t2(c.u), c.mask(), false, 0.0), c10::Error);
+}
+
 TEST(Objectives, DoubleSoftmaxKdIsTheReferenceCodesCrossEntropyOnSoftmaxedScores) {
   Case c;
   auto loss = ropg_kd_loss(t2(c.s), t2(c.u), c.mask(), /*double_softmax=*/true).item<double>();

@@ -27,6 +27,7 @@ struct TrainArgs {
   std::size_t feedback_max_length = 0;  // feedback prompt budget (0 = the kind's default)
   bool resume = false;
   bool double_softmax = false;
+  double target_temperature = 0;        // KD / RSPG target softmax temperature (0 = 1)
   // Shared training hyper-parameters. 0 (warmup, clip: negative) = the method's own default
   // (ROPG: 10 epochs, batch 64, micro 8, lr 1e-5, warmup 0.05, clip 1, lengths 128,
   // checkpoint every 50 steps; Pearl: see cmd_train_pearl.cpp).

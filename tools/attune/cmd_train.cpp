@@ -85,12 +85,18 @@ void add_train(CLI::App& app, int& rc) {
       ->capture_default_str();
   cmd->add_flag("--double-softmax", a->double_softmax,
                 "ROPG-KD as the LaMP reference code computes it (cross-entropy on softmaxed scores), not the paper's KL");
+  cmd->add_option("--target-temperature", a->target_temperature,
+                  "ROPG-KD and RSPG: the target is softmax(utility / T) (0 = 1, the papers'; below 1 sharpens it)")
+      ->capture_default_str();
   auto* ce = cmd->add_option("--checkpoint-every", a->checkpoint_every,
                              "optimiser steps between checkpoints, and at every epoch end (default: ROPG 50; 0 = epoch ends only)");
   cmd->add_flag("--resume", a->resume, "continue the run checkpointed in --out");
   const TrainRunner rspg = add_rspg_options(cmd), pearl = add_pearl_options(cmd);
   cmd->callback([=, &rc] {
     a->checkpoint_every_set = ce->count() > 0;
+    if (a->target_temperature != 0 && a->method != "ropg-kd" && a->method != "rspg-pre" && a->method != "rspg-post")
+      throw UsageError("--target-temperature applies to ropg-kd, rspg-pre and rspg-post, not " + a->method +
+                       (a->method == "pearl" ? " (its label temperature is --pearl-tau)" : ""));
     if (a->method == "rspg-pre" || a->method == "rspg-post") return rspg(*d, *r, *a), void(rc = 0);
     if (a->method == "pearl") return pearl(*d, *r, *a), void(rc = 0);
     if (a->method != "ropg-rl" && a->method != "ropg-kd")
@@ -132,6 +138,8 @@ void add_train(CLI::App& app, int& rc) {
     }
     ro->objective = train::parse_ropg_objective(a->method);
     ro->double_softmax = a->double_softmax;
+    if (a->target_temperature < 0) throw UsageError("--target-temperature must be positive (0 = the default, 1)");
+    if (a->target_temperature > 0) ro->target_temperature = a->target_temperature;
     ro->init = a->init;
     ro->out = a->out;
     ro->seed = r->seed;

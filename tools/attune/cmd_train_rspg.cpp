@@ -21,7 +21,6 @@ struct RspgCli {
   std::size_t k = 4;
   std::size_t prompt_max_length = 256;
   std::size_t max_length = 0;  // selector input (0 = 512)
-  double temperature = 1.0;
 };
 
 // Per-retriever utilities of `ds` (collected, or read from the cache), as RSPG examples.
@@ -64,8 +63,6 @@ TrainRunner add_rspg_options(CLI::App* cmd) {
   cmd->add_option("--prompt-max-length", c->prompt_max_length, "RSPG: prompt budget of each retriever's prompt")
       ->capture_default_str();
   cmd->add_option("--selector-max-length", c->max_length, "RSPG: selector input tokens (0 = 512)")->capture_default_str();
-  cmd->add_option("--target-temperature", c->temperature, "RSPG: temperature of the softmax over the pool's utilities")
-      ->capture_default_str();
   return [c](const DataOptions& d, const RunOptions& r, const TrainArgs& a) {
     if (a.init.empty())
       throw UsageError("--method " + a.method + " needs --init MODEL_DIR: the encoder the selector starts from");
@@ -100,7 +97,8 @@ TrainRunner add_rspg_options(CLI::App* cmd) {
     o.k = c->k;
     o.prompt_max_length = c->prompt_max_length;
     if (c->max_length) o.max_length = c->max_length;
-    o.temperature = c->temperature;
+    if (a.target_temperature < 0) throw UsageError("--target-temperature must be positive (0 = the default, 1)");
+    if (a.target_temperature > 0) o.temperature = a.target_temperature;
     if (a.epochs) o.epochs = a.epochs;
     if (a.batch_size) o.batch_size = a.batch_size;
     if (a.micro_batch) o.micro_batch = a.micro_batch;

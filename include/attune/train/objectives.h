@@ -16,12 +16,13 @@ torch::Tensor masked_log_softmax(const torch::Tensor& scores, const torch::Tenso
 // softmax over each row's real candidates; padded positions hold 0.
 torch::Tensor masked_softmax(const torch::Tensor& scores, const torch::Tensor& mask);
 
-// ROPG-KD (000 §4.2): mean over rows of KL(p_t || pi) with p_t = softmax(utilities) and
+// ROPG-KD (000 §4.2): mean over rows of KL(p_t || pi) with p_t = softmax(utilities / T) and
 // pi = softmax(scores), both over the real candidates. d loss / d scores = (pi - p_t) / B.
-// `double_softmax`: the LaMP reference code's variant, which softmaxes the scores before
-// its cross-entropy (pi = softmax(softmax(scores))); named for what it is (LAMP.md).
+// T = `target_temperature` (the paper: 1; below 1 sharpens a target whose utilities differ
+// by little). `double_softmax`: the LaMP reference code's variant, which softmaxes the
+// scores before its cross-entropy (pi = softmax(softmax(scores))); named for what it is.
 torch::Tensor ropg_kd_loss(const torch::Tensor& scores, const torch::Tensor& utilities, const torch::Tensor& mask,
-                           bool double_softmax = false);
+                           bool double_softmax = false, double target_temperature = 1.0);
 
 // ROPG-RL (000 §4.1): REINFORCE with one sampled action per row,
 // loss = -mean_b reward_b * log pi(action_b | row b). actions [B] int64 (a real candidate),

@@ -35,6 +35,7 @@ RopgObjective parse_ropg_objective(const std::string& s);  // "ropg-rl" | "ropg-
 struct RopgOptions {
   RopgObjective objective = RopgObjective::KD;
   bool double_softmax = false;        // KD: the reference code's softmax-then-cross-entropy
+  double target_temperature = 1.0;    // KD: p_t = softmax(utility / T); 000 uses 1
   std::filesystem::path init;         // the encoder to start from (a dense: model folder)
   std::filesystem::path out;          // the trained model folder (+ out/checkpoint)
   std::size_t epochs = 10;
