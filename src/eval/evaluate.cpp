@@ -417,7 +417,7 @@ std::string format_table(const EvalReport& r) {
 }
 
 std::string to_json(const EvalReport& r) {
-  using nlohmann::json;
+  using json = nlohmann::ordered_json;  // rows and selection methods in the table's order
   json results = json::object(), per = json::object(), sig = json::object();
   for (const auto& res : r.results) {
     json m = json::object();

@@ -79,6 +79,11 @@ TEST(Evaluate, RetrievalOfTheUsersOwnHistoryHelpsTheReader) {
   EXPECT_EQ(j["k"], 4);
   EXPECT_EQ(j["per_example"]["bm25"].size(), 12u);
   EXPECT_TRUE(j["results"]["none"].contains("rouge-L"));
+  // Rows keep the table's order (none before bm25), not the alphabet's.
+  const auto oj = nlohmann::ordered_json::parse(eval::to_json(rep));
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : oj["results"].items()) keys.push_back(k);
+  EXPECT_EQ(keys, (std::vector<std::string>{"none", "bm25"}));
 }
 
 TEST(Evaluate, AnotherUsersDocumentNeverReachesThePrompt) {

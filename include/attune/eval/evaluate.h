@@ -107,7 +107,8 @@ EvalReport evaluate(const data::Dataset& ds, const tasks::Task& task, const retr
 // row, and after a value the letters of the rows it beats at p < alpha. Then, per selector,
 // its selection table (success rate and end-to-end metrics of every method).
 std::string format_table(const EvalReport& r);
-// CLI.md's JSON: {"task","split","llm","k","results","per_example","significance",...}.
+// CLI.md's JSON: {"task","split","llm","k","results","per_example","significance",...};
+// results, per_example and selection list rows in the table's order.
 std::string to_json(const EvalReport& r);
 
 }  // namespace attune::eval
