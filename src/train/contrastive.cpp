@@ -68,6 +68,19 @@ std::string duration(double s) {
 
 }  // namespace
 
+void prepare_pretrain_out(const PretrainOptions& o) {
+  const fs::path ckpt = o.out / "checkpoint", ckpt_new = o.out / "checkpoint.new";
+  if (!o.resume && (fs::exists(ckpt) || fs::exists(ckpt_new) || fs::exists(o.out / "attune_train.json")))
+    throw UsageError(o.out.string() + " already holds a training run: --resume it or choose another --out");
+  if (o.resume && !fs::exists(ckpt / "state.json") && fs::exists(ckpt_new / "state.json")) {
+    // Killed between writing the new checkpoint and swapping it in: the new one is whole.
+    fs::remove_all(ckpt);
+    fs::rename(ckpt_new, ckpt);
+  }
+  if (o.resume && !fs::exists(ckpt / "state.json"))
+    throw UsageError(o.out.string() + ": no checkpoint to resume (checkpoint/state.json is missing)");
+}
+
 PretrainResult pretrain_encoder(const std::vector<std::string>& texts, const PretrainOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   if (o.out.empty()) throw UsageError("pretrain-encoder needs an output folder (--out DIR)");
@@ -79,16 +92,8 @@ PretrainResult pretrain_encoder(const std::vector<std::string>& texts, const Pre
   if (!(o.lr > 0)) throw UsageError("--lr must be positive");
   if (!(o.ratio_min > 0 && o.ratio_min <= o.ratio_max && o.ratio_max <= 1)) throw UsageError("crop ratios must satisfy 0 < min <= max <= 1");
   const std::size_t intermediate = o.intermediate ? o.intermediate : 4 * o.hidden;
+  prepare_pretrain_out(o);
   const fs::path ckpt = o.out / "checkpoint", ckpt_new = o.out / "checkpoint.new";
-  if (!o.resume && (fs::exists(ckpt) || fs::exists(ckpt_new) || fs::exists(o.out / "attune_train.json")))
-    throw UsageError(o.out.string() + " already holds a training run: --resume it or choose another --out");
-  if (o.resume && !fs::exists(ckpt / "state.json") && fs::exists(ckpt_new / "state.json")) {
-    // Killed between writing the new checkpoint and swapping it in: the new one is whole.
-    fs::remove_all(ckpt);
-    fs::rename(ckpt_new, ckpt);
-  }
-  if (o.resume && !fs::exists(ckpt / "state.json"))
-    throw UsageError(o.out.string() + ": no checkpoint to resume (checkpoint/state.json is missing)");
 
   // Tokenize once, without specials; crops get [CLS] ... [SEP] around them.
   const auto tok = text::SubwordTokenizer::load(o.tokenizer);

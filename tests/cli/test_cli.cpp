@@ -270,6 +270,11 @@ TEST_F(Cli, PretrainEncoderThenRankAndEvalWithDense) {
   // The same out folder again without --resume is refused rather than overwritten.
   auto again = run("pretrain-encoder " + common + " --steps 4 --out enc");
   EXPECT_EQ(again.rc, 2) << again.err;
+  // --resume with nothing to resume fails before any text is read (here: an --add-source
+  // that does not exist would fail later, and is not the error reported).
+  auto nothing = run("pretrain-encoder " + common + " --steps 4 --out fresh --resume --add-source nowhere:qa");
+  EXPECT_EQ(nothing.rc, 2);
+  EXPECT_NE(nothing.err.find("no checkpoint to resume"), std::string::npos) << nothing.err;
   // --add-source mixes another dataset in (profiles + a corpus); a malformed one is refused.
   std::string corpus;
   for (int i = 0; i < 6; ++i)

@@ -101,6 +101,7 @@ void add_pretrain_encoder(CLI::App& app, int& rc) {
       opts.tokenizer = def;
     }
     if (!fs::exists(opts.tokenizer)) throw UsageError("--tokenizer " + opts.tokenizer.string() + ": no such folder");
+    train::prepare_pretrain_out(opts);  // a bad --out / --resume fails before the texts are read
     std::string described;
     auto texts = pretraining_texts(*d, *limit, described);
     for (const auto& src : *more) {

@@ -52,4 +52,9 @@ struct PretrainResult {
 // usable texts.
 PretrainResult pretrain_encoder(const std::vector<std::string>& texts, const PretrainOptions& opts);
 
+// The checks pretrain_encoder starts with, callable before the texts are read: UsageError
+// when `out` already holds a run and `resume` is off, or when `resume` is on and there is
+// no checkpoint (a checkpoint killed mid-swap is swapped in first).
+void prepare_pretrain_out(const PretrainOptions& opts);
+
 }  // namespace attune::train
