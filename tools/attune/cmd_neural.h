@@ -5,6 +5,7 @@
 #include <functional>
 #include <string>
 
+#include "attune/feedback/collect.h"
 #include "common.h"
 
 namespace attune::cli {
@@ -37,6 +38,27 @@ struct TrainArgs {
   std::size_t checkpoint_every = 0;
   bool checkpoint_every_set = false;    // --checkpoint-every given (0 = epoch ends only)
 };
+
+// The shared hyper-parameters that were given override the method's own defaults in `o`
+// (any options struct with epochs, batch_size, micro_batch, lr, warmup, clip and
+// checkpoint_every: RopgOptions, RspgOptions, PearlOptions).
+template <class Options>
+void apply_shared_hyperparameters(const TrainArgs& a, Options& o) {
+  if (a.epochs) o.epochs = a.epochs;
+  if (a.batch_size) o.batch_size = a.batch_size;
+  if (a.micro_batch) o.micro_batch = a.micro_batch;
+  if (a.lr > 0) o.lr = a.lr;
+  if (a.warmup >= 0) o.warmup = a.warmup;
+  if (a.clip >= 0) o.clip = a.clip;
+  if (a.checkpoint_every_set) o.checkpoint_every = a.checkpoint_every;
+}
+
+// Runs feedback::collect for a trainer with `co`'s kind-specific fields as given and the
+// run's seed, threads, progress, `limit` and candidate sources filled in; prints the
+// "train: KIND feedback on TASK SPLIT: ..." line. Cached records cost no model call.
+feedback::Summary collect_training_feedback(const data::Dataset& ds, const tasks::Task& task, const Sources& sources,
+                                            llm::LanguageModel& model, store::Store& st, const text::Tokenizer& tok,
+                                            const RunOptions& r, feedback::CollectOptions co, std::size_t limit);
 
 // A method's runner: called after the shared options are parsed and checked.
 using TrainRunner = std::function<void(const DataOptions&, const RunOptions&, const TrainArgs&)>;

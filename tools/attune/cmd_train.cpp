@@ -29,6 +29,15 @@ std::vector<train::RopgExample> ropg_data(const DataOptions& d, const data::Data
   co.initial_retriever = a.initial;
   co.top_l = a.top_l;
   co.max_length = a.feedback_max_length;
+  collect_training_feedback(ds, task, sources, model, st, tok, r, co, limit);
+  return train::ropg_examples(ds, task, sources.for_spec(a.initial), st, model.info().id, a.initial, a.top_l, r.seed, limit);
+}
+
+}  // namespace
+
+feedback::Summary collect_training_feedback(const data::Dataset& ds, const tasks::Task& task, const Sources& sources,
+                                            llm::LanguageModel& model, store::Store& st, const text::Tokenizer& tok,
+                                            const RunOptions& r, feedback::CollectOptions co, std::size_t limit) {
   co.seed = r.seed;
   co.threads = r.threads;
   co.progress = !r.quiet;
@@ -36,12 +45,11 @@ std::vector<train::RopgExample> ropg_data(const DataOptions& d, const data::Data
   co.source_for = sources.lookup();
   auto s = feedback::collect(ds, task, *sources.base, model, st, tok, co);
   if (!r.quiet)
-    std::fprintf(stderr, "train: doc feedback on %s %s: %zu records (%zu new model calls, %zu cached), mean utility %.4f\n",
-                 ds.task.c_str(), ds.split.c_str(), s.records, s.model_calls, s.cache_hits, s.mean_value);
-  return train::ropg_examples(ds, task, sources.for_spec(a.initial), st, model.info().id, a.initial, a.top_l, r.seed, limit);
+    std::fprintf(stderr, "train: %s feedback on %s %s: %zu records (%zu new model calls, %zu cached), mean utility %.4f\n",
+                 feedback::kind_name(co.kind).c_str(), ds.task.c_str(), ds.split.c_str(), s.records,
+                 s.model_calls, s.cache_hits, s.mean_value);
+  return s;
 }
-
-}  // namespace
 
 void add_train(CLI::App& app, int& rc) {
   auto* cmd = app.add_subcommand("train", "train a retriever, reranker or selector from language-model feedback");
@@ -94,6 +102,7 @@ void add_train(CLI::App& app, int& rc) {
   const TrainRunner rspg = add_rspg_options(cmd), pearl = add_pearl_options(cmd);
   cmd->callback([=, &rc] {
     a->checkpoint_every_set = ce->count() > 0;
+    if (a->target_temperature < 0) throw UsageError("--target-temperature must be positive (0 = the default, 1)");
     if (a->target_temperature != 0 && a->method != "ropg-kd" && a->method != "rspg-pre" && a->method != "rspg-post")
       throw UsageError("--target-temperature applies to ropg-kd, rspg-pre and rspg-post, not " + a->method +
                        (a->method == "pearl" ? " (its label temperature is --pearl-tau)" : ""));
@@ -113,15 +122,9 @@ void add_train(CLI::App& app, int& rc) {
     neural::register_retrievers(r->device);
     auto model = make_llm(a->llm, *d, task.get(), *r);
     // The shared hyper-parameters: what was given, else ROPG's defaults (RopgOptions).
-    if (a->epochs) ro->epochs = a->epochs;
-    if (a->batch_size) ro->batch_size = a->batch_size;
-    if (a->micro_batch) ro->micro_batch = a->micro_batch;
-    if (a->lr > 0) ro->lr = a->lr;
-    if (a->warmup >= 0) ro->warmup = a->warmup;
-    if (a->clip >= 0) ro->clip = a->clip;
+    apply_shared_hyperparameters(*a, *ro);
     if (a->query_max_length) ro->query_max_length = a->query_max_length;
     if (a->doc_max_length) ro->doc_max_length = a->doc_max_length;
-    if (a->checkpoint_every_set) ro->checkpoint_every = a->checkpoint_every;
     nlohmann::json args = {{"method", a->method}, {"data", d->data}, {"task", d->task}, {"split", d->split},
                            {"dev_split", a->dev_split}, {"llm", a->llm}, {"out", a->out}, {"init", a->init},
                            {"initial", a->initial}, {"top_l", a->top_l}, {"limit", a->limit}, {"epochs", ro->epochs},
@@ -138,7 +141,6 @@ void add_train(CLI::App& app, int& rc) {
     }
     ro->objective = train::parse_ropg_objective(a->method);
     ro->double_softmax = a->double_softmax;
-    if (a->target_temperature < 0) throw UsageError("--target-temperature must be positive (0 = the default, 1)");
     if (a->target_temperature > 0) ro->target_temperature = a->target_temperature;
     ro->init = a->init;
     ro->out = a->out;

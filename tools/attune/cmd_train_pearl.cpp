@@ -40,13 +40,7 @@ train::PearlOptions pearl_options(const TrainArgs& a, const PearlArgs& p, const 
   o.sampling.positives = p.positives;
   o.sampling.negatives = p.negatives;
   o.sampling.seed = r.seed;
-  if (a.epochs) o.epochs = a.epochs;
-  if (a.batch_size) o.batch_size = a.batch_size;
-  if (a.micro_batch) o.micro_batch = a.micro_batch;
-  if (a.lr > 0) o.lr = a.lr;
-  if (a.warmup >= 0) o.warmup = a.warmup;
-  if (a.clip >= 0) o.clip = a.clip;
-  if (a.checkpoint_every_set) o.checkpoint_every = a.checkpoint_every;
+  apply_shared_hyperparameters(a, o);
   o.max_length = p.max_length;
   o.tau = p.tau;
   o.anchor = !p.no_anchor;

@@ -34,15 +34,7 @@ std::vector<train::RspgExample> rspg_data(const DataOptions& d, const data::Data
   co.retrievers = pool;
   co.k = c.k;
   co.max_length = c.prompt_max_length;
-  co.seed = r.seed;
-  co.threads = r.threads;
-  co.progress = !r.quiet;
-  co.limit = limit;
-  co.source_for = sources.lookup();
-  auto s = feedback::collect(ds, task, *sources.base, model, st, tok, co);
-  if (!r.quiet)
-    std::fprintf(stderr, "train: retriever feedback on %s %s: %zu records (%zu new model calls, %zu cached), mean utility %.4f\n",
-                 ds.task.c_str(), ds.split.c_str(), s.records, s.model_calls, s.cache_hits, s.mean_value);
+  collect_training_feedback(ds, task, sources, model, st, tok, r, co, limit);
   train::RspgDataOptions o;
   o.pool = pool;
   o.k = c.k;
@@ -97,15 +89,8 @@ TrainRunner add_rspg_options(CLI::App* cmd) {
     o.k = c->k;
     o.prompt_max_length = c->prompt_max_length;
     if (c->max_length) o.max_length = c->max_length;
-    if (a.target_temperature < 0) throw UsageError("--target-temperature must be positive (0 = the default, 1)");
     if (a.target_temperature > 0) o.temperature = a.target_temperature;
-    if (a.epochs) o.epochs = a.epochs;
-    if (a.batch_size) o.batch_size = a.batch_size;
-    if (a.micro_batch) o.micro_batch = a.micro_batch;
-    if (a.lr > 0) o.lr = a.lr;
-    if (a.warmup >= 0) o.warmup = a.warmup;
-    if (a.clip >= 0) o.clip = a.clip;
-    if (a.checkpoint_every_set) o.checkpoint_every = a.checkpoint_every;
+    apply_shared_hyperparameters(a, o);
     o.seed = r.seed;
     o.device = r.device;
     o.resume = a.resume;
