@@ -38,9 +38,10 @@ class Cli : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  Result run(const std::string& args) {
+  // env: a prefix for the command, e.g. "env -u VAR NAME=VALUE".
+  Result run(const std::string& args, const std::string& env = "") {
     const std::string bin = std::string(ATTUNE_BINARY_DIR) + "/tools/attune/attune";
-    const std::string cmd = "cd '" + dir_.string() + "' && '" + bin + "' " + args + " >out.txt 2>err.txt";
+    const std::string cmd = "cd '" + dir_.string() + "' && " + env + " '" + bin + "' " + args + " >out.txt 2>err.txt";
     int status = std::system(cmd.c_str());
     Result r;
     r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -68,6 +69,16 @@ TEST_F(Cli, HelpForEveryVerb) {
   EXPECT_NE(run("eval --help").out.find("--retrievers"), std::string::npos);
 }
 
+// libgomp reads OMP_WAIT_POLICY when it loads; attune sets PASSIVE before that (main.cpp's
+// .preinit_array) unless the user chose a policy.
+TEST_F(Cli, OpenMpWaitsPassivelyUnlessTheUserChose) {
+  auto r = run("--version", "env -u OMP_WAIT_POLICY OMP_DISPLAY_ENV=TRUE");
+  EXPECT_EQ(r.rc, 0);
+  EXPECT_NE(r.err.find("OMP_WAIT_POLICY = 'PASSIVE'"), std::string::npos) << r.err;
+  r = run("--version", "env OMP_WAIT_POLICY=ACTIVE OMP_DISPLAY_ENV=TRUE");
+  EXPECT_NE(r.err.find("OMP_WAIT_POLICY = 'ACTIVE'"), std::string::npos) << r.err;
+}
+
 TEST_F(Cli, UsageErrorsExitTwo) {
   EXPECT_EQ(run("").rc, 2);
   EXPECT_EQ(run("eval --bogus").rc, 2);
@@ -77,6 +88,11 @@ TEST_F(Cli, UsageErrorsExitTwo) {
   r = run("eval --data " + kSample + " --task commit_subject --retrievers bm25,nonsense --quiet --store s.db");
   EXPECT_EQ(r.rc, 2);
   EXPECT_NE(r.err.find("nonsense"), std::string::npos) << r.err;
+  for (std::string bad : {"-1", "many", "100000"}) {
+    r = run("eval --data " + kSample + " --task commit_subject --quiet --store s.db --threads " + bad);
+    EXPECT_EQ(r.rc, 2) << bad;
+    EXPECT_NE(r.err.find("--threads"), std::string::npos) << r.err;
+  }
 }
 
 TEST_F(Cli, BadInputExitsOneWithOneLineNamingTheFile) {

@@ -60,6 +60,13 @@ TEST(Parallel, RunsEveryItemOnceAndPropagatesErrors) {
   EXPECT_THROW(parallel_for(10, 2, [](std::size_t i) { if (i == 5) throw Error("boom"); }), Error);
 }
 
+TEST(Parallel, CountsCpusAndPhysicalCores) {
+  const std::size_t cpus = default_threads(), cores = physical_cores();
+  EXPECT_GE(cpus, 1u);
+  EXPECT_GE(cores, 1u);
+  EXPECT_LE(cores, cpus);  // SMT siblings count once, never more than the CPUs we may use
+}
+
 TEST(Errors, InputErrorNamesFileRecordField) {
   InputError e("q.json", "record 3 (id \"x\")", "profile[1].date", "expected a string");
   EXPECT_STREQ(e.what(), "q.json: record 3 (id \"x\"): field \"profile[1].date\": expected a string");

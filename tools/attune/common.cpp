@@ -1,6 +1,7 @@
 #include "common.h"
 
 #include "attune/models/local_lm.h"
+#include "attune/models/runtime.h"
 
 #include <algorithm>
 #include <cmath>
@@ -36,7 +37,12 @@ void DataOptions::add(CLI::App& app, bool need_split, bool need_task) {
 void RunOptions::add(CLI::App& app) {
   app.add_option("--store", store, "SQLite store")->capture_default_str();
   app.add_option("--seed", seed, "seed for everything random (recorded with the run)")->capture_default_str();
-  app.add_option("--threads", threads, "worker threads (0 = all cores)")->capture_default_str();
+  app.add_option("--threads", threads,
+                 "worker threads, and the threads torch runs one model operator on (0 = all cores; torch: one per "
+                 "physical core unless OMP_NUM_THREADS is set)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 4096))
+      ->each([](const std::string& v) { models::set_torch_threads(std::stoul(v)); });
   app.add_option("--tokenizer", tokenizer,
                  "tokenizer the prompt budget is counted in: whitespace, whitespace-noeos, or a model folder / "
                  "tokenizer.json (default: the local: model's own, else whitespace)");

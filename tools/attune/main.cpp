@@ -2,6 +2,7 @@
 // Exit codes (CLI.md): 0 success, 2 usage error, 1 runtime error (one line on stderr).
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <string>
 #include <vector>
@@ -10,6 +11,20 @@
 #include "attune/neural/dense.h"
 #include "cmd_neural.h"
 #include "common.h"
+
+namespace {
+
+// OpenMP threads (torch's intra-op pool, OpenBLAS under it) spin for a while after each
+// parallel region by default. When two attune processes share the cores — experiments run
+// side by side, a server beside a trainer — the spinners take the CPU the other one needs:
+// two processes of 2 threads each on 2 cores ran 2-10x slower (bench/RESULTS.md). Passive
+// waiting costs nothing measurable on one process's own work. libgomp reads the setting
+// when it is loaded, before main, so it is set from the executable's .preinit_array, which
+// the dynamic loader runs before any library's initialisers. A value the user set stays.
+void default_omp_wait_policy(int, char**, char**) { ::setenv("OMP_WAIT_POLICY", "PASSIVE", 0); }
+__attribute__((section(".preinit_array"), used)) void (*const preinit_omp)(int, char**, char**) = &default_omp_wait_policy;
+
+}  // namespace
 
 int main(int argc, char** argv) {
   attune::neural::register_retrievers();  // dense:MODEL_DIR, cross:MODEL_DIR
