@@ -1,11 +1,15 @@
 #include "attune/models/bert.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <sstream>
 
 #include "attune/core/error.h"
+#include "attune/core/parallel.h"
+#include "attune/models/attention_kernel.h"
 #include "attune/models/config.h"
+#include "attune/models/runtime.h"
 #include "attune/models/weights.h"
 
 namespace attune::models {
@@ -122,6 +126,40 @@ struct IntermediateImpl : nn::Module {
 };
 TORCH_MODULE(Intermediate);
 
+// The fused CPU kernel (attention_kernel.h) serves inference: float32 on the CPU with no
+// gradient to carry. Training, CUDA and half precision take the torch ops.
+static bool fused_attention_applies(const torch::Tensor& qkv) {
+  return qkv.device().is_cpu() && qkv.scalar_type() == torch::kFloat32 && !qkv.requires_grad();
+}
+
+// qkv [B, L, 3H] (q already scaled), key_bias [B, L] additive -> context [B, L, H]. The
+// (sequence, head) pairs are shared out in contiguous chunks over torch's thread count, on
+// attune's own threads: at::parallel_for is a header template whose OpenMP pragma is
+// compiled into the caller, and attune is not built with -fopenmp, so there it would run
+// serially.
+static torch::Tensor fused_self_attention(const torch::Tensor& qkv, std::int64_t heads, std::int64_t head_dim, const torch::Tensor& key_bias) {
+  const auto in = qkv.contiguous();
+  const auto bias = key_bias.to(torch::kFloat32).contiguous();
+  const std::int64_t B = in.size(0), L = in.size(1), H = heads * head_dim, tasks = B * heads;
+  auto out = torch::empty({B, L, H}, in.options());
+  const float* src = in.data_ptr<float>();
+  const float* mask = bias.data_ptr<float>();
+  float* dst = out.data_ptr<float>();
+  const AttentionHead shape{L, head_dim, 3 * H, H};
+  const std::size_t threads = std::max<std::size_t>(1, torch_threads());
+  const std::int64_t chunks = std::min<std::int64_t>(tasks, static_cast<std::int64_t>(4 * threads));
+  parallel_for(static_cast<std::size_t>(chunks), threads, [&](std::size_t chunk) {
+    std::vector<float> scratch(attention_scratch_floats(shape));
+    const std::int64_t c = static_cast<std::int64_t>(chunk);
+    for (std::int64_t t = tasks * c / chunks; t < tasks * (c + 1) / chunks; ++t) {
+      const std::int64_t b = t / heads, h = t % heads;
+      const float* q = src + b * L * 3 * H + h * head_dim;
+      attention_head(q, q + H, q + 2 * H, mask + b * L, dst + b * L * H + h * head_dim, shape, scratch.data());
+    }
+  });
+  return out;
+}
+
 struct LayerImpl : nn::Module {
   explicit LayerImpl(const BertConfig& c) : heads(c.num_heads), head_dim(c.hidden_size / c.num_heads), act(c.hidden_act) {
     attention = register_module("attention", AttentionBlock(c));
@@ -144,10 +182,15 @@ struct LayerImpl : nn::Module {
     const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
     auto w = torch::cat({sa->query->weight * scale, sa->key->weight, sa->value->weight}, 0);
     auto b = torch::cat({sa->query->bias * scale, sa->key->bias, sa->value->bias}, 0);
-    auto qkv = torch::linear(x, w, b).view({B, L, 3, heads, head_dim}).permute({2, 0, 3, 1, 4});  // [3, B, h, L, d]
-    auto q = qkv[0], k = qkv[1], v = qkv[2];
-    auto scores = torch::matmul(q, k.transpose(-1, -2)) + additive_mask;
-    auto ctx = torch::matmul(torch::softmax(scores, -1), v).transpose(1, 2).reshape({B, L, heads * head_dim});
+    auto qkv = torch::linear(x, w, b);  // [B, L, 3H]: q | k | v, each head-major
+    torch::Tensor ctx;
+    if (fused_attention_applies(qkv)) {
+      ctx = fused_self_attention(qkv, heads, head_dim, additive_mask.view({B, L}));
+    } else {
+      auto t = qkv.view({B, L, 3, heads, head_dim}).permute({2, 0, 3, 1, 4});  // [3, B, h, L, d]
+      auto scores = torch::matmul(t[0], t[1].transpose(-1, -2)) + additive_mask;
+      ctx = torch::matmul(torch::softmax(scores, -1), t[2]).transpose(1, 2).reshape({B, L, heads * head_dim});
+    }
     auto h = attention->output(ctx, x);
     return output(activation(intermediate->dense(h)), h);
   }

@@ -1,9 +1,11 @@
 #include "attune/models/runtime.h"
 
 #include <ATen/Parallel.h>
+#include <malloc.h>
 
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 
 #include "attune/core/parallel.h"
@@ -11,30 +13,40 @@
 namespace attune::models {
 
 namespace {
-std::once_flag default_once;
-std::atomic<bool> configured{false};
+std::once_flag runtime_once;
+std::atomic<bool> threads_configured{false};
 
-bool env_set(const char* name) {
+const char* env(const char* name) {
   const char* v = std::getenv(name);
-  return v && *v;
+  return v && *v ? v : nullptr;
+}
+
+void keep_freed_buffers() {
+#ifdef __GLIBC__
+  if (env("MALLOC_MMAP_THRESHOLD_") || env("MALLOC_TRIM_THRESHOLD_")) return;
+  if (const char* t = env("GLIBC_TUNABLES"); t && std::strstr(t, "glibc.malloc.")) return;
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 512 << 20);
+#endif
 }
 }  // namespace
 
 void set_torch_threads(std::size_t n) {
-  configured = true;
+  threads_configured = true;
   if (n == 0) {
-    if (env_set("OMP_NUM_THREADS") || env_set("MKL_NUM_THREADS")) return;  // torch honours them
+    if (env("OMP_NUM_THREADS") || env("MKL_NUM_THREADS")) return;  // torch honours them
     n = physical_cores();
   }
   at::set_num_threads(static_cast<int>(n));
 }
 
-void ensure_torch_threads() {
-  std::call_once(default_once, [] {
-    if (!configured) set_torch_threads(0);
+std::size_t torch_threads() { return static_cast<std::size_t>(at::get_num_threads()); }
+
+void ensure_torch_runtime() {
+  std::call_once(runtime_once, [] {
+    if (!threads_configured) set_torch_threads(0);
+    keep_freed_buffers();
   });
 }
-
-std::size_t torch_threads() { return static_cast<std::size_t>(at::get_num_threads()); }
 
 }  // namespace attune::models

@@ -8,7 +8,7 @@
 namespace attune::models {
 
 torch::Device parse_device(const std::string& spec) {
-  ensure_torch_threads();  // every model entry point comes through here first
+  ensure_torch_runtime();  // every model entry point comes through here first
   if (spec == "auto" || spec.empty()) return torch::cuda::is_available() ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
   if (spec == "cpu") return torch::Device(torch::kCPU);
   if (spec.rfind("cuda", 0) == 0) {

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "attune/core/error.h"
+#include "attune/models/attention_kernel.h"
 #include "attune/models/bert.h"
 #include "attune/models/encoder.h"
 #include "attune/models/weights.h"
@@ -162,6 +163,76 @@ TEST(BertForward, MatchesNaiveDoubleReferenceWithPaddingAndPooling) {
       for (std::size_t i = 0; i < H; ++i) s += p["pooler.dense.weight"][o * H + i] * ref[0][i];
       EXPECT_NEAR(pooled[r][o].item<double>(), std::tanh(s), 1e-4);
     }
+  }
+}
+
+// The fused CPU attention kernel against softmax(q k^T + mask) v in doubles: head sizes
+// below, at and between the 16-float vector width, lengths that are not multiples of 16 or
+// of the 4-row block, strided q/k/v as the fused [L, 3H] projection lays them out, padding
+// keys masked with -1e9, and no mask.
+TEST(FusedAttention, MatchesSoftmaxAttentionInDoubles) {
+  torch::manual_seed(3);
+  for (std::int64_t d : {4, 16, 32, 40, 64}) {
+    for (std::int64_t L : {1, 3, 16, 37, 130}) {
+      for (bool masked : {false, true}) {
+        const std::int64_t in_stride = 3 * d + 5, out_stride = d + 3;
+        auto buf = torch::randn({L, in_stride});
+        const float* q = buf.data_ptr<float>();
+        const float* k = q + d;
+        const float* v = q + 2 * d;
+        std::vector<float> mask(static_cast<std::size_t>(L), 0.0f);
+        if (masked)
+          for (std::int64_t j = 0; j < L; ++j)
+            if (j % 3 == 2) mask[static_cast<std::size_t>(j)] = -1e9f;
+        std::vector<float> out(static_cast<std::size_t>(L * out_stride), 7.0f);
+        const models::AttentionHead shape{L, d, in_stride, out_stride};
+        std::vector<float> scratch(models::attention_scratch_floats(shape));
+        models::attention_head(q, k, v, masked ? mask.data() : nullptr, out.data(), shape, scratch.data());
+        for (std::int64_t i = 0; i < L; ++i) {
+          std::vector<double> w(static_cast<std::size_t>(L));
+          double mx = -1e300, sum = 0;
+          for (std::int64_t j = 0; j < L; ++j) {
+            double s = mask[static_cast<std::size_t>(j)];
+            for (std::int64_t c = 0; c < d; ++c) s += double(q[i * in_stride + c]) * k[j * in_stride + c];
+            w[static_cast<std::size_t>(j)] = s;
+            mx = std::max(mx, s);
+          }
+          for (auto& x : w) sum += (x = std::exp(x - mx));
+          for (std::int64_t c = 0; c < out_stride; ++c) {
+            const float got = out[static_cast<std::size_t>(i * out_stride + c)];
+            if (c >= d) {
+              EXPECT_EQ(got, 7.0f) << "wrote past the head, d " << d << " L " << L;
+              continue;
+            }
+            double ref = 0;
+            for (std::int64_t j = 0; j < L; ++j) ref += w[static_cast<std::size_t>(j)] / sum * v[j * in_stride + c];
+            ASSERT_NEAR(got, ref, 2e-5 * (1 + std::abs(ref))) << "d " << d << " L " << L << " masked " << masked << " row " << i << " col " << c;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Inference (no grad) takes the fused kernel, training the torch ops; both give the same
+// hidden states, padding included.
+TEST(FusedAttention, BertForwardWithoutGradMatchesTheTorchPath) {
+  for (auto [hidden, heads] : {std::pair<std::int64_t, std::int64_t>{8, 2}, {64, 2}, {64, 4}}) {
+    auto c = tiny_config();
+    c.hidden_size = hidden, c.num_heads = heads, c.intermediate_size = 2 * hidden;
+    auto m = random_bert(c, false, 11);
+    auto ids = torch::randint(5, c.vocab_size, {3, 21}, torch::kInt64), types = torch::zeros({3, 21}, torch::kInt64);
+    auto mask = torch::ones({3, 21}, torch::kInt64);
+    mask.index_put_({1, torch::indexing::Slice(9)}, 0);
+    mask.index_put_({2, torch::indexing::Slice(20)}, 0);
+    torch::Tensor fused;
+    {
+      torch::NoGradGuard g;
+      fused = m->forward(ids, types, mask);
+    }
+    auto reference = m->forward(ids, types, mask);
+    ASSERT_TRUE(reference.requires_grad());  // the torch path, with autograd
+    EXPECT_LT((fused - reference.detach()).abs().max().item<float>(), 1e-5) << "hidden " << hidden << " heads " << heads;
   }
 }
 

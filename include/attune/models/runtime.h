@@ -12,10 +12,18 @@ namespace attune::models {
 // machine without SMT it leaves half the cores idle (a 2-vCPU machine ran every model on
 // one thread; bench/RESULTS.md).
 void set_torch_threads(std::size_t n);
-// Applies the default once, unless set_torch_threads ran first. Every model entry point
-// calls it (through parse_device), so library users get the default without asking.
-void ensure_torch_threads();
 // The intra-op thread count torch uses now.
 std::size_t torch_threads();
+
+// Applied once per process, before the first model runs; every model entry point calls it
+// (through parse_device), so library users get it without asking:
+// - torch's default thread count (above), unless set_torch_threads ran first;
+// - glibc malloc keeps freed activation buffers for reuse instead of handing them back to
+//   the kernel: a fixed 32 MiB mmap threshold (glibc's largest) and a 512 MiB trim
+//   threshold. By default every forward pass gets fresh pages for its [tokens x features]
+//   tensors and pays a page fault per 4 KiB of them — 10-15 % of a MiniLM forward on CPU
+//   (bench/RESULTS.md). A user's own MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_ or
+//   glibc.malloc tunables are left alone.
+void ensure_torch_runtime();
 
 }  // namespace attune::models

@@ -13,7 +13,7 @@
 namespace attune::models {
 
 // "auto" (CUDA when available, else CPU), "cpu", "cuda", "cuda:N". Error when CUDA is asked
-// for and absent. Also applies torch's default thread count (runtime.h) the first time.
+// for and absent. Also applies attune's torch runtime settings (runtime.h) the first time.
 torch::Device parse_device(const std::string& spec);
 // "float32" | "float16" | "bfloat16" (also "fp32", "fp16", "bf16"); UsageError otherwise.
 torch::Dtype parse_dtype_name(const std::string& spec);

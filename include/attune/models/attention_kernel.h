@@ -1,0 +1,34 @@
+#pragma once
+// Fused scaled-dot-product attention for one (sequence, head) on float32 CPU memory, for
+// inference: out = softmax(q k^T + mask) v, computed a few query rows at a time so the
+// L x L scores never leave the cache. No torch in this header or its source (the models
+// layer parallelises over (sequence, head) and falls back to torch ops where gradients are
+// needed). The source is compiled for AVX-512, AVX2+FMA and baseline x86-64 and picks one
+// at load time (GCC target_clones).
+//
+// Why: at BERT head sizes (32, 64) torch's batched matmuls run at a fraction of the BLAS
+// rate, and the softmax over the materialised [B, h, L, L] scores is a memory-bound pass of
+// its own; together they took a fifth of a MiniLM layer (bench/RESULTS.md).
+#include <cstddef>
+#include <cstdint>
+
+namespace attune::models {
+
+struct AttentionHead {
+  std::int64_t length = 0;      // L: query and key positions
+  std::int64_t head_dim = 0;    // d: any positive size
+  std::int64_t in_stride = 0;   // floats between consecutive positions of q, k and v
+  std::int64_t out_stride = 0;  // floats between consecutive positions of out
+};
+
+// Floats of scratch attention_head needs (per calling thread).
+std::size_t attention_scratch_floats(const AttentionHead& shape);
+
+// q, k, v: the head's first position (position i at q + i * in_stride, d contiguous
+// floats); q is already scaled by 1/sqrt(d). mask: L additive key biases (0 attended, a
+// large negative for padding) or nullptr. out: d floats per position at out + i * out_stride.
+// scratch: attention_scratch_floats(shape) floats.
+void attention_head(const float* q, const float* k, const float* v, const float* mask, float* out, const AttentionHead& shape,
+                    float* scratch);
+
+}  // namespace attune::models

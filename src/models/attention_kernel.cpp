@@ -1,0 +1,171 @@
+#include "attune/models/attention_kernel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+// GCC vector extensions: one source, compiled by target_clones for AVX-512 (a vector is
+// one zmm register), AVX2+FMA (two ymm) and baseline x86-64 (four xmm). The helpers are
+// always_inline so that each clone inlines them with its own instruction set.
+#define ATTUNE_INLINE __attribute__((always_inline)) inline
+// The helpers take and return 64-byte vectors; they are always inlined into a clone, so the
+// ABI for passing them (which differs without AVX-512) never applies.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+namespace attune::models {
+
+namespace {
+
+constexpr std::int64_t W = 16;  // floats per vector
+constexpr std::int64_t R = 4;   // query rows scored and summed together (4 accumulators)
+
+typedef float v16f __attribute__((vector_size(64)));
+typedef std::int32_t v16i __attribute__((vector_size(64)));
+
+std::int64_t round_up(std::int64_t n) { return (n + W - 1) / W * W; }
+
+ATTUNE_INLINE v16f load(const float* p) {
+  v16f v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+ATTUNE_INLINE void store(float* p, v16f v) { std::memcpy(p, &v, sizeof v); }
+ATTUNE_INLINE v16f splat(float x) { return v16f{} + x; }
+ATTUNE_INLINE v16f vmax(v16f a, v16f b) { return a > b ? a : b; }
+ATTUNE_INLINE float hmax(v16f v) {
+  float m = v[0];
+  for (int i = 1; i < W; ++i) m = std::max(m, v[i]);
+  return m;
+}
+ATTUNE_INLINE float hsum(v16f v) {
+  float s = 0;
+  for (int i = 0; i < W; ++i) s += v[i];
+  return s;
+}
+
+// exp(x) for x <= 0 (softmax's x - max): Cephes expf's range reduction and degree-5
+// polynomial, ~1 ulp; 0 below -87.34 (where exp leaves the normal floats) and for -inf.
+ATTUNE_INLINE v16f exp_nonpositive(v16f x) {
+  const v16f lo = splat(-87.3365447505f);
+  const v16i under = x < lo;
+  x = under ? lo : x;
+  const v16f n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round to nearest
+  v16f r = x - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  v16f y = splat(1.9875691500e-4f);
+  y = y * r + 1.3981999507e-3f;
+  y = y * r + 8.3334519073e-3f;
+  y = y * r + 4.1665795894e-2f;
+  y = y * r + 1.6666665459e-1f;
+  y = y * r + 5.0000001201e-1f;
+  y = y * (r * r) + r + 1.0f;
+  const v16i bits = (__builtin_convertvector(n, v16i) + 127) << 23;  // 2^n
+  v16f scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return under ? splat(0.0f) : y * scale;
+}
+
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+void attention_head_impl(const float* q, const float* k, const float* v, const float* mask, float* out, std::int64_t L,
+                         std::int64_t d, std::int64_t in_stride, std::int64_t out_stride, float* scratch) {
+  const std::int64_t Lp = round_up(L), dp = round_up(d);
+  float* kt = scratch;         // [d][Lp]  k transposed: a score vector is 16 keys at once
+  float* vp = kt + d * Lp;     // [Lp][dp] v, rows and width padded with zeros
+  float* bias = vp + Lp * dp;  // [Lp]     the mask; -inf on the padding keys
+  float* s = bias + Lp;        // [R][Lp]  scores, then probabilities (unnormalised)
+  float* o = s + R * Lp;       // [R][dp]  output rows before they are copied out
+  for (std::int64_t c = 0; c < d; ++c) {
+    float* row = kt + c * Lp;
+    for (std::int64_t j = 0; j < L; ++j) row[j] = k[j * in_stride + c];
+    std::fill(row + L, row + Lp, 0.0f);
+  }
+  for (std::int64_t j = 0; j < Lp; ++j) {
+    float* row = vp + j * dp;
+    if (j < L) {
+      std::memcpy(row, v + j * in_stride, static_cast<std::size_t>(d) * sizeof(float));
+      std::fill(row + d, row + dp, 0.0f);
+    } else {
+      std::fill(row, row + dp, 0.0f);
+    }
+    bias[j] = j < L ? (mask ? mask[j] : 0.0f) : -INFINITY;
+  }
+
+  for (std::int64_t i0 = 0; i0 < L; i0 += R) {
+    const std::int64_t rows = std::min(R, L - i0);
+    // Rows past the end repeat the last real row; their results are not copied out.
+    const float* q0 = q + i0 * in_stride;
+    const float* q1 = q + (i0 + std::min<std::int64_t>(1, rows - 1)) * in_stride;
+    const float* q2 = q + (i0 + std::min<std::int64_t>(2, rows - 1)) * in_stride;
+    const float* q3 = q + (i0 + std::min<std::int64_t>(3, rows - 1)) * in_stride;
+    float* s0 = s;
+    float* s1 = s + Lp;
+    float* s2 = s + 2 * Lp;
+    float* s3 = s + 3 * Lp;
+
+    // scores = q k^T + bias, 16 keys x 4 queries per step
+    for (std::int64_t jb = 0; jb < Lp; jb += W) {
+      v16f a0{}, a1{}, a2{}, a3{};
+      for (std::int64_t c = 0; c < d; ++c) {
+        const v16f kv = load(kt + c * Lp + jb);
+        a0 += q0[c] * kv;
+        a1 += q1[c] * kv;
+        a2 += q2[c] * kv;
+        a3 += q3[c] * kv;
+      }
+      const v16f b = load(bias + jb);
+      store(s0 + jb, a0 + b);
+      store(s1 + jb, a1 + b);
+      store(s2 + jb, a2 + b);
+      store(s3 + jb, a3 + b);
+    }
+
+    // softmax numerators exp(s - max) in place, and 1 / their sums
+    float inv[R];
+    for (std::int64_t r = 0; r < R; ++r) {
+      float* sr = s + r * Lp;
+      v16f mx = load(sr);
+      for (std::int64_t jb = W; jb < Lp; jb += W) mx = vmax(mx, load(sr + jb));
+      const float m = hmax(mx);
+      v16f sum{};
+      for (std::int64_t jb = 0; jb < Lp; jb += W) {
+        const v16f e = exp_nonpositive(load(sr + jb) - m);
+        store(sr + jb, e);
+        sum += e;
+      }
+      inv[r] = 1.0f / hsum(sum);
+    }
+
+    // out = (p v) / sum, 16 output features x 4 queries per step
+    for (std::int64_t cb = 0; cb < dp; cb += W) {
+      v16f a0{}, a1{}, a2{}, a3{};
+      for (std::int64_t j = 0; j < L; ++j) {
+        const v16f vv = load(vp + j * dp + cb);
+        a0 += s0[j] * vv;
+        a1 += s1[j] * vv;
+        a2 += s2[j] * vv;
+        a3 += s3[j] * vv;
+      }
+      store(o + cb, a0 * inv[0]);
+      store(o + dp + cb, a1 * inv[1]);
+      store(o + 2 * dp + cb, a2 * inv[2]);
+      store(o + 3 * dp + cb, a3 * inv[3]);
+    }
+    for (std::int64_t r = 0; r < rows; ++r)
+      std::memcpy(out + (i0 + r) * out_stride, o + r * dp, static_cast<std::size_t>(d) * sizeof(float));
+  }
+}
+
+}  // namespace
+
+std::size_t attention_scratch_floats(const AttentionHead& a) {
+  const std::int64_t Lp = round_up(a.length), dp = round_up(a.head_dim);
+  return static_cast<std::size_t>(a.head_dim * Lp + Lp * dp + Lp + R * Lp + R * dp);
+}
+
+void attention_head(const float* q, const float* k, const float* v, const float* mask, float* out, const AttentionHead& a,
+                    float* scratch) {
+  if (a.length <= 0 || a.head_dim <= 0) return;
+  attention_head_impl(q, k, v, mask, out, a.length, a.head_dim, a.in_stride, a.out_stride, scratch);
+}
+
+}  // namespace attune::models
