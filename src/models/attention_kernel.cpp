@@ -65,7 +65,13 @@ ATTUNE_INLINE v16f exp_nonpositive(v16f x) {
   return under ? splat(0.0f) : y * scale;
 }
 
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define ATTUNE_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define ATTUNE_CLONES  // other targets: the compiler's own vector width
+#endif
+
+ATTUNE_CLONES
 void attention_head_impl(const float* q, const float* k, const float* v, const float* mask, float* out, std::int64_t L,
                          std::int64_t d, std::int64_t in_stride, std::int64_t out_stride, float* scratch) {
   const std::int64_t Lp = round_up(L), dp = round_up(d);

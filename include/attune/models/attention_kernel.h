@@ -3,8 +3,8 @@
 // inference: out = softmax(q k^T + mask) v, computed a few query rows at a time so the
 // L x L scores never leave the cache. No torch in this header or its source (the models
 // layer parallelises over (sequence, head) and falls back to torch ops where gradients are
-// needed). The source is compiled for AVX-512, AVX2+FMA and baseline x86-64 and picks one
-// at load time (GCC target_clones).
+// needed). On x86-64 the source is compiled for AVX-512, AVX2+FMA and baseline x86-64 and
+// picks one at load time (GCC target_clones).
 //
 // Why: at BERT head sizes (32, 64) torch's batched matmuls run at a fraction of the BLAS
 // rate, and the softmax over the materialised [B, h, L, L] scores is a memory-bound pass of
