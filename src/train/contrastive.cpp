@@ -13,6 +13,7 @@
 #include "attune/models/config.h"
 #include "attune/core/parallel.h"
 #include "attune/models/bert.h"
+#include "attune/models/runtime.h"
 #include "attune/models/weights.h"
 #include "attune/text/subword.h"
 #include "attune/train/pretrain.h"
@@ -161,7 +162,7 @@ PretrainResult pretrain_encoder(const std::vector<std::string>& texts, const Pre
 
   auto metadata = [&](std::size_t step) {
     nlohmann::json m = {{"objective", "contriever-infonce"}, {"data", o.data_description}, {"texts", tokens.size()},
-                        {"tokenizer", o.tokenizer.string()}, {"seed", o.seed}, {"steps", step}, {"options", signature},
+                        {"tokenizer", o.tokenizer.string()}, {"seed", o.seed}, {"torch_threads", models::torch_threads()}, {"steps", step}, {"options", signature},
                         {"loss", all_losses.empty() ? 0.0 : all_losses.back()}, {"device", o.device}};
     const std::size_t tail = std::min<std::size_t>(all_losses.size(), std::max<std::size_t>(1, o.log_every));
     if (tail) m["loss_last_mean"] = std::accumulate(all_losses.end() - tail, all_losses.end(), 0.0) / static_cast<double>(tail);

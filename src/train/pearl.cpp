@@ -11,6 +11,7 @@
 #include "attune/core/rng.h"
 #include "attune/models/bert.h"
 #include "attune/models/config.h"
+#include "attune/models/runtime.h"
 #include "attune/models/weights.h"
 #include "attune/text/subword.h"
 #include "attune/train/objectives.h"
@@ -264,7 +265,8 @@ PearlResult train_pearl(const std::vector<PearlRequest>& train, const std::vecto
   save.max_seq_length = max_length;
   save.classifier = m.classifier;
   auto metadata = [&](std::size_t step) {
-    return nlohmann::json{{"method", "pearl"}, {"data", o.data_description}, {"seed", o.seed}, {"options", sig},
+    return nlohmann::json{{"method", "pearl"}, {"data", o.data_description}, {"seed", o.seed},
+                          {"torch_threads", models::torch_threads()}, {"options", sig},
                           {"y0", y0}, {"labels", label_stats}, {"requests", res.requests},
                           {"kept_requests", res.kept_requests}, {"lists", N}, {"steps", step}, {"total_steps", total},
                           {"epochs", res.epoch_loss}, {"eval_top1_before", res.eval_top1_before}, {"device", o.device}};

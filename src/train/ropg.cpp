@@ -12,6 +12,7 @@
 #include "attune/core/rng.h"
 #include "attune/models/bert.h"
 #include "attune/models/config.h"
+#include "attune/models/runtime.h"
 #include "attune/models/weights.h"
 #include "attune/text/subword.h"
 #include "attune/train/objectives.h"
@@ -230,6 +231,7 @@ RopgResult train_ropg(const std::vector<RopgExample>& train_in, const std::vecto
   save.max_seq_length = m.spec.max_seq_length;
   auto metadata = [&](std::size_t step) {
     return nlohmann::json{{"method", sig["objective"]}, {"data", o.data_description}, {"seed", o.seed},
+                          {"torch_threads", models::torch_threads()},
                           {"options", sig}, {"steps", step}, {"total_steps", total}, {"epochs", epochs_json(res.epochs)},
                           {"best_epoch", res.best_epoch}, {"init_dev_top1", res.init_dev_top1},
                           {"init_dev_expected", res.init_dev_expected}, {"dev_examples", dv.size()},

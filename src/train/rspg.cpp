@@ -12,6 +12,7 @@
 #include "attune/core/rng.h"
 #include "attune/models/bert.h"
 #include "attune/models/config.h"
+#include "attune/models/runtime.h"
 #include "attune/models/weights.h"
 #include "attune/text/subword.h"
 #include "attune/train/objectives.h"
@@ -217,6 +218,7 @@ RspgResult train_rspg(const std::vector<RspgExample>& train, const std::vector<R
   save.normalize = spec.normalize;
   auto metadata = [&](std::size_t step) {
     return nlohmann::json{{"method", rspg_variant_name(o.variant)}, {"data", o.data_description}, {"seed", o.seed},
+                          {"torch_threads", models::torch_threads()},
                           {"options", sig}, {"steps", step}, {"total_steps", total}, {"epochs", epochs_json(res.epochs)},
                           {"best_epoch", res.best_epoch}, {"init_dev_success", res.init_dev_success},
                           {"init_dev_utility", res.init_dev_utility}, {"dev_examples", dv.size()}, {"device", o.device}};

@@ -299,7 +299,9 @@ TEST_F(Cli, PretrainEncoderThenRankAndEvalWithDense) {
   write("deb/tiny_corpus.jsonl", corpus);
   auto mixed = run("pretrain-encoder " + common + " --steps 2 --out mixed --add-source deb:qa");
   ASSERT_EQ(mixed.rc, 0) << mixed.err;
-  const std::string described = nlohmann::json::parse(slurp(dir_ / "mixed" / "attune_train.json"))["data"];
+  const auto mixed_meta = nlohmann::json::parse(slurp(dir_ / "mixed" / "attune_train.json"));
+  EXPECT_GE(mixed_meta["torch_threads"].get<int>(), 1);
+  const std::string described = mixed_meta["data"];
   EXPECT_NE(described.find("train profiles"), std::string::npos) << described;
   EXPECT_NE(described.find(" + "), std::string::npos) << described;
   EXPECT_NE(described.find("(6 passages)"), std::string::npos) << described;
@@ -337,7 +339,7 @@ TEST_F(Cli, TrainRopgThenEvalTheTrainedFolder) {
   ASSERT_EQ(p.rc, 0) << p.err;
   write("kd.toml", "# ROPG-KD, tiny\nmethod = \"ropg-kd\"\nepochs = 2\nbatch_size = 32  # examples per step\nlr = 1e-4\n"
                    "[data]\nlimit = 40\ndev-limit = 10\n");
-  auto t = run("train --config kd.toml " + data + " --init enc --out kd --seed 5 --device cpu");
+  auto t = run("train --config kd.toml " + data + " --init enc --out kd --seed 5 --device cpu --threads 1");
   ASSERT_EQ(t.rc, 0) << t.err;
   EXPECT_NE(t.out.find("trained ropg-kd on 40 commit_subject train examples"), std::string::npos) << t.out;
   EXPECT_NE(t.err.find("doc feedback on commit_subject train"), std::string::npos) << t.err;
@@ -345,6 +347,7 @@ TEST_F(Cli, TrainRopgThenEvalTheTrainedFolder) {
   auto meta = nlohmann::json::parse(slurp(dir_ / "kd" / "attune_train.json"));
   EXPECT_EQ(meta["method"], "ropg-kd");
   EXPECT_EQ(meta["seed"], 5);
+  EXPECT_EQ(meta["torch_threads"], 1);  // --threads sets torch's threads too, and the run records them
   EXPECT_EQ(meta["options"]["epochs"], 2);
   EXPECT_EQ(meta["options"]["batch_size"], 32);
   EXPECT_EQ(meta["epochs"].size(), 2u);
@@ -407,6 +410,7 @@ TEST_F(Cli, TrainPearlThenEvalTheTrainedFolder) {
   auto meta = nlohmann::json::parse(slurp(dir_ / "pearl" / "attune_train.json"));
   EXPECT_EQ(meta["method"], "pearl");
   EXPECT_EQ(meta["seed"], 5);
+  EXPECT_GE(meta["torch_threads"].get<int>(), 1);
   EXPECT_EQ(meta["options"]["epochs"], 2);
   EXPECT_EQ(meta["options"]["lr"], 1e-4);
   EXPECT_GT(meta["labels"]["count"].get<int>(), 30);
