@@ -34,8 +34,9 @@ void keep_freed_buffers() {
 void set_torch_threads(std::size_t n) {
   threads_configured = true;
   if (n == 0) {
-    if (env("OMP_NUM_THREADS") || env("MKL_NUM_THREADS")) return;  // torch honours them
-    n = physical_cores();
+    // torch's own default honours OMP_NUM_THREADS / MKL_NUM_THREADS
+    const bool user_set = env("OMP_NUM_THREADS") || env("MKL_NUM_THREADS");
+    n = user_set ? static_cast<std::size_t>(at::intraop_default_num_threads()) : physical_cores();
   }
   at::set_num_threads(static_cast<int>(n));
 }

@@ -28,7 +28,9 @@ TEST(TorchRuntime, ThreadsDefaultToPhysicalCoresAndFollowSetTorchThreads) {
   models::set_torch_threads(3);
   EXPECT_EQ(models::torch_threads(), 3u);
   models::set_torch_threads(0);
-  if (!env) {
+  if (env) {
+    EXPECT_EQ(models::torch_threads(), static_cast<std::size_t>(std::atoi(std::getenv(set("OMP_NUM_THREADS") ? "OMP_NUM_THREADS" : "MKL_NUM_THREADS"))));
+  } else {
     EXPECT_EQ(models::torch_threads(), physical_cores());
   }
 }
