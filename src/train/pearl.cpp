@@ -1,7 +1,6 @@
 // Pearl's cross-encoder trainer (001 §3): BERT + pooler + 1-output classifier, trained with
 // the scale-calibrated KL (Eq. 2-3) on lists [positive, negatives].
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -18,6 +17,7 @@
 #include "attune/train/pearl.h"
 #include "batching.h"
 #include "checkpoint.h"
+#include "fit.h"
 
 namespace attune::train {
 
@@ -109,47 +109,176 @@ double top1(Model& m, const std::vector<Pair>& pairs, const std::vector<std::siz
   return sum / static_cast<double>(reqs.size());
 }
 
-nlohmann::json signature(const PearlOptions& o, std::size_t n_train, double y0) {
-  return {{"init", o.init.string()}, {"keep_fraction", o.sampling.keep_fraction}, {"positives", o.sampling.positives},
-          {"negatives", o.sampling.negatives}, {"epochs", o.epochs}, {"batch_size", o.batch_size},
-          {"micro_batch", o.micro_batch}, {"lr", o.lr}, {"warmup", o.warmup}, {"clip", o.clip},
-          {"max_length", o.max_length}, {"tau", o.tau}, {"anchor", o.anchor}, {"y0", y0},
-          {"y0_given", !std::isnan(o.y0)}, {"y0_percentile", std::isnan(o.y0) ? nlohmann::json(o.y0_percentile) : nlohmann::json()}, {"optimizer", "adamw(weight_decay=0.01)"}, {"seed", o.seed},
-          {"train_requests", n_train}};
-}
+// Pearl on the shared loop: the cross-encoder with its classifier, the calibrated KL over
+// a micro-batch of lists; no dev selection (the last epoch is the model).
+class PearlLearner final : public Learner {
+ public:
+  PearlLearner(const std::vector<PearlRequest>& train, const std::vector<PearlRequest>& eval_in, const PearlOptions& o,
+               PearlResult& res)
+      : o_(o), res_(res), eval_(eval_in) {
+    const auto lists = pearl_lists(train, o.sampling);
+    if (lists.empty()) throw Error("Pearl has no training list: no kept request with at least 2 candidate documents");
+    {
+      std::vector<std::size_t> kept;
+      for (const auto& l : lists) kept.push_back(l.request);
+      kept.erase(std::unique(kept.begin(), kept.end()), kept.end());
+      res.kept_requests = kept.size();
+    }
+    res.lists = lists.size();
+    std::vector<double> pos;
+    for (const auto& l : lists) pos.push_back(train[l.request].label[l.docs[0]]);
+    y0_ = res.y0 = std::isnan(o.y0) ? percentile(pos, o.y0_percentile) : o.y0;
+    label_stats_ = label_statistics(train, pos);
+    sig_ = {{"init", o.init.string()}, {"keep_fraction", o.sampling.keep_fraction}, {"positives", o.sampling.positives},
+            {"negatives", o.sampling.negatives}, {"epochs", o.fit.epochs}, {"batch_size", o.fit.batch_size},
+            {"micro_batch", o.fit.micro_batch}, {"lr", o.fit.lr}, {"warmup", o.fit.warmup}, {"clip", o.fit.clip},
+            {"max_length", o.max_length}, {"tau", o.tau}, {"anchor", o.anchor}, {"y0", y0_},
+            {"y0_given", !std::isnan(o.y0)}, {"y0_percentile", std::isnan(o.y0) ? nlohmann::json(o.y0_percentile) : nlohmann::json()},
+            {"optimizer", "adamw(weight_decay=0.01)"}, {"seed", o.fit.seed}, {"train_requests", train.size()}};
+    prepare_out(o.fit);  // a bad output folder fails before the model loads
 
-}  // namespace
+    m_.device = models::parse_device(o.fit.device);
+    const auto tok = text::SubwordTokenizer::load(o.init);
+    m_.pad = tok->pad_id().value_or(0);
+    std::size_t max_length = 0;
+    {
+      // The encoder, with a pooler and a 1-output classifier: loaded when the folder has them,
+      // else initialised like BERT (normal(0, 0.02), zero bias) from the seed.
+      auto loaded = models::load_bert(o.init, torch::kCPU);
+      const auto cfg = loaded.model->cfg;
+      torch::manual_seed(o.fit.seed);
+      m_.bert = models::BertModel(cfg, /*with_pooler=*/true);
+      m_.classifier = torch::nn::Linear(cfg.hidden_size, 1);
+      torch::NoGradGuard g;
+      for (auto& p : m_.bert->named_parameters())
+        if (p.key().rfind("pooler.", 0) == 0) {
+          if (p.key().find("bias") != std::string::npos) p.value().zero_();
+          else p.value().normal_(0, 0.02);
+        }
+      m_.classifier->weight.normal_(0, 0.02);
+      m_.classifier->bias.zero_();
+      const auto weights = models::WeightSet::open(o.init);
+      models::LoadOptions lo;
+      lo.prefixes = {"", "bert."};
+      lo.optional = {"pooler.dense.weight", "pooler.dense.bias"};
+      models::load_module(*m_.bert, weights, lo);
+      m_.bert->to(m_.device);
+      m_.classifier->to(m_.device);
+      const auto spec = models::read_pooling_spec(o.init);
+      max_length = std::min(o.max_length, detail::length_cap(cfg.max_positions, spec.max_seq_length, tok->model_max_length()));
+    }
 
-PearlResult train_pearl(const std::vector<PearlRequest>& train, const std::vector<PearlRequest>& eval_in, const PearlOptions& o) {
-  const auto t0 = std::chrono::steady_clock::now();
-  if (o.out.empty()) throw UsageError("train needs an output folder (--out DIR)");
-  if (o.init.empty()) throw UsageError("Pearl needs an encoder to start from (--init MODEL_DIR, e.g. one made by attune pretrain-encoder)");
-  if (o.epochs == 0) throw UsageError("--epochs must be positive");
-  if (o.batch_size == 0 || o.micro_batch == 0) throw UsageError("--batch-size and --micro-batch must be positive");
-  if (!(o.lr > 0)) throw UsageError("--lr must be positive");
-  if (!(o.warmup >= 0 && o.warmup < 1)) throw UsageError("--warmup must be a fraction in [0, 1)");
-  if (!(o.tau > 0)) throw UsageError("--pearl-tau must be positive");
-  if (o.max_length < 3) throw UsageError("--pearl-max-length must be at least 3");
-  if (!(o.sampling.keep_fraction > 0 && o.sampling.keep_fraction <= 1)) throw UsageError("--pearl-keep must be in (0, 1]");
-
-  PearlResult res;
-  res.requests = train.size();
-  const auto lists = pearl_lists(train, o.sampling);
-  if (lists.empty()) throw Error("Pearl has no training list: no kept request with at least 2 candidate documents");
-  {
-    std::vector<std::size_t> kept;
-    for (const auto& l : lists) kept.push_back(l.request);
-    kept.erase(std::unique(kept.begin(), kept.end()), kept.end());
-    res.kept_requests = kept.size();
+    // Tokenise every pair once: the training requests' candidates, then the eval requests'.
+    std::vector<std::pair<std::string, std::string>> texts;
+    std::vector<std::size_t> offsets;
+    for (const auto& r : train) {
+      offsets.push_back(texts.size());
+      for (const auto& d : r.docs) texts.emplace_back(r.query, d);
+    }
+    for (const auto& r : eval_in) {
+      if (r.docs.size() != r.label.size()) throw Error("Pearl eval request " + r.id + ": documents and labels differ in number");
+      eval_offsets_.push_back(texts.size());
+      for (const auto& d : r.docs) texts.emplace_back(r.query, d);
+    }
+    pairs_ = tokenize_pairs(*tok, texts, max_length);
+    for (const auto& l : lists) {
+      TList t;
+      for (auto d : l.docs) {
+        t.pairs.push_back(offsets[l.request] + d);
+        t.label.push_back(train[l.request].label[d]);
+      }
+      tl_.push_back(std::move(t));
+    }
+    optimizer_ = std::make_unique<torch::optim::AdamW>(m_.parameters(), torch::optim::AdamWOptions(o.fit.lr).weight_decay(0.01));
+    save_.tokenizer_dir = o.init;
+    save_.pooling = models::Pooling::Cls;
+    save_.max_seq_length = max_length;
+    save_.classifier = m_.classifier;
   }
-  res.lists = lists.size();
-  std::vector<double> pos;
-  for (const auto& l : lists) pos.push_back(train[l.request].label[l.docs[0]]);
-  const double y0 = std::isnan(o.y0) ? percentile(pos, o.y0_percentile) : o.y0;
-  res.y0 = y0;
-  // Label statistics over every (request, candidate) pair of the training data.
-  nlohmann::json label_stats;
-  {
+
+  std::string name() const override { return "pearl"; }
+  std::size_t size() const override { return tl_.size(); }
+  std::vector<std::size_t> order(std::size_t epoch) const override {
+    return epoch_order(o_.fit.seed, "pearl-epoch-", epoch, tl_.size());
+  }
+  std::vector<torch::Tensor> parameters() override { return m_.parameters(); }
+  torch::optim::Optimizer& optimizer() override { return *optimizer_; }
+  void train_mode(bool on) override { m_.train(on); }
+
+  torch::Tensor loss(const MicroBatch& mb) override {
+    std::vector<const Pair*> rows;
+    std::size_t L = 0;
+    for (auto i : mb.items) {
+      for (auto p : tl_[i].pairs) rows.push_back(&pairs_[p]);
+      L = std::max(L, tl_[i].pairs.size());
+    }
+    auto flat = m_.score(rows);
+    const auto b = static_cast<std::int64_t>(mb.items.size()), LL = static_cast<std::int64_t>(L);
+    std::vector<std::int64_t> gather(static_cast<std::size_t>(b * LL), 0);
+    auto mask = torch::zeros({b, LL}, torch::kBool);
+    auto lab = torch::zeros({b, LL}, torch::kFloat64);
+    auto ma = mask.accessor<bool, 2>();
+    auto la = lab.accessor<double, 2>();
+    std::int64_t at = 0;
+    for (std::int64_t r = 0; r < b; ++r) {
+      const auto& t = tl_[mb.items[static_cast<std::size_t>(r)]];
+      for (std::size_t j = 0; j < t.pairs.size(); ++j) {
+        const auto jj = static_cast<std::int64_t>(j);
+        gather[static_cast<std::size_t>(r * LL + jj)] = at++;
+        ma[r][jj] = true;
+        la[r][jj] = t.label[j];
+      }
+    }
+    auto scores = flat.index_select(0, torch::tensor(gather, torch::kInt64).to(m_.device)).view({b, LL});
+    return calibrated_kl_loss(scores, lab.to(m_.device, scores.scalar_type()), mask.to(m_.device), y0_, o_.tau, o_.anchor);
+  }
+
+  nlohmann::json signature() const override { return sig_; }
+  void start(const std::optional<DevValue>&) override {
+    res_.eval_top1_before = top1(m_, pairs_, eval_offsets_, eval_);
+    if (!o_.fit.quiet)
+      std::fprintf(stderr, "train: pearl %zu of %zu requests kept, %zu lists, y0 %.4f (labels: mean %.4f, std %.4f, %.1f%% positive)\n",
+                   res_.kept_requests, res_.requests, tl_.size(), y0_, label_stats_["mean"].get<double>(),
+                   label_stats_["std"].get<double>(), 100 * label_stats_["positive_fraction"].get<double>());
+  }
+  nlohmann::json checkpoint_state() const override { return {{"eval_top1_before", res_.eval_top1_before}}; }
+  void restore(const nlohmann::json& state) override { res_.eval_top1_before = state.value("eval_top1_before", 0.0); }
+  std::optional<std::string> epoch_line(const EpochRecord& e, bool) const override {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "train: pearl epoch %zu loss %.5f", e.epoch, e.loss);
+    return buf;
+  }
+
+  void save(const fs::path& dir, const FitState& st) override {
+    auto so = save_;
+    so.attune_metadata = metadata(st, st.step);
+    models::save_bert(m_.bert, dir, so);
+  }
+  void load(const fs::path& dir) override {
+    const auto w = models::WeightSet::open(dir);
+    models::LoadOptions lo;
+    lo.prefixes = {"bert."};
+    models::load_module(*m_.bert, w, lo);
+    models::load_module(*m_.classifier, w, models::LoadOptions{{}, {"classifier."}});
+  }
+  void finish(const FitState& st, double seconds) override {
+    m_.train(false);
+    res_.eval_top1_after = top1(m_, pairs_, eval_offsets_, eval_);
+    auto so = save_;
+    so.attune_metadata = metadata(st, st.total_steps);
+    so.attune_metadata["eval_top1_after"] = res_.eval_top1_after;
+    so.attune_metadata["seconds_this_run"] = seconds;
+    models::save_bert(m_.bert, o_.fit.out, so);
+    nlohmann::json rerank = nlohmann::json::object();
+    if (!o_.initial_retriever.empty() && o_.top_l > 0)
+      rerank["rerank"] = {{"initial", o_.initial_retriever}, {"top_l", o_.top_l}};
+    write_model_marker(o_.fit.out, "cross", "pearl", rerank);
+    if (!o_.fit.quiet) std::fprintf(stderr, "train: wrote %s (cross-encoder, %zu epochs)\n", o_.fit.out.c_str(), o_.fit.epochs);
+  }
+
+ private:
+  // Over every (request, candidate) pair of the training data; `pos`: the lists' positives.
+  static nlohmann::json label_statistics(const std::vector<PearlRequest>& train, const std::vector<double>& pos) {
     double sum = 0, sq = 0, positive = 0;
     std::size_t count = 0;
     for (const auto& r : train)
@@ -160,200 +289,54 @@ PearlResult train_pearl(const std::vector<PearlRequest>& train, const std::vecto
         ++count;
       }
     const double mean = count ? sum / static_cast<double>(count) : 0;
-    label_stats = {{"count", count}, {"mean", mean},
-                   {"std", count ? std::sqrt(std::max(0.0, sq / static_cast<double>(count) - mean * mean)) : 0.0},
-                   {"positive_fraction", count ? positive / static_cast<double>(count) : 0.0},
-                   {"positives_median", median(pos)}};
+    return {{"count", count}, {"mean", mean},
+            {"std", count ? std::sqrt(std::max(0.0, sq / static_cast<double>(count) - mean * mean)) : 0.0},
+            {"positive_fraction", count ? positive / static_cast<double>(count) : 0.0},
+            {"positives_median", median(pos)}};
   }
 
-  const nlohmann::json sig = signature(o, train.size(), y0);
-  Checkpointer ckpt(o.out);
-  ckpt.prepare(o.resume);
-
-  Model m;
-  m.device = models::parse_device(o.device);
-  const auto tok = text::SubwordTokenizer::load(o.init);
-  m.pad = tok->pad_id().value_or(0);
-  std::size_t max_length = 0;
-  {
-    // The encoder, with a pooler and a 1-output classifier: loaded when the folder has them,
-    // else initialised like BERT (normal(0, 0.02), zero bias) from the seed.
-    auto loaded = models::load_bert(o.init, torch::kCPU);
-    const auto cfg = loaded.model->cfg;
-    torch::manual_seed(o.seed);
-    m.bert = models::BertModel(cfg, /*with_pooler=*/true);
-    m.classifier = torch::nn::Linear(cfg.hidden_size, 1);
-    torch::NoGradGuard g;
-    for (auto& p : m.bert->named_parameters())
-      if (p.key().rfind("pooler.", 0) == 0) {
-        if (p.key().find("bias") != std::string::npos) p.value().zero_();
-        else p.value().normal_(0, 0.02);
-      }
-    m.classifier->weight.normal_(0, 0.02);
-    m.classifier->bias.zero_();
-    const auto weights = models::WeightSet::open(o.init);
-    models::LoadOptions lo;
-    lo.prefixes = {"", "bert."};
-    lo.optional = {"pooler.dense.weight", "pooler.dense.bias"};
-    models::load_module(*m.bert, weights, lo);
-    m.bert->to(m.device);
-    m.classifier->to(m.device);
-    const auto spec = models::read_pooling_spec(o.init);
-    max_length = std::min(o.max_length, detail::length_cap(cfg.max_positions, spec.max_seq_length, tok->model_max_length()));
+  nlohmann::json metadata(const FitState& st, std::size_t step) const {
+    std::vector<double> epoch_loss;
+    for (const auto& e : st.epochs) epoch_loss.push_back(e.loss);
+    return {{"method", "pearl"}, {"data", o_.fit.data_description}, {"seed", o_.fit.seed},
+            {"torch_threads", models::torch_threads()}, {"options", sig_},
+            {"y0", y0_}, {"labels", label_stats_}, {"requests", res_.requests},
+            {"kept_requests", res_.kept_requests}, {"lists", tl_.size()}, {"steps", step}, {"total_steps", st.total_steps},
+            {"epochs", epoch_loss}, {"eval_top1_before", res_.eval_top1_before}, {"device", o_.fit.device}};
   }
 
-  // Tokenise every pair once: the training requests' candidates, then the eval requests'.
-  std::vector<std::pair<std::string, std::string>> texts;
-  std::vector<std::size_t> offsets, eval_offsets;
-  for (const auto& r : train) {
-    offsets.push_back(texts.size());
-    for (const auto& d : r.docs) texts.emplace_back(r.query, d);
-  }
-  for (const auto& r : eval_in) {
-    if (r.docs.size() != r.label.size()) throw Error("Pearl eval request " + r.id + ": documents and labels differ in number");
-    eval_offsets.push_back(texts.size());
-    for (const auto& d : r.docs) texts.emplace_back(r.query, d);
-  }
-  const auto pairs = tokenize_pairs(*tok, texts, max_length);
-  std::vector<TList> tl;
-  for (const auto& l : lists) {
-    TList t;
-    for (auto d : l.docs) {
-      t.pairs.push_back(offsets[l.request] + d);
-      t.label.push_back(train[l.request].label[d]);
-    }
-    tl.push_back(std::move(t));
-  }
+  const PearlOptions& o_;
+  PearlResult& res_;
+  const std::vector<PearlRequest>& eval_;
+  Model m_;
+  double y0_ = 0;
+  nlohmann::json label_stats_, sig_;
+  std::vector<Pair> pairs_;
+  std::vector<std::size_t> eval_offsets_;
+  std::vector<TList> tl_;
+  std::unique_ptr<torch::optim::AdamW> optimizer_;
+  models::SaveBertOptions save_;
+};
 
-  auto params = m.parameters();
-  torch::optim::AdamW optimizer(params, torch::optim::AdamWOptions(o.lr).weight_decay(0.01));
-  const std::size_t N = tl.size(), B = o.batch_size;
-  const std::size_t per_epoch = (N + B - 1) / B, total = per_epoch * o.epochs;
-  const std::size_t warmup = static_cast<std::size_t>(std::ceil(o.warmup * static_cast<double>(total)));
-  auto lr_at = [&](std::size_t s) { return warmup_linear_lr(o.lr, s, total, warmup); };
-  res.total_steps = total;
+}  // namespace
 
-  std::size_t start = 0;
-  EpochTracker track(per_epoch);
-  if (o.resume) {
-    const auto state = ckpt.load_state(sig);
-    start = state.at("step").get<std::size_t>();
-    track.restore(state);
-    res.epoch_loss = state.value("epoch_loss", std::vector<double>{});
-    res.eval_top1_before = state.value("eval_top1_before", 0.0);
-    torch::NoGradGuard g;
-    const auto w = models::WeightSet::open(ckpt.dir());
-    models::LoadOptions lo;
-    lo.prefixes = {"bert."};
-    models::load_module(*m.bert, w, lo);
-    models::load_module(*m.classifier, w, models::LoadOptions{{}, {"classifier."}});
-    torch::load(optimizer, (ckpt.dir() / "optimizer.pt").string());
-    if (!o.quiet) std::fprintf(stderr, "train: resuming %s at step %zu/%zu\n", o.out.c_str(), start, total);
-  } else {
-    m.train(false);
-    res.eval_top1_before = top1(m, pairs, eval_offsets, eval_in);
-    if (!o.quiet)
-      std::fprintf(stderr, "train: pearl %zu of %zu requests kept, %zu lists, y0 %.4f (labels: mean %.4f, std %.4f, %.1f%% positive)\n",
-                   res.kept_requests, train.size(), N, y0, label_stats["mean"].get<double>(), label_stats["std"].get<double>(),
-                   100 * label_stats["positive_fraction"].get<double>());
-  }
-  m.train(true);
+PearlResult train_pearl(const std::vector<PearlRequest>& train, const std::vector<PearlRequest>& eval_in, const PearlOptions& o) {
+  o.fit.validate();
+  if (o.init.empty()) throw UsageError("Pearl needs an encoder to start from (init: a model folder, e.g. one made by attune pretrain-encoder)");
+  if (!(o.tau > 0)) throw UsageError("tau = " + std::to_string(o.tau) + ": must be positive");
+  if (o.max_length < 3) throw UsageError("max_length = " + std::to_string(o.max_length) + ": must be at least 3 tokens");
+  if (!(o.sampling.keep_fraction > 0 && o.sampling.keep_fraction <= 1))
+    throw UsageError("sampling.keep_fraction = " + std::to_string(o.sampling.keep_fraction) + ": must be in (0, 1]");
 
-  models::SaveBertOptions save;
-  save.tokenizer_dir = o.init;
-  save.pooling = models::Pooling::Cls;
-  save.max_seq_length = max_length;
-  save.classifier = m.classifier;
-  auto metadata = [&](std::size_t step) {
-    return nlohmann::json{{"method", "pearl"}, {"data", o.data_description}, {"seed", o.seed},
-                          {"torch_threads", models::torch_threads()}, {"options", sig},
-                          {"y0", y0}, {"labels", label_stats}, {"requests", res.requests},
-                          {"kept_requests", res.kept_requests}, {"lists", N}, {"steps", step}, {"total_steps", total},
-                          {"epochs", res.epoch_loss}, {"eval_top1_before", res.eval_top1_before}, {"device", o.device}};
-  };
-  auto write_checkpoint = [&](std::size_t step) {
-    auto so = save;
-    so.attune_metadata = metadata(step);
-    auto state = track.state();
-    state.update({{"step", step}, {"options", sig}, {"epoch_loss", res.epoch_loss}, {"eval_top1_before", res.eval_top1_before}});
-    ckpt.write([&](const fs::path& dir) {
-      models::save_bert(m.bert, dir, so);
-      torch::save(optimizer, (dir / "optimizer.pt").string());
-    }, state);
-  };
-
-  std::vector<std::size_t> perm;
-  StepLog log("pearl", o.epochs, total, o.log_every, o.quiet);
-  for (std::size_t s = start; s < total; ++s) {
-    const std::size_t epoch = s / per_epoch, in_epoch = s % per_epoch;
-    if (s == start || in_epoch == 0) perm = epoch_order(o.seed, "pearl-epoch-", epoch, N);  // once per epoch
-    const std::size_t lo = in_epoch * B, hi = std::min(N, lo + B);
-    const double lr = lr_at(s);
-    for (auto& g : optimizer.param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);
-    optimizer.zero_grad();
-    double step_loss = 0;
-    for (std::size_t mlo = lo; mlo < hi; mlo += o.micro_batch) {
-      const std::size_t mhi = std::min(hi, mlo + o.micro_batch);
-      std::vector<const Pair*> rows;
-      std::size_t L = 0;
-      for (std::size_t i = mlo; i < mhi; ++i) {
-        for (auto p : tl[perm[i]].pairs) rows.push_back(&pairs[p]);
-        L = std::max(L, tl[perm[i]].pairs.size());
-      }
-      auto flat = m.score(rows);
-      const auto b = static_cast<std::int64_t>(mhi - mlo), LL = static_cast<std::int64_t>(L);
-      std::vector<std::int64_t> gather(static_cast<std::size_t>(b * LL), 0);
-      auto mask = torch::zeros({b, LL}, torch::kBool);
-      auto lab = torch::zeros({b, LL}, torch::kFloat64);
-      auto ma = mask.accessor<bool, 2>();
-      auto la = lab.accessor<double, 2>();
-      std::int64_t at = 0;
-      for (std::int64_t r = 0; r < b; ++r) {
-        const auto& t = tl[perm[mlo + static_cast<std::size_t>(r)]];
-        for (std::size_t j = 0; j < t.pairs.size(); ++j) {
-          const auto jj = static_cast<std::int64_t>(j);
-          gather[static_cast<std::size_t>(r * LL + jj)] = at++;
-          ma[r][jj] = true;
-          la[r][jj] = t.label[j];
-        }
-      }
-      auto scores = flat.index_select(0, torch::tensor(gather, torch::kInt64).to(m.device)).view({b, LL});
-      auto loss = calibrated_kl_loss(scores, lab.to(m.device, scores.scalar_type()), mask.to(m.device), y0, o.tau, o.anchor);
-      const double w = static_cast<double>(mhi - mlo) / static_cast<double>(hi - lo);
-      (loss * w).backward();
-      step_loss += loss.item<double>() * w;
-    }
-    if (o.clip > 0) torch::nn::utils::clip_grad_norm_(params, o.clip);
-    optimizer.step();
-    if (!std::isfinite(step_loss)) throw Error("training diverged at step " + std::to_string(s + 1) + ": lower --lr");
-    res.losses.push_back(step_loss);
-    const bool epoch_end = track.add(step_loss);
-    const std::size_t done = s + 1;
-    log.add(epoch, done, step_loss, lr);
-    if (epoch_end) {
-      res.epoch_loss.push_back(track.end_epoch());
-      if (!o.quiet) std::fprintf(stderr, "train: pearl epoch %zu loss %.5f\n", res.epoch_loss.size(), res.epoch_loss.back());
-    }
-    const bool stop = o.stop_after && done - start >= o.stop_after;
-    if (epoch_end || (o.checkpoint_every && done % o.checkpoint_every == 0) || done == total || stop) write_checkpoint(done);
-    if (stop) break;
-  }
-  res.steps_done = start + res.losses.size();
-  if (res.steps_done == total) {
-    m.train(false);
-    res.eval_top1_after = top1(m, pairs, eval_offsets, eval_in);
-    auto so = save;
-    so.attune_metadata = metadata(total);
-    so.attune_metadata["eval_top1_after"] = res.eval_top1_after;
-    so.attune_metadata["seconds_this_run"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    models::save_bert(m.bert, o.out, so);
-    nlohmann::json rerank = nlohmann::json::object();
-    if (!o.initial_retriever.empty() && o.top_l > 0)
-      rerank["rerank"] = {{"initial", o.initial_retriever}, {"top_l", o.top_l}};
-    write_model_marker(o.out, "cross", "pearl", rerank);
-    if (!o.quiet) std::fprintf(stderr, "train: wrote %s (cross-encoder, %zu epochs)\n", o.out.c_str(), o.epochs);
-  }
-  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  PearlResult res;
+  res.requests = train.size();
+  PearlLearner learner(train, eval_in, o, res);
+  const auto f = fit(learner, o.fit);
+  res.total_steps = f.state.total_steps;
+  res.steps_done = f.steps_done;
+  for (const auto& e : f.state.epochs) res.epoch_loss.push_back(e.loss);
+  res.losses = f.losses;
+  res.seconds = f.seconds;
   return res;
 }
 

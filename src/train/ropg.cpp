@@ -2,7 +2,6 @@
 #include "attune/train/ropg.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -18,6 +17,7 @@
 #include "attune/train/objectives.h"
 #include "batching.h"
 #include "checkpoint.h"
+#include "fit.h"
 
 namespace attune::train {
 
@@ -127,43 +127,117 @@ std::pair<double, double> evaluate(Model& m, const std::vector<Tokenized>& ex, s
   return {top1 / static_cast<double>(ex.size()), expected / static_cast<double>(ex.size())};
 }
 
-nlohmann::json signature(const RopgOptions& o, std::size_t n_train) {
-  return {{"objective", o.objective == RopgObjective::RL ? "ropg-rl" : "ropg-kd"},
-          {"double_softmax", o.double_softmax}, {"target_temperature", o.target_temperature},
-          {"init", o.init.string()}, {"epochs", o.epochs},
-          {"batch_size", o.batch_size}, {"micro_batch", o.micro_batch}, {"lr", o.lr}, {"warmup", o.warmup},
-          {"clip", o.clip}, {"query_max_length", o.query_max_length}, {"doc_max_length", o.doc_max_length},
-          {"seed", o.seed}, {"train_examples", n_train}};
-}
+std::string objective_name(RopgObjective o) { return o == RopgObjective::RL ? "ropg-rl" : "ropg-kd"; }
 
-nlohmann::json epochs_json(const std::vector<RopgEpoch>& e) {
-  auto a = nlohmann::json::array();
-  for (const auto& x : e)
-    a.push_back({{"epoch", x.epoch}, {"loss", x.loss}, {"dev_top1", x.dev_top1}, {"dev_expected", x.dev_expected}});
-  return a;
-}
+// ROPG on the shared loop: the bi-encoder, the KD or REINFORCE loss over a micro-batch of
+// queries, dev top-1 utility as the kept epoch's criterion.
+class RopgLearner final : public DevSelectedLearner {
+ public:
+  RopgLearner(const std::vector<RopgExample>& train, const std::vector<RopgExample>& dev, const RopgOptions& o)
+      : DevSelectedLearner(o.fit, {"dev_top1", "dev_expected"}), o_(o) {
+    m_.device = models::parse_device(o.fit.device);
+    torch::manual_seed(o.fit.seed);
+    m_.bert = models::load_bert(o.init, m_.device).model;
+    m_.spec = models::read_pooling_spec(o.init);
+    const auto tok = text::SubwordTokenizer::load(o.init);
+    m_.pad = tok->pad_id().value_or(0);
+    // Never longer than the model's positions (or its declared max_seq_length).
+    RopgOptions lengths = o;
+    const std::size_t cap = detail::length_cap(m_.bert->cfg.max_positions, m_.spec.max_seq_length, tok->model_max_length());
+    lengths.query_max_length = std::min(o.query_max_length, cap);
+    lengths.doc_max_length = std::min(o.doc_max_length, cap);
+    tr_ = tokenize_examples(*tok, train, lengths);
+    dv_ = tokenize_examples(*tok, dev, lengths);
+    optimizer_ = std::make_unique<torch::optim::Adam>(m_.bert->parameters(), torch::optim::AdamOptions(o.fit.lr));
+    sig_ = {{"objective", objective_name(o.objective)}, {"double_softmax", o.double_softmax},
+            {"target_temperature", o.target_temperature}, {"init", o.init.string()}, {"epochs", o.fit.epochs},
+            {"batch_size", o.fit.batch_size}, {"micro_batch", o.fit.micro_batch}, {"lr", o.fit.lr},
+            {"warmup", o.fit.warmup}, {"clip", o.fit.clip}, {"query_max_length", o.query_max_length},
+            {"doc_max_length", o.doc_max_length}, {"seed", o.fit.seed}, {"train_examples", train.size()}};
+    save_.tokenizer_dir = o.init;
+    save_.pooling = m_.spec.pooling;
+    save_.normalize = m_.spec.normalize;
+    save_.max_seq_length = m_.spec.max_seq_length;
+  }
 
-std::vector<RopgEpoch> epochs_from(const nlohmann::json& a) {
-  std::vector<RopgEpoch> out;
-  for (const auto& x : a)
-    out.push_back({x.at("epoch").get<std::size_t>(), x.at("loss").get<double>(), x.at("dev_top1").get<double>(),
-                   x.at("dev_expected").get<double>()});
-  return out;
-}
+  std::string name() const override { return objective_name(o_.objective); }
+  std::size_t size() const override { return tr_.size(); }
+  std::vector<std::size_t> order(std::size_t epoch) const override {
+    return epoch_order(o_.fit.seed, "ropg-epoch-", epoch, tr_.size());
+  }
+  std::vector<torch::Tensor> parameters() override { return m_.bert->parameters(); }
+  torch::optim::Optimizer& optimizer() override { return *optimizer_; }
+  void train_mode(bool on) override { m_.bert->train(on); }
+
+  torch::Tensor loss(const MicroBatch& mb) override {
+    const std::vector<std::size_t> idx(mb.items.begin(), mb.items.end());
+    auto b = m_.score(tr_, idx);
+    if (o_.objective == RopgObjective::KD)
+      return ropg_kd_loss(b.scores, b.utility.to(b.scores.dtype()), b.mask, o_.double_softmax, o_.target_temperature);
+    // One action per example from pi (detached), seeded by (seed, epoch, example).
+    auto p = masked_softmax(b.scores.detach().to(torch::kCPU, torch::kFloat64), b.mask.to(torch::kCPU)).contiguous();
+    auto pa = p.accessor<double, 2>();
+    auto u_cpu = b.utility.to(torch::kCPU);
+    auto ua = u_cpu.accessor<double, 2>();
+    std::vector<std::int64_t> actions;
+    std::vector<double> rewards;
+    for (std::size_t r = 0; r < idx.size(); ++r) {
+      Rng rng(derive_seed(o_.fit.seed, "ropg-rl-" + std::to_string(mb.epoch) + "-" + std::to_string(idx[r])));
+      const double u = rng.uniform();
+      double c = 0;
+      std::int64_t a = 0;
+      const auto n = static_cast<std::int64_t>(tr_[idx[r]].docs.size());
+      for (; a < n - 1; ++a) {
+        c += pa[static_cast<std::int64_t>(r)][a];
+        if (u < c) break;
+      }
+      actions.push_back(a);
+      rewards.push_back(ua[static_cast<std::int64_t>(r)][a] - ua[static_cast<std::int64_t>(r)][0]);
+    }
+    return reinforce_loss(b.scores, b.mask, torch::tensor(actions, torch::kInt64).to(m_.device),
+                          torch::tensor(rewards, torch::kFloat64).to(m_.device));
+  }
+
+  std::optional<DevValue> dev() override {
+    if (dv_.empty()) return std::nullopt;
+    const auto [t1, ex] = evaluate(m_, dv_, 32);
+    return DevValue{t1, {{"dev_top1", t1}, {"dev_expected", ex}},
+                    " dev top-1 utility " + std::to_string(t1) + " expected " + std::to_string(ex)};
+  }
+  nlohmann::json signature() const override { return sig_; }
+
+  void save(const fs::path& dir, const FitState& st) override {
+    auto so = save_;
+    so.attune_metadata = metadata(st, st.step);
+    models::save_bert(m_.bert, dir, so);
+  }
+  void load(const fs::path& dir) override { models::load_module(*m_.bert, models::WeightSet::open(dir)); }
+  void save_kept(const FitState& st) override {
+    save(o_.fit.out, st);
+    write_model_marker(o_.fit.out, "dense", name());
+  }
+
+ private:
+  std::size_t dev_size() const override { return dv_.size(); }
+
+  const RopgOptions& o_;
+  Model m_;
+  std::vector<Tokenized> tr_, dv_;
+  std::unique_ptr<torch::optim::Adam> optimizer_;
+  nlohmann::json sig_;
+  models::SaveBertOptions save_;
+};
 
 }  // namespace
 
 RopgResult train_ropg(const std::vector<RopgExample>& train_in, const std::vector<RopgExample>& dev_in, const RopgOptions& o) {
-  const auto t0 = std::chrono::steady_clock::now();
-  if (o.out.empty()) throw UsageError("train needs an output folder (--out DIR)");
-  if (o.init.empty()) throw UsageError("ROPG needs an encoder to start from (--init MODEL_DIR, e.g. one made by attune pretrain-encoder)");
-  if (o.epochs == 0) throw UsageError("--epochs must be positive");
-  if (o.batch_size == 0 || o.micro_batch == 0) throw UsageError("--batch-size and --micro-batch must be positive");
-  if (!(o.lr > 0)) throw UsageError("--lr must be positive");
+  o.fit.validate();
+  if (o.init.empty()) throw UsageError("ROPG needs an encoder to start from (init: a dense model folder, e.g. one made by attune pretrain-encoder)");
   if (!(o.target_temperature > 0) || !std::isfinite(o.target_temperature))
-    throw UsageError("--target-temperature must be a positive number");
-  if (!(o.warmup >= 0 && o.warmup < 1)) throw UsageError("--warmup must be a fraction in [0, 1)");
-  if (o.query_max_length < 3 || o.doc_max_length < 3) throw UsageError("--max-length must be at least 3");
+    throw UsageError("target_temperature = " + std::to_string(o.target_temperature) + ": must be a positive number");
+  if (o.query_max_length < 3 || o.doc_max_length < 3)
+    throw UsageError("query_max_length and doc_max_length must be at least 3 tokens (they are " +
+                     std::to_string(o.query_max_length) + " and " + std::to_string(o.doc_max_length) + ")");
   std::vector<RopgExample> train;
   for (const auto& e : train_in)
     if (e.docs.size() >= 2) train.push_back(e);
@@ -171,174 +245,21 @@ RopgResult train_ropg(const std::vector<RopgExample>& train_in, const std::vecto
   std::vector<RopgExample> dev;
   for (const auto& e : dev_in)
     if (!e.docs.empty()) dev.push_back(e);
+  prepare_out(o.fit);  // a bad output folder fails before the model loads
 
-  const nlohmann::json sig = signature(o, train.size());
-  Checkpointer ckpt(o.out);
-  ckpt.prepare(o.resume);
-
-  Model m;
-  m.device = models::parse_device(o.device);
-  torch::manual_seed(o.seed);
-  auto loaded = models::load_bert(o.init, m.device);
-  m.bert = loaded.model;
-  m.spec = models::read_pooling_spec(o.init);
-  const auto tok = text::SubwordTokenizer::load(o.init);
-  m.pad = tok->pad_id().value_or(0);
-  // Never longer than the model's positions (or its declared max_seq_length).
-  RopgOptions lengths = o;
-  const std::size_t cap = detail::length_cap(m.bert->cfg.max_positions, m.spec.max_seq_length, tok->model_max_length());
-  lengths.query_max_length = std::min(o.query_max_length, cap);
-  lengths.doc_max_length = std::min(o.doc_max_length, cap);
-  const auto tr = tokenize_examples(*tok, train, lengths), dv = tokenize_examples(*tok, dev, lengths);
-
-  torch::optim::Adam optimizer(m.bert->parameters(), torch::optim::AdamOptions(o.lr));
-  const std::size_t N = tr.size(), B = o.batch_size;
-  const std::size_t per_epoch = (N + B - 1) / B, total = per_epoch * o.epochs;
-  const std::size_t warmup = static_cast<std::size_t>(std::ceil(o.warmup * static_cast<double>(total)));
-  auto lr_at = [&](std::size_t s) { return warmup_linear_lr(o.lr, s, total, warmup); };
-
+  RopgLearner learner(train, dev, o);
+  const auto f = fit(learner, o.fit);
   RopgResult res;
-  res.total_steps = total;
-  std::size_t start = 0;
-  EpochTracker track(per_epoch);
-  if (o.resume) {
-    const auto state = ckpt.load_state(sig);
-    start = state.at("step").get<std::size_t>();
-    track.restore(state);
-    res.epochs = epochs_from(state.value("epochs", nlohmann::json::array()));
-    res.best_epoch = state.value("best_epoch", std::size_t{0});
-    res.init_dev_top1 = state.value("init_dev_top1", 0.0);
-    res.init_dev_expected = state.value("init_dev_expected", 0.0);
-    torch::NoGradGuard g;
-    models::load_module(*m.bert, models::WeightSet::open(ckpt.dir()));
-    torch::load(optimizer, (ckpt.dir() / "optimizer.pt").string());
-    if (!o.quiet) std::fprintf(stderr, "train: resuming %s at step %zu/%zu\n", o.out.c_str(), start, total);
-  } else {
-    m.bert->eval();
-    auto [t1, ex] = evaluate(m, dv, 32);
-    res.init_dev_top1 = t1;
-    res.init_dev_expected = ex;
-    if (!o.quiet && !dv.empty())
-      std::fprintf(stderr, "train: initial encoder on %zu dev examples: top-1 utility %.4f, expected utility %.4f\n",
-                   dv.size(), t1, ex);
-  }
-  m.bert->train();
-
-  models::SaveBertOptions save;
-  save.tokenizer_dir = o.init;
-  save.pooling = m.spec.pooling;
-  save.normalize = m.spec.normalize;
-  save.max_seq_length = m.spec.max_seq_length;
-  auto metadata = [&](std::size_t step) {
-    return nlohmann::json{{"method", sig["objective"]}, {"data", o.data_description}, {"seed", o.seed},
-                          {"torch_threads", models::torch_threads()},
-                          {"options", sig}, {"steps", step}, {"total_steps", total}, {"epochs", epochs_json(res.epochs)},
-                          {"best_epoch", res.best_epoch}, {"init_dev_top1", res.init_dev_top1},
-                          {"init_dev_expected", res.init_dev_expected}, {"dev_examples", dv.size()},
-                          {"device", o.device}};
-  };
-  auto write_checkpoint = [&](std::size_t step) {
-    auto so = save;
-    so.attune_metadata = metadata(step);
-    auto state = track.state();
-    state.update({{"step", step}, {"options", sig}, {"epochs", epochs_json(res.epochs)}, {"best_epoch", res.best_epoch},
-                  {"init_dev_top1", res.init_dev_top1}, {"init_dev_expected", res.init_dev_expected}});
-    ckpt.write([&](const fs::path& dir) {
-      models::save_bert(m.bert, dir, so);
-      torch::save(optimizer, (dir / "optimizer.pt").string());
-    }, state);
-  };
-  auto save_model = [&](std::size_t step) {
-    auto so = save;
-    so.attune_metadata = metadata(step);
-    models::save_bert(m.bert, o.out, so);
-    write_model_marker(o.out, "dense", sig["objective"].get<std::string>());
-  };
-
-  std::vector<std::size_t> perm;
-  StepLog log(sig["objective"].get<std::string>(), o.epochs, total, o.log_every, o.quiet);
-
-  for (std::size_t s = start; s < total; ++s) {
-    const std::size_t epoch = s / per_epoch, in_epoch = s % per_epoch;
-    if (s == start || in_epoch == 0) perm = epoch_order(o.seed, "ropg-epoch-", epoch, N);  // once per epoch
-    const std::size_t lo = in_epoch * B, hi = std::min(N, lo + B);
-    const double lr = lr_at(s);
-    for (auto& g : optimizer.param_groups()) static_cast<torch::optim::AdamOptions&>(g.options()).lr(lr);
-    optimizer.zero_grad();
-    double step_loss = 0;
-    for (std::size_t mlo = lo; mlo < hi; mlo += o.micro_batch) {
-      std::vector<std::size_t> idx(perm.begin() + static_cast<std::ptrdiff_t>(mlo),
-                                   perm.begin() + static_cast<std::ptrdiff_t>(std::min(hi, mlo + o.micro_batch)));
-      auto b = m.score(tr, idx);
-      torch::Tensor loss;
-      if (o.objective == RopgObjective::KD) {
-        loss = ropg_kd_loss(b.scores, b.utility.to(b.scores.dtype()), b.mask, o.double_softmax, o.target_temperature);
-      } else {
-        // One action per example from pi (detached), seeded by (seed, epoch, example).
-        auto p = masked_softmax(b.scores.detach().to(torch::kCPU, torch::kFloat64), b.mask.to(torch::kCPU)).contiguous();
-        auto pa = p.accessor<double, 2>();
-        auto u_cpu = b.utility.to(torch::kCPU);
-        auto ua = u_cpu.accessor<double, 2>();
-        std::vector<std::int64_t> actions;
-        std::vector<double> rewards;
-        for (std::size_t r = 0; r < idx.size(); ++r) {
-          Rng rng(derive_seed(o.seed, "ropg-rl-" + std::to_string(epoch) + "-" + std::to_string(idx[r])));
-          const double u = rng.uniform();
-          double c = 0;
-          std::int64_t a = 0;
-          const auto n = static_cast<std::int64_t>(tr[idx[r]].docs.size());
-          for (; a < n - 1; ++a) {
-            c += pa[static_cast<std::int64_t>(r)][a];
-            if (u < c) break;
-          }
-          actions.push_back(a);
-          rewards.push_back(ua[static_cast<std::int64_t>(r)][a] - ua[static_cast<std::int64_t>(r)][0]);
-        }
-        loss = reinforce_loss(b.scores, b.mask, torch::tensor(actions, torch::kInt64).to(m.device),
-                              torch::tensor(rewards, torch::kFloat64).to(m.device));
-      }
-      const double w = static_cast<double>(idx.size()) / static_cast<double>(hi - lo);
-      (loss * w).backward();
-      step_loss += loss.item<double>() * w;
-    }
-    if (o.clip > 0) torch::nn::utils::clip_grad_norm_(m.bert->parameters(), o.clip);
-    optimizer.step();
-    if (!std::isfinite(step_loss)) throw Error("training diverged at step " + std::to_string(s + 1) + ": lower --lr");
-    res.losses.push_back(step_loss);
-    const bool epoch_end = track.add(step_loss);
-    const std::size_t done = s + 1;
-    log.add(epoch, done, step_loss, lr);
-    if (epoch_end) {
-      m.bert->eval();
-      auto [t1, ex] = evaluate(m, dv, 32);
-      m.bert->train();
-      RopgEpoch e{epoch + 1, track.end_epoch(), t1, ex};
-      res.epochs.push_back(e);
-      // The kept model: best dev top-1 utility (ties: the earlier epoch); the last without dev.
-      const bool better = track.keep(!dv.empty(), t1);
-      if (better) {
-        res.best_epoch = e.epoch;
-        save_model(done);
-      }
-      if (!o.quiet)
-        std::fprintf(stderr, "train: epoch %zu loss %.5f%s%s\n", e.epoch, e.loss,
-                     dv.empty() ? "" : (" dev top-1 utility " + std::to_string(t1) + " expected " + std::to_string(ex)).c_str(),
-                     better ? " (kept)" : "");
-    }
-    const bool stop = o.stop_after && done - start >= o.stop_after;
-    if (epoch_end || (o.checkpoint_every && done % o.checkpoint_every == 0) || done == total || stop) write_checkpoint(done);
-    if (stop) break;
-  }
-  res.steps_done = start + res.losses.size();
-  if (res.steps_done == total) {
-    // Rewrite the kept model's metadata with the whole run's history.
-    auto md = metadata(total);
-    md["seconds_this_run"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    models::write_json_file(o.out / "attune_train.json", md);
-    if (!o.quiet)
-      std::fprintf(stderr, "train: wrote %s (epoch %zu of %zu kept)\n", o.out.c_str(), res.best_epoch, o.epochs);
-  }
-  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  res.steps_done = f.steps_done;
+  res.total_steps = f.state.total_steps;
+  res.init_dev_top1 = learner.initial("dev_top1");
+  res.init_dev_expected = learner.initial("dev_expected");
+  for (const auto& e : f.state.epochs)
+    res.epochs.push_back({e.epoch, e.loss, e.dev ? e.dev->values.value("dev_top1", 0.0) : 0.0,
+                          e.dev ? e.dev->values.value("dev_expected", 0.0) : 0.0});
+  res.best_epoch = f.state.best_epoch;
+  res.losses = f.losses;
+  res.seconds = f.seconds;
   return res;
 }
 

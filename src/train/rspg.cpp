@@ -2,7 +2,6 @@
 #include "attune/train/rspg.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -18,6 +17,7 @@
 #include "attune/train/objectives.h"
 #include "batching.h"
 #include "checkpoint.h"
+#include "fit.h"
 
 namespace attune::train {
 
@@ -125,180 +125,124 @@ std::pair<double, double> evaluate(Net& net, const std::vector<Tokenized>& ex) {
   return {success / static_cast<double>(ex.size()), utility / static_cast<double>(ex.size())};
 }
 
-nlohmann::json signature(const RspgOptions& o, std::size_t n) {
-  return {{"variant", rspg_variant_name(o.variant)}, {"init", o.init.string()}, {"pool", o.pool}, {"k", o.k},
-          {"prompt_max_length", o.prompt_max_length}, {"max_length", o.max_length}, {"epochs", o.epochs},
-          {"batch_size", o.batch_size}, {"micro_batch", o.micro_batch}, {"lr", o.lr}, {"warmup", o.warmup},
-          {"clip", o.clip}, {"temperature", o.temperature}, {"seed", o.seed}, {"train_examples", n}};
-}
+// RSPG on the shared loop: the selector network, the listwise KL over each input's pool,
+// dev utility of the selected retriever as the kept epoch's criterion.
+class RspgLearner final : public DevSelectedLearner {
+ public:
+  RspgLearner(const std::vector<RspgExample>& train, const std::vector<RspgExample>& dev, const RspgOptions& o)
+      : DevSelectedLearner(o.fit, {"dev_success", "dev_utility"}), o_(o), R_(o.pool.size()) {
+    net_.device = models::parse_device(o.fit.device);
+    torch::manual_seed(o.fit.seed);
+    net_.bert = models::load_bert(o.init, net_.device).model;
+    net_.head = torch::nn::Linear(net_.bert->cfg.hidden_size, 1);
+    {
+      torch::NoGradGuard g;
+      net_.head->weight.normal_(0, 0.02);
+      net_.head->bias.zero_();
+    }
+    net_.head->to(net_.device);
+    const auto tok = text::SubwordTokenizer::load(o.init);
+    net_.pad = tok->pad_id().value_or(0);
+    const auto spec = models::read_pooling_spec(o.init);
+    max_length_ = std::min(o.max_length, detail::length_cap(net_.bert->cfg.max_positions, 0, tok->model_max_length()));
+    tr_ = tokenize_examples(*tok, train, o.variant, R_, max_length_);
+    dv_ = tokenize_examples(*tok, dev, o.variant, R_, max_length_);
+    // AdamW; no decay on biases and LayerNorm weights.
+    std::vector<torch::Tensor> decay, no_decay;
+    for (auto& p : net_.parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
+    std::vector<torch::optim::OptimizerParamGroup> groups;
+    groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(o.fit.lr).weight_decay(0.01)));
+    groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(o.fit.lr).weight_decay(0.0)));
+    optimizer_ = std::make_unique<torch::optim::AdamW>(std::move(groups), torch::optim::AdamWOptions(o.fit.lr));
+    mask_ = torch::ones({1, static_cast<std::int64_t>(R_)}, torch::kBool).to(net_.device);
+    sig_ = {{"variant", rspg_variant_name(o.variant)}, {"init", o.init.string()}, {"pool", o.pool}, {"k", o.k},
+            {"prompt_max_length", o.prompt_max_length}, {"max_length", o.max_length}, {"epochs", o.fit.epochs},
+            {"batch_size", o.fit.batch_size}, {"micro_batch", o.fit.micro_batch}, {"lr", o.fit.lr},
+            {"warmup", o.fit.warmup}, {"clip", o.fit.clip}, {"temperature", o.temperature}, {"seed", o.fit.seed},
+            {"train_examples", train.size()}};
+    save_.tokenizer_dir = o.init;
+    save_.pooling = spec.pooling;
+    save_.normalize = spec.normalize;
+  }
 
-nlohmann::json epochs_json(const std::vector<RspgEpoch>& e) {
-  auto a = nlohmann::json::array();
-  for (const auto& x : e)
-    a.push_back({{"epoch", x.epoch}, {"loss", x.loss}, {"dev_success", x.dev_success}, {"dev_utility", x.dev_utility}});
-  return a;
-}
+  std::string name() const override { return rspg_variant_name(o_.variant); }
+  std::size_t size() const override { return tr_.size(); }
+  std::vector<std::size_t> order(std::size_t epoch) const override {
+    return epoch_order(o_.fit.seed, "rspg-epoch-", epoch, tr_.size());
+  }
+  std::vector<torch::Tensor> parameters() override { return net_.parameters(); }
+  torch::optim::Optimizer& optimizer() override { return *optimizer_; }
+  void train_mode(bool on) override { net_.bert->train(on); }
+
+  torch::Tensor loss(const MicroBatch& mb) override {
+    const std::vector<std::size_t> idx(mb.items.begin(), mb.items.end());
+    auto [sc, u] = score_batch(net_, tr_, idx);
+    return listwise_kl_loss(sc, u.to(sc.dtype()), mask_.expand({static_cast<std::int64_t>(idx.size()), -1}), o_.temperature);
+  }
+
+  std::optional<DevValue> dev() override {
+    if (dv_.empty()) return std::nullopt;
+    const auto [succ, util] = evaluate(net_, dv_);
+    return DevValue{util, {{"dev_success", succ}, {"dev_utility", util}},
+                    " dev success " + std::to_string(succ) + " utility " + std::to_string(util)};
+  }
+  nlohmann::json signature() const override { return sig_; }
+
+  void save(const fs::path& dir, const FitState& st) override {
+    auto so = save_;
+    so.attune_metadata = metadata(st, st.step);
+    models::save_bert(net_.bert, dir, so);
+    models::save_module(*net_.head, dir / kHeadFile);
+  }
+  void load(const fs::path& dir) override {
+    models::load_module(*net_.bert, models::WeightSet::open(dir));
+    models::load_module(*net_.head, models::WeightSet::open_file(dir / kHeadFile));
+  }
+  void save_kept(const FitState& st) override {
+    const auto& out = o_.fit.out;
+    save(out, st);
+    models::write_json_file(out / "selector.json", {{"variant", name()}, {"pool", o_.pool}, {"k", o_.k},
+                                                    {"prompt_max_length", o_.prompt_max_length}, {"max_length", max_length_}});
+    write_model_marker(out, "selector", name());
+  }
+
+ private:
+  std::size_t dev_size() const override { return dv_.size(); }
+
+  const RspgOptions& o_;
+  const std::size_t R_;
+  Net net_;
+  std::size_t max_length_ = 0;
+  std::vector<Tokenized> tr_, dv_;
+  std::unique_ptr<torch::optim::AdamW> optimizer_;
+  torch::Tensor mask_;
+  nlohmann::json sig_;
+  models::SaveBertOptions save_;
+};
 
 }  // namespace
 
 RspgResult train_rspg(const std::vector<RspgExample>& train, const std::vector<RspgExample>& dev, const RspgOptions& o) {
-  const auto t0 = std::chrono::steady_clock::now();
-  if (o.out.empty()) throw UsageError("train needs an output folder (--out DIR)");
-  if (o.init.empty()) throw UsageError("RSPG needs an encoder to start from (--init MODEL_DIR)");
-  if (o.pool.size() < 2) throw UsageError("RSPG needs a pool of at least 2 retrievers");
-  if (o.epochs == 0 || o.batch_size == 0 || o.micro_batch == 0) throw UsageError("--epochs, --batch-size and --micro-batch must be positive");
-  if (!(o.lr > 0) || !(o.temperature > 0)) throw UsageError("--lr and the target temperature must be positive");
-  if (!(o.warmup >= 0 && o.warmup < 1)) throw UsageError("--warmup must be a fraction in [0, 1)");
+  o.fit.validate();
+  if (o.init.empty()) throw UsageError("RSPG needs an encoder to start from (init: a model folder)");
+  if (o.pool.size() < 2) throw UsageError("RSPG needs a pool of at least 2 retrievers (pool has " + std::to_string(o.pool.size()) + ")");
+  if (!(o.temperature > 0)) throw UsageError("temperature = " + std::to_string(o.temperature) + ": must be positive");
   if (train.empty()) throw Error("RSPG has no training example");
-  const std::size_t R = o.pool.size();
-  const nlohmann::json sig = signature(o, train.size());
-  Checkpointer ckpt(o.out);
-  ckpt.prepare(o.resume);
+  prepare_out(o.fit);  // a bad output folder fails before the model loads
 
-  Net net;
-  net.device = models::parse_device(o.device);
-  torch::manual_seed(o.seed);
-  net.bert = models::load_bert(o.init, net.device).model;
-  net.head = torch::nn::Linear(net.bert->cfg.hidden_size, 1);
-  {
-    torch::NoGradGuard g;
-    net.head->weight.normal_(0, 0.02);
-    net.head->bias.zero_();
-  }
-  net.head->to(net.device);
-  const auto tok = text::SubwordTokenizer::load(o.init);
-  net.pad = tok->pad_id().value_or(0);
-  const auto spec = models::read_pooling_spec(o.init);
-  const std::size_t max_length = std::min(o.max_length, detail::length_cap(net.bert->cfg.max_positions, 0, tok->model_max_length()));
-  const auto tr = tokenize_examples(*tok, train, o.variant, R, max_length);
-  const auto dv = tokenize_examples(*tok, dev, o.variant, R, max_length);
-
-  std::vector<torch::Tensor> decay, no_decay;
-  for (auto& p : net.parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
-  std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(o.lr).weight_decay(0.01)));
-  groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(o.lr).weight_decay(0.0)));
-  torch::optim::AdamW optimizer(std::move(groups), torch::optim::AdamWOptions(o.lr));
-
-  const std::size_t N = tr.size(), B = o.batch_size, per_epoch = (N + B - 1) / B, total = per_epoch * o.epochs;
-  const std::size_t warmup = static_cast<std::size_t>(std::ceil(o.warmup * static_cast<double>(total)));
-  auto lr_at = [&](std::size_t s) { return warmup_linear_lr(o.lr, s, total, warmup); };
-
+  RspgLearner learner(train, dev, o);
+  const auto f = fit(learner, o.fit);
   RspgResult res;
-  res.total_steps = total;
-  std::size_t start = 0;
-  EpochTracker track(per_epoch);
-  if (o.resume) {
-    const auto state = ckpt.load_state(sig);
-    start = state.at("step").get<std::size_t>();
-    track.restore(state);
-    for (const auto& x : state.value("epochs", nlohmann::json::array()))
-      res.epochs.push_back({x.at("epoch").get<std::size_t>(), x.at("loss").get<double>(), x.at("dev_success").get<double>(),
-                            x.at("dev_utility").get<double>()});
-    res.best_epoch = state.value("best_epoch", std::size_t{0});
-    res.init_dev_success = state.value("init_dev_success", 0.0);
-    res.init_dev_utility = state.value("init_dev_utility", 0.0);
-    torch::NoGradGuard g;
-    models::load_module(*net.bert, models::WeightSet::open(ckpt.dir()));
-    models::load_module(*net.head, models::WeightSet::open_file(ckpt.dir() / kHeadFile));
-    torch::load(optimizer, (ckpt.dir() / "optimizer.pt").string());
-    if (!o.quiet) std::fprintf(stderr, "train: resuming %s at step %zu/%zu\n", o.out.c_str(), start, total);
-  } else {
-    net.bert->eval();
-    std::tie(res.init_dev_success, res.init_dev_utility) = evaluate(net, dv);
-    if (!o.quiet && !dv.empty())
-      std::fprintf(stderr, "train: untrained selector on %zu dev examples: success %.4f, utility %.4f\n", dv.size(),
-                   res.init_dev_success, res.init_dev_utility);
-  }
-  net.bert->train();
-
-  models::SaveBertOptions save;
-  save.tokenizer_dir = o.init;
-  save.pooling = spec.pooling;
-  save.normalize = spec.normalize;
-  auto metadata = [&](std::size_t step) {
-    return nlohmann::json{{"method", rspg_variant_name(o.variant)}, {"data", o.data_description}, {"seed", o.seed},
-                          {"torch_threads", models::torch_threads()},
-                          {"options", sig}, {"steps", step}, {"total_steps", total}, {"epochs", epochs_json(res.epochs)},
-                          {"best_epoch", res.best_epoch}, {"init_dev_success", res.init_dev_success},
-                          {"init_dev_utility", res.init_dev_utility}, {"dev_examples", dv.size()}, {"device", o.device}};
-  };
-  auto write_net = [&](const fs::path& dir, std::size_t step) {
-    auto so = save;
-    so.attune_metadata = metadata(step);
-    models::save_bert(net.bert, dir, so);
-    models::save_module(*net.head, dir / kHeadFile);
-  };
-  auto save_model = [&](std::size_t step) {
-    write_net(o.out, step);
-    models::write_json_file(o.out / "selector.json", {{"variant", rspg_variant_name(o.variant)}, {"pool", o.pool}, {"k", o.k},
-                                                      {"prompt_max_length", o.prompt_max_length}, {"max_length", max_length}});
-    write_model_marker(o.out, "selector", rspg_variant_name(o.variant));
-  };
-
-  std::vector<std::size_t> perm;
-  StepLog log(rspg_variant_name(o.variant), o.epochs, total, o.log_every, o.quiet);
-  const auto mask = torch::ones({1, static_cast<std::int64_t>(R)}, torch::kBool).to(net.device);
-  for (std::size_t s = start; s < total; ++s) {
-    const std::size_t epoch = s / per_epoch, in_epoch = s % per_epoch;
-    if (s == start || in_epoch == 0) perm = epoch_order(o.seed, "rspg-epoch-", epoch, N);  // once per epoch
-    const std::size_t lo = in_epoch * B, hi = std::min(N, lo + B);
-    const double lr = lr_at(s);
-    for (auto& g : optimizer.param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);
-    optimizer.zero_grad();
-    double step_loss = 0;
-    for (std::size_t mlo = lo; mlo < hi; mlo += o.micro_batch) {
-      std::vector<std::size_t> idx(perm.begin() + static_cast<std::ptrdiff_t>(mlo),
-                                   perm.begin() + static_cast<std::ptrdiff_t>(std::min(hi, mlo + o.micro_batch)));
-      auto [sc, u] = score_batch(net, tr, idx);
-      auto loss = listwise_kl_loss(sc, u.to(sc.dtype()), mask.expand({static_cast<std::int64_t>(idx.size()), -1}), o.temperature);
-      const double w = static_cast<double>(idx.size()) / static_cast<double>(hi - lo);
-      (loss * w).backward();
-      step_loss += loss.item<double>() * w;
-    }
-    if (o.clip > 0) torch::nn::utils::clip_grad_norm_(net.parameters(), o.clip);
-    optimizer.step();
-    if (!std::isfinite(step_loss)) throw Error("training diverged at step " + std::to_string(s + 1) + ": lower --lr");
-    res.losses.push_back(step_loss);
-    const bool epoch_end = track.add(step_loss);
-    const std::size_t done = s + 1;
-    log.add(epoch, done, step_loss, lr);
-    if (epoch_end) {
-      net.bert->eval();
-      auto [succ, util] = evaluate(net, dv);
-      net.bert->train();
-      RspgEpoch e{epoch + 1, track.end_epoch(), succ, util};
-      res.epochs.push_back(e);
-      const bool better = track.keep(!dv.empty(), util);
-      if (better) {
-        res.best_epoch = e.epoch;
-        save_model(done);
-      }
-      if (!o.quiet)
-        std::fprintf(stderr, "train: epoch %zu loss %.5f%s%s\n", e.epoch, e.loss,
-                     dv.empty() ? "" : (" dev success " + std::to_string(succ) + " utility " + std::to_string(util)).c_str(),
-                     better ? " (kept)" : "");
-    }
-    const bool stop = o.stop_after && done - start >= o.stop_after;
-    if (epoch_end || (o.checkpoint_every && done % o.checkpoint_every == 0) || done == total || stop) {
-      auto state = track.state();
-      state.update({{"step", done}, {"options", sig}, {"epochs", epochs_json(res.epochs)}, {"best_epoch", res.best_epoch},
-                    {"init_dev_success", res.init_dev_success}, {"init_dev_utility", res.init_dev_utility}});
-      ckpt.write([&](const fs::path& dir) {
-        write_net(dir, done);
-        torch::save(optimizer, (dir / "optimizer.pt").string());
-      }, state);
-    }
-    if (stop) break;
-  }
-  res.steps_done = start + res.losses.size();
-  if (res.steps_done == total) {
-    auto md = metadata(total);
-    md["seconds_this_run"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    models::write_json_file(o.out / "attune_train.json", md);
-    if (!o.quiet) std::fprintf(stderr, "train: wrote %s (epoch %zu of %zu kept)\n", o.out.c_str(), res.best_epoch, o.epochs);
-  }
-  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  res.steps_done = f.steps_done;
+  res.total_steps = f.state.total_steps;
+  res.init_dev_success = learner.initial("dev_success");
+  res.init_dev_utility = learner.initial("dev_utility");
+  for (const auto& e : f.state.epochs)
+    res.epochs.push_back({e.epoch, e.loss, e.dev ? e.dev->values.value("dev_success", 0.0) : 0.0,
+                          e.dev ? e.dev->values.value("dev_utility", 0.0) : 0.0});
+  res.best_epoch = f.state.best_epoch;
+  res.losses = f.losses;
+  res.seconds = f.seconds;
   return res;
 }
 

@@ -91,20 +91,20 @@ std::vector<std::string> tiny_texts(std::size_t n) {
 
 PretrainOptions tiny_options(const fs::path& out, const fs::path& tok) {
   PretrainOptions o;
-  o.out = out;
+  o.fit.out = out;
   o.tokenizer = tok;
   o.hidden = 16;
   o.layers = 1;
   o.heads = 2;
   o.max_length = 16;
-  o.batch_size = 8;
-  o.lr = 3e-3;
+  o.fit.batch_size = 8;
+  o.fit.lr = 3e-3;
   o.temperature = 0.1;
   o.steps = 40;
-  o.checkpoint_every = 0;
-  o.quiet = true;
-  o.seed = 5;
-  o.log_every = 8;
+  o.fit.checkpoint_every = 0;
+  o.fit.quiet = true;
+  o.fit.seed = 5;
+  o.fit.log_every = 8;
   return o;
 }
 
@@ -118,10 +118,10 @@ TEST(Pretrain, AFewStepsOnTinyDataDecreaseTheLossAndWriteALoadableFolder) {
   EXPECT_LT(res.last_loss, res.first_loss * 0.8) << res.first_loss << " -> " << res.last_loss;
   for (const char* f : {"config.json", "model.safetensors", "vocab.txt", "modules.json", "1_Pooling/config.json",
                         "attune_train.json", "checkpoint/optimizer.pt"})
-    EXPECT_TRUE(fs::exists(o.out / f)) << f;
+    EXPECT_TRUE(fs::exists(o.fit.out / f)) << f;
   models::EncoderOptions eo;
   eo.device = "cpu";
-  auto enc = models::TextEncoder::load(o.out, eo);
+  auto enc = models::TextEncoder::load(o.fit.out, eo);
   EXPECT_EQ(enc->dim(), 16u);
   // Normalised (cosine) as trained.
   const std::vector<std::string> t = {"the cat sat"};
@@ -140,22 +140,22 @@ TEST(Pretrain, ResumeAfterACheckpointGivesTheWeightsOfAnUninterruptedRun) {
   const auto texts = tiny_texts(32);
   auto full = tiny_options(root / "full", root / "tok");
   full.steps = 12;
-  full.checkpoint_every = 4;
+  full.fit.checkpoint_every = 4;
   pretrain_encoder(texts, full);
 
   auto part = full;
-  part.out = root / "part";
-  part.stop_after = 6;  // "killed" after step 6: the last checkpoint is step 6's
+  part.fit.out = root / "part";
+  part.fit.stop_after = 6;  // "killed" after step 6: the last checkpoint is step 6's
   auto r1 = pretrain_encoder(texts, part);
   EXPECT_EQ(r1.steps_done, 6u);
-  EXPECT_FALSE(fs::exists(part.out / "model.safetensors"));  // not finished
-  part.stop_after = 0;
-  part.resume = true;
+  EXPECT_FALSE(fs::exists(part.fit.out / "model.safetensors"));  // not finished
+  part.fit.stop_after = 0;
+  part.fit.resume = true;
   auto r2 = pretrain_encoder(texts, part);
   EXPECT_EQ(r2.steps_done, 12u);
   EXPECT_EQ(r2.losses.size(), 6u);
 
-  const auto a = models::WeightSet::open(full.out), b = models::WeightSet::open(part.out);
+  const auto a = models::WeightSet::open(full.fit.out), b = models::WeightSet::open(part.fit.out);
   ASSERT_EQ(a.names(), b.names());
   for (const auto& n : a.names()) {
     auto ta = models::to_tensor(a.get(n)), tb = models::to_tensor(b.get(n));
@@ -163,7 +163,7 @@ TEST(Pretrain, ResumeAfterACheckpointGivesTheWeightsOfAnUninterruptedRun) {
   }
   // Resuming with a different option is refused, naming it.
   auto bad = part;
-  bad.lr = 1e-2;
+  bad.fit.lr = 1e-2;
   try {
     pretrain_encoder(texts, bad);
     FAIL() << "no throw";
@@ -180,10 +180,10 @@ TEST(Pretrain, BadOptionsAreUsageErrors) {
   o.heads = 3;
   EXPECT_THROW(pretrain_encoder(tiny_texts(16), o), UsageError);
   o = tiny_options(root / "out", root / "tok");
-  o.resume = true;
+  o.fit.resume = true;
   EXPECT_THROW(pretrain_encoder(tiny_texts(16), o), UsageError);  // nothing to resume
   o = tiny_options(root / "out", root / "tok");
-  o.batch_size = 100;
+  o.fit.batch_size = 100;
   EXPECT_THROW(pretrain_encoder(tiny_texts(16), o), Error);  // too few texts
   fs::remove_all(root);
 }

@@ -169,16 +169,16 @@ std::vector<PearlRequest> synthetic(std::size_t n, std::uint64_t seed) {
 PearlOptions tiny_pearl(const fs::path& root, const std::string& out) {
   PearlOptions o;
   o.init = root / "init";
-  o.out = root / out;
-  o.epochs = 6;
-  o.batch_size = 8;
-  o.micro_batch = 8;
-  o.lr = 5e-3;
-  o.warmup = 0.05;
+  o.fit.out = root / out;
+  o.fit.epochs = 6;
+  o.fit.batch_size = 8;
+  o.fit.micro_batch = 8;
+  o.fit.lr = 5e-3;
+  o.fit.warmup = 0.05;
   o.max_length = 16;
   o.sampling.keep_fraction = 1.0;
-  o.quiet = true;
-  o.seed = 3;
+  o.fit.quiet = true;
+  o.fit.seed = 3;
   return o;
 }
 
@@ -204,10 +204,10 @@ TEST_F(Pearl, TheTrainedCrossEncoderRanksTheUsefulDocumentsFirst) {
   EXPECT_LT(res.epoch_loss.back(), res.epoch_loss.front());
   for (const char* f : {"config.json", "model.safetensors", "vocab.txt", "attune_train.json", "attune_model.json",
                         "checkpoint/optimizer.pt", "checkpoint/state.json"})
-    EXPECT_TRUE(fs::exists(o.out / f)) << f;
+    EXPECT_TRUE(fs::exists(o.fit.out / f)) << f;
   nlohmann::json marker, meta;
-  std::ifstream(o.out / "attune_model.json") >> marker;
-  std::ifstream(o.out / "attune_train.json") >> meta;
+  std::ifstream(o.fit.out / "attune_model.json") >> marker;
+  std::ifstream(o.fit.out / "attune_train.json") >> meta;
   EXPECT_EQ(marker["kind"], "cross");
   EXPECT_FALSE(marker.contains("rerank"));  // no initial retriever named: cross:DIR alone
   EXPECT_EQ(meta["method"], "pearl");
@@ -217,7 +217,7 @@ TEST_F(Pearl, TheTrainedCrossEncoderRanksTheUsefulDocumentsFirst) {
   // The folder is a cross-encoder whose scores are the trained model's: useful first.
   models::EncoderOptions eo;
   eo.device = "cpu";
-  const auto ce = models::CrossEncoder::load(o.out, eo);
+  const auto ce = models::CrossEncoder::load(o.fit.out, eo);
   double top = 0;
   for (const auto& r : held_out) {
     const auto s = ce->score(r.query, r.docs);
@@ -230,28 +230,28 @@ TEST_F(Pearl, TheTrainedCrossEncoderRanksTheUsefulDocumentsFirst) {
 TEST_F(Pearl, ResumeAfterAKillGivesTheWeightsOfAnUninterruptedRun) {
   const auto train = synthetic(12, 4);
   auto full = tiny_pearl(root_, "full");
-  full.epochs = 3;  // 24 lists / 8 = 3 steps per epoch
-  full.checkpoint_every = 2;
+  full.fit.epochs = 3;  // 24 lists / 8 = 3 steps per epoch
+  full.fit.checkpoint_every = 2;
   const auto a_res = train_pearl(train, {}, full);
   EXPECT_EQ(a_res.steps_done, 9u);
   auto part = full;
-  part.out = root_ / "part";
-  part.stop_after = 4;  // killed mid-epoch 2, after its step-4 checkpoint
+  part.fit.out = root_ / "part";
+  part.fit.stop_after = 4;  // killed mid-epoch 2, after its step-4 checkpoint
   EXPECT_EQ(train_pearl(train, {}, part).steps_done, 4u);
-  part.stop_after = 0;
-  part.resume = true;
+  part.fit.stop_after = 0;
+  part.fit.resume = true;
   const auto r = train_pearl(train, {}, part);
   EXPECT_EQ(r.steps_done, 9u);
   EXPECT_EQ(r.losses.size(), 5u);
   EXPECT_EQ(r.epoch_loss.size(), 3u);
   for (std::size_t i = 0; i < 3; ++i) EXPECT_DOUBLE_EQ(r.epoch_loss[i], a_res.epoch_loss[i]);
-  const auto a = models::WeightSet::open(full.out), b = models::WeightSet::open(part.out);
+  const auto a = models::WeightSet::open(full.fit.out), b = models::WeightSet::open(part.fit.out);
   ASSERT_EQ(a.names(), b.names());
   EXPECT_TRUE(std::find(a.names().begin(), a.names().end(), "classifier.weight") != a.names().end());
   for (const auto& n : a.names())
     EXPECT_TRUE(torch::equal(models::to_tensor(a.get(n)), models::to_tensor(b.get(n)))) << n;
   auto bad = part;
-  bad.lr = 1.0;
+  bad.fit.lr = 1.0;
   EXPECT_THROW(train_pearl(train, {}, bad), UsageError);  // resume with other options
 }
 
@@ -267,9 +267,9 @@ TEST_F(Pearl, BadOptionsAndInputAreRefused) {
   mismatched[2].label.pop_back();
   EXPECT_THROW(train_pearl(mismatched, {}, o), Error);
   for (auto edit : std::vector<std::function<void(PearlOptions&)>>{
-           [](PearlOptions& x) { x.epochs = 0; }, [](PearlOptions& x) { x.tau = 0; },
-           [](PearlOptions& x) { x.sampling.keep_fraction = 0; }, [](PearlOptions& x) { x.lr = 0; },
-           [](PearlOptions& x) { x.warmup = 1; }, [](PearlOptions& x) { x.init.clear(); },
+           [](PearlOptions& x) { x.fit.epochs = 0; }, [](PearlOptions& x) { x.tau = 0; },
+           [](PearlOptions& x) { x.sampling.keep_fraction = 0; }, [](PearlOptions& x) { x.fit.lr = 0; },
+           [](PearlOptions& x) { x.fit.warmup = 1; }, [](PearlOptions& x) { x.init.clear(); },
            [](PearlOptions& x) { x.sampling.positives = 0; }}) {
     auto b = tiny_pearl(root_, "bad");
     edit(b);

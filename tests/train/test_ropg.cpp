@@ -216,15 +216,15 @@ RopgOptions tiny_ropg(const fs::path& root, const std::string& out, RopgObjectiv
   RopgOptions o;
   o.objective = obj;
   o.init = root / "init";
-  o.out = root / out;
-  o.epochs = 8;
-  o.batch_size = 8;
-  o.micro_batch = 4;
-  o.lr = 3e-3;
+  o.fit.out = root / out;
+  o.fit.epochs = 8;
+  o.fit.batch_size = 8;
+  o.fit.micro_batch = 4;
+  o.fit.lr = 3e-3;
   o.query_max_length = 16;
   o.doc_max_length = 16;
-  o.quiet = true;
-  o.seed = 3;
+  o.fit.quiet = true;
+  o.fit.seed = 3;
   return o;
 }
 
@@ -250,19 +250,19 @@ TEST_F(Ropg, KdRaisesTheTopOneUtilityOnHeldOutQueries) {
   EXPECT_LT(res.epochs.back().loss, res.epochs.front().loss);
   for (const char* f : {"config.json", "model.safetensors", "vocab.txt", "attune_train.json", "attune_model.json",
                         "checkpoint/optimizer.pt", "checkpoint/state.json"})
-    EXPECT_TRUE(fs::exists(o.out / f)) << f;
+    EXPECT_TRUE(fs::exists(o.fit.out / f)) << f;
   // The kept folder is a dense encoder.
   models::EncoderOptions eo;
   eo.device = "cpu";
-  EXPECT_EQ(models::TextEncoder::load(o.out, eo)->dim(), 8u);
+  EXPECT_EQ(models::TextEncoder::load(o.fit.out, eo)->dim(), 8u);
   EXPECT_THROW(train_ropg(train, dev, o), UsageError);  // the folder holds a run
 }
 
 TEST_F(Ropg, RlRaisesTheExpectedUtility) {
   const auto train = synthetic(64, 1), dev = synthetic(32, 2);
   auto o = tiny_ropg(root_, "rl", RopgObjective::RL);
-  o.epochs = 12;
-  o.lr = 5e-3;
+  o.fit.epochs = 12;
+  o.fit.lr = 5e-3;
   const auto res = train_ropg(train, dev, o);
   const auto& best = res.epochs[res.best_epoch - 1];
   EXPECT_GT(best.dev_expected, res.init_dev_expected + 0.05) << res.init_dev_expected << " -> " << best.dev_expected;
@@ -272,36 +272,36 @@ TEST_F(Ropg, RlRaisesTheExpectedUtility) {
 TEST_F(Ropg, ResumeAfterAKillGivesTheWeightsOfAnUninterruptedRun) {
   const auto train = synthetic(24, 4), dev = synthetic(8, 5);
   auto full = tiny_ropg(root_, "full", RopgObjective::RL);
-  full.epochs = 3;  // 3 steps per epoch
-  full.checkpoint_every = 2;
+  full.fit.epochs = 3;  // 3 steps per epoch
+  full.fit.checkpoint_every = 2;
   train_ropg(train, dev, full);
   auto part = full;
-  part.out = root_ / "part";
-  part.stop_after = 4;  // killed mid-epoch 2, after its step-4 checkpoint
+  part.fit.out = root_ / "part";
+  part.fit.stop_after = 4;  // killed mid-epoch 2, after its step-4 checkpoint
   EXPECT_EQ(train_ropg(train, dev, part).steps_done, 4u);
-  part.stop_after = 0;
-  part.resume = true;
+  part.fit.stop_after = 0;
+  part.fit.resume = true;
   const auto r = train_ropg(train, dev, part);
   EXPECT_EQ(r.steps_done, 9u);
   EXPECT_EQ(r.losses.size(), 5u);
   EXPECT_EQ(r.epochs.size(), 3u);
-  const auto a = models::WeightSet::open(full.out), b = models::WeightSet::open(part.out);
+  const auto a = models::WeightSet::open(full.fit.out), b = models::WeightSet::open(part.fit.out);
   ASSERT_EQ(a.names(), b.names());
   for (const auto& n : a.names())
     EXPECT_TRUE(torch::equal(models::to_tensor(a.get(n)), models::to_tensor(b.get(n)))) << n;
   // Killed before the first epoch ended (no kept epoch yet: best_dev is "none" in the state).
   auto early = full;
-  early.out = root_ / "early";
-  early.stop_after = 2;
+  early.fit.out = root_ / "early";
+  early.fit.stop_after = 2;
   EXPECT_EQ(train_ropg(train, dev, early).steps_done, 2u);
-  early.stop_after = 0;
-  early.resume = true;
+  early.fit.stop_after = 0;
+  early.fit.resume = true;
   EXPECT_EQ(train_ropg(train, dev, early).steps_done, 9u);
-  const auto c = models::WeightSet::open(early.out);
+  const auto c = models::WeightSet::open(early.fit.out);
   for (const auto& n : a.names())
     EXPECT_TRUE(torch::equal(models::to_tensor(a.get(n)), models::to_tensor(c.get(n)))) << n;
   auto bad = part;
-  bad.lr = 1.0;
+  bad.fit.lr = 1.0;
   EXPECT_THROW(train_ropg(train, dev, bad), UsageError);  // resume with other options
 }
 
@@ -316,7 +316,7 @@ TEST_F(Ropg, BadInputIsRefused) {
   auto mismatched = synthetic(4, 1);
   mismatched[2].utility.pop_back();
   EXPECT_THROW(train_ropg(mismatched, {}, o), Error);
-  o.epochs = 0;
+  o.fit.epochs = 0;
   EXPECT_THROW(train_ropg(synthetic(4, 1), {}, o), UsageError);
   o = tiny_ropg(root_, "bad2", RopgObjective::KD);
   o.init = root_ / "absent";

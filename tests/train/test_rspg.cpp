@@ -41,16 +41,16 @@ RspgOptions tiny(const fs::path& root, const std::string& out, RspgVariant v) {
   RspgOptions o;
   o.variant = v;
   o.init = root / "init";
-  o.out = root / out;
+  o.fit.out = root / out;
   o.pool = {"none", "recency", "bm25"};
-  o.epochs = 10;
-  o.batch_size = 8;
-  o.micro_batch = 4;
-  o.lr = 3e-3;
+  o.fit.epochs = 10;
+  o.fit.batch_size = 8;
+  o.fit.micro_batch = 4;
+  o.fit.lr = 3e-3;
   o.max_length = 24;
   o.temperature = 0.2;
-  o.quiet = true;
-  o.seed = 7;
+  o.fit.quiet = true;
+  o.fit.seed = 7;
   return o;
 }
 
@@ -73,9 +73,9 @@ TEST_F(Rspg, PreLearnsToPickTheHelpfulPromptAndTheSavedSelectorAgrees) {
   EXPECT_GT(best.dev_success, res.init_dev_success + 0.2) << res.init_dev_success << " -> " << best.dev_success;
   EXPECT_GT(best.dev_utility, res.init_dev_utility);
   for (const char* f : {"config.json", "model.safetensors", "selector_head.safetensors", "selector.json", "attune_model.json"})
-    EXPECT_TRUE(fs::exists(o.out / f)) << f;
+    EXPECT_TRUE(fs::exists(o.fit.out / f)) << f;
   // Inference from the folder reproduces the kept epoch's dev success.
-  auto sel = Selector::load(o.out, "cpu");
+  auto sel = Selector::load(o.fit.out, "cpu");
   EXPECT_EQ(sel->pool(), o.pool);
   EXPECT_EQ(sel->variant(), RspgVariant::Pre);
   double success = 0;
@@ -90,31 +90,31 @@ TEST_F(Rspg, PreLearnsToPickTheHelpfulPromptAndTheSavedSelectorAgrees) {
 TEST_F(Rspg, PostReadsPromptAndOutputAndResumesToTheSameWeights) {
   const auto train = synthetic(24, 3, true), dev = synthetic(8, 4, true);
   auto full = tiny(root_, "full", RspgVariant::Post);
-  full.epochs = 3;
-  full.checkpoint_every = 2;
+  full.fit.epochs = 3;
+  full.fit.checkpoint_every = 2;
   train_rspg(train, dev, full);
   auto part = full;
-  part.out = root_ / "part";
-  part.stop_after = 4;
+  part.fit.out = root_ / "part";
+  part.fit.stop_after = 4;
   EXPECT_EQ(train_rspg(train, dev, part).steps_done, 4u);
-  part.stop_after = 0;
-  part.resume = true;
+  part.fit.stop_after = 0;
+  part.fit.resume = true;
   EXPECT_EQ(train_rspg(train, dev, part).steps_done, 9u);
   // Also killed before the first epoch ended, when no epoch is kept yet.
   auto early = full;
-  early.out = root_ / "early";
-  early.stop_after = 2;
+  early.fit.out = root_ / "early";
+  early.fit.stop_after = 2;
   EXPECT_EQ(train_rspg(train, dev, early).steps_done, 2u);
-  early.stop_after = 0;
-  early.resume = true;
+  early.fit.stop_after = 0;
+  early.fit.resume = true;
   EXPECT_EQ(train_rspg(train, dev, early).steps_done, 9u);
-  for (const auto& out : {part.out, early.out})
+  for (const auto& out : {part.fit.out, early.fit.out})
     for (const char* file : {"model.safetensors", "selector_head.safetensors"}) {
-      const auto a = models::WeightSet::open_file(full.out / file), b = models::WeightSet::open_file(out / file);
+      const auto a = models::WeightSet::open_file(full.fit.out / file), b = models::WeightSet::open_file(out / file);
       for (const auto& n : a.names())
         EXPECT_TRUE(torch::equal(models::to_tensor(a.get(n)), models::to_tensor(b.get(n)))) << out << " " << n;
     }
-  auto sel = Selector::load(full.out, "cpu");
+  auto sel = Selector::load(full.fit.out, "cpu");
   EXPECT_EQ(sel->variant(), RspgVariant::Post);
   EXPECT_THROW(sel->score(dev[0].prompts, {}), Error);  // Post needs the outputs
   EXPECT_EQ(sel->score(dev[0].prompts, dev[0].outputs).size(), 3u);

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "attune/feedback/collect.h"
+#include "attune/train/fit_options.h"
 #include "common.h"
 
 namespace attune::cli {
@@ -40,18 +41,9 @@ struct TrainArgs {
 };
 
 // The shared hyper-parameters that were given override the method's own defaults in `o`
-// (any options struct with epochs, batch_size, micro_batch, lr, warmup, clip and
-// checkpoint_every: RopgOptions, RspgOptions, PearlOptions).
-template <class Options>
-void apply_shared_hyperparameters(const TrainArgs& a, Options& o) {
-  if (a.epochs) o.epochs = a.epochs;
-  if (a.batch_size) o.batch_size = a.batch_size;
-  if (a.micro_batch) o.micro_batch = a.micro_batch;
-  if (a.lr > 0) o.lr = a.lr;
-  if (a.warmup >= 0) o.warmup = a.warmup;
-  if (a.clip >= 0) o.clip = a.clip;
-  if (a.checkpoint_every_set) o.checkpoint_every = a.checkpoint_every;
-}
+// (RopgOptions::fit, RspgOptions::fit, PearlOptions::fit), and the run's own options
+// (output folder, seed, device, resume, quiet) are set.
+void apply_fit_options(const TrainArgs& a, const RunOptions& r, train::FitOptions& o);
 
 // Runs feedback::collect for a trainer with `co`'s kind-specific fields as given and the
 // run's seed, threads, progress, `limit` and candidate sources filled in; prints the

@@ -58,6 +58,7 @@ void add_pretrain_encoder(CLI::App& app, int& rc) {
   auto out = std::make_shared<std::string>();
   auto tokenizer = std::make_shared<std::string>();
   auto no_normalize = std::make_shared<bool>(false);
+  auto warmup = std::make_shared<std::size_t>(0);
   cmd->add_option("--data", d->data, "a corpus directory (DIR/*_corpus.jsonl) or a LaMP-layout dataset directory")->required();
   cmd->add_option("--task", d->task, "task whose text to read: a corpus task (qa, ...) reads the corpus, others the train profiles")
       ->required();
@@ -69,9 +70,10 @@ void add_pretrain_encoder(CLI::App& app, int& rc) {
   cmd->add_option("--tokenizer", *tokenizer,
                   "tokenizer folder (vocab.txt / tokenizer.json); default ../shared/models/bert-base-uncased-vocab when it exists");
   cmd->add_option("--steps", o->steps, "optimizer steps")->capture_default_str();
-  cmd->add_option("--batch-size", o->batch_size, "texts per step (two crops each; in-batch negatives)")->capture_default_str();
-  cmd->add_option("--lr", o->lr, "AdamW peak learning rate (linear warmup, then linear decay)")->capture_default_str();
-  cmd->add_option("--warmup", o->warmup, "warmup steps (0 = 10% of --steps)")->capture_default_str();
+  cmd->add_option("--batch-size", o->fit.batch_size, "texts per step (two crops each; in-batch negatives)")->capture_default_str();
+  cmd->add_option("--lr", o->fit.lr, "AdamW peak learning rate (linear warmup, then linear decay)")->capture_default_str();
+  cmd->add_option("--warmup", *warmup, "warmup steps (0 = 10% of --steps)")->capture_default_str();
+  cmd->add_option("--clip", o->fit.clip, "gradient-norm clip (0 = none)")->capture_default_str();
   cmd->add_option("--temperature", o->temperature, "InfoNCE temperature")->capture_default_str();
   cmd->add_option("--hidden", o->hidden, "hidden size")->capture_default_str();
   cmd->add_option("--layers", o->layers, "transformer layers")->capture_default_str();
@@ -82,16 +84,17 @@ void add_pretrain_encoder(CLI::App& app, int& rc) {
   cmd->add_option("--ratio-min", o->ratio_min, "shortest crop, as a fraction of the text's tokens")->capture_default_str();
   cmd->add_option("--ratio-max", o->ratio_max, "longest crop, as a fraction of the text's tokens")->capture_default_str();
   cmd->add_flag("--no-normalize", *no_normalize, "raw inner products instead of cosine similarity");
-  cmd->add_option("--seed", o->seed, "seed for the initialisation, batches and crops")->capture_default_str();
-  cmd->add_option("--device", o->device, "cpu, cuda, cuda:N or auto")->capture_default_str();
-  cmd->add_option("--checkpoint-every", o->checkpoint_every, "steps between checkpoints in OUT/checkpoint (0 = end only)")
+  cmd->add_option("--seed", o->fit.seed, "seed for the initialisation, batches and crops")->capture_default_str();
+  cmd->add_option("--device", o->fit.device, "cpu, cuda, cuda:N or auto")->capture_default_str();
+  cmd->add_option("--checkpoint-every", o->fit.checkpoint_every, "steps between checkpoints in OUT/checkpoint (0 = end only)")
       ->capture_default_str();
-  cmd->add_flag("--resume", o->resume, "continue the run in --out from its last checkpoint (same options)");
-  cmd->add_option("--log-every", o->log_every, "steps between loss lines on stderr")->capture_default_str();
-  cmd->add_flag("--quiet", o->quiet, "no progress on stderr");
+  cmd->add_flag("--resume", o->fit.resume, "continue the run in --out from its last checkpoint (same options)");
+  cmd->add_option("--log-every", o->fit.log_every, "steps between loss lines on stderr")->capture_default_str();
+  cmd->add_flag("--quiet", o->fit.quiet, "no progress on stderr");
   cmd->callback([=, &rc] {
     auto opts = *o;
-    opts.out = *out;
+    opts.fit.out = *out;
+    if (*warmup) opts.fit.warmup_steps = *warmup;
     opts.normalize = !*no_normalize;
     if (!tokenizer->empty()) {
       opts.tokenizer = *tokenizer;
@@ -120,10 +123,10 @@ void add_pretrain_encoder(CLI::App& app, int& rc) {
         if (seen.insert(hash64(t)).second) texts.push_back(std::move(t));
       described += " + " + what;
     }
-    opts.data_description = described;
-    if (!opts.quiet) std::fprintf(stderr, "pretrain: %s\n", described.c_str());
+    opts.fit.data_description = described;
+    if (!opts.fit.quiet) std::fprintf(stderr, "pretrain: %s\n", described.c_str());
     const auto res = train::pretrain_encoder(texts, opts);
-    std::printf("%s: %zu steps on %zu texts, loss %.4f -> %.4f, %.1f s\n", opts.out.c_str(), res.steps_done, res.texts,
+    std::printf("%s: %zu steps on %zu texts, loss %.4f -> %.4f, %.1f s\n", opts.fit.out.c_str(), res.steps_done, res.texts,
                 res.first_loss, res.last_loss, res.seconds);
     rc = 0;
   });

@@ -51,6 +51,21 @@ feedback::Summary collect_training_feedback(const data::Dataset& ds, const tasks
   return s;
 }
 
+void apply_fit_options(const TrainArgs& a, const RunOptions& r, train::FitOptions& o) {
+  o.out = a.out;
+  if (a.epochs) o.epochs = a.epochs;
+  if (a.batch_size) o.batch_size = a.batch_size;
+  if (a.micro_batch) o.micro_batch = a.micro_batch;
+  if (a.lr > 0) o.lr = a.lr;
+  if (a.warmup >= 0) o.warmup = a.warmup;
+  if (a.clip >= 0) o.clip = a.clip;
+  if (a.checkpoint_every_set) o.checkpoint_every = a.checkpoint_every;
+  o.seed = r.seed;
+  o.device = r.device;
+  o.resume = a.resume;
+  o.quiet = r.quiet;
+}
+
 void add_train(CLI::App& app, int& rc) {
   auto* cmd = app.add_subcommand("train", "train a retriever, reranker or selector from language-model feedback");
   auto d = std::make_shared<DataOptions>();
@@ -58,7 +73,6 @@ void add_train(CLI::App& app, int& rc) {
   auto r = std::make_shared<RunOptions>();
   auto a = std::make_shared<TrainArgs>();
   auto ro = std::make_shared<train::RopgOptions>();
-  ro->device = "auto";
   d->add(*cmd);
   r->add(*cmd);
   cmd->add_option("--config", "read options from a file: `key = value` lines (long option names, e.g. lr = 1e-5); the command line wins");
@@ -122,13 +136,13 @@ void add_train(CLI::App& app, int& rc) {
     neural::register_retrievers(r->device);
     auto model = make_llm(a->llm, *d, task.get(), *r);
     // The shared hyper-parameters: what was given, else ROPG's defaults (RopgOptions).
-    apply_shared_hyperparameters(*a, *ro);
+    apply_fit_options(*a, *r, ro->fit);
     if (a->query_max_length) ro->query_max_length = a->query_max_length;
     if (a->doc_max_length) ro->doc_max_length = a->doc_max_length;
     nlohmann::json args = {{"method", a->method}, {"data", d->data}, {"task", d->task}, {"split", d->split},
                            {"dev_split", a->dev_split}, {"llm", a->llm}, {"out", a->out}, {"init", a->init},
-                           {"initial", a->initial}, {"top_l", a->top_l}, {"limit", a->limit}, {"epochs", ro->epochs},
-                           {"batch_size", ro->batch_size}, {"lr", ro->lr}, {"resume", a->resume}};
+                           {"initial", a->initial}, {"top_l", a->top_l}, {"limit", a->limit}, {"epochs", ro->fit.epochs},
+                           {"batch_size", ro->fit.batch_size}, {"lr", ro->fit.lr}, {"resume", a->resume}};
     const auto run = st->run_begin("train", args.dump(), r->seed);
 
     auto train = ropg_data(*d, ds, *task, *st, *model, *tok, *r, *a, a->limit);
@@ -143,12 +157,7 @@ void add_train(CLI::App& app, int& rc) {
     ro->double_softmax = a->double_softmax;
     if (a->target_temperature > 0) ro->target_temperature = a->target_temperature;
     ro->init = a->init;
-    ro->out = a->out;
-    ro->seed = r->seed;
-    ro->device = r->device;
-    ro->resume = a->resume;
-    ro->quiet = r->quiet;
-    ro->data_description = d->data + " " + d->task + " " + d->split + " (" + std::to_string(train.size()) +
+    ro->fit.data_description = d->data + " " + d->task + " " + d->split + " (" + std::to_string(train.size()) +
                            " examples), feedback of " + model->info().id;
     auto res = train::train_ropg(train, dev, *ro);
     nlohmann::json summary = {{"method", a->method}, {"out", a->out}, {"train_examples", train.size()},

@@ -35,12 +35,11 @@ struct PearlArgs {
 train::PearlOptions pearl_options(const TrainArgs& a, const PearlArgs& p, const RunOptions& r) {
   train::PearlOptions o;
   o.init = a.init;
-  o.out = a.out;
   o.sampling.keep_fraction = p.keep;
   o.sampling.positives = p.positives;
   o.sampling.negatives = p.negatives;
   o.sampling.seed = r.seed;
-  apply_shared_hyperparameters(a, o);
+  apply_fit_options(a, r, o.fit);
   o.max_length = p.max_length;
   o.tau = p.tau;
   o.anchor = !p.no_anchor;
@@ -61,10 +60,6 @@ train::PearlOptions pearl_options(const TrainArgs& a, const PearlArgs& p, const 
       throw UsageError("--pearl-y0 " + p.y0 + ": expected a number or pNN, a percentile from p0 to p100");
     }
   }
-  o.seed = r.seed;
-  o.device = r.device;
-  o.resume = a.resume;
-  o.quiet = r.quiet;
   return o;
 }
 
@@ -99,8 +94,8 @@ TrainRunner add_pearl_options(CLI::App* train) {
     auto model = make_llm(a.llm, d, task.get(), r);
     nlohmann::json args = {{"method", "pearl"}, {"data", d.data}, {"task", d.task}, {"split", d.split},
                            {"dev_split", a.dev_split}, {"llm", a.llm}, {"out", a.out}, {"init", a.init},
-                           {"initial", a.initial}, {"top_l", a.top_l}, {"limit", a.limit}, {"epochs", po.epochs},
-                           {"batch_size", po.batch_size}, {"lr", po.lr}, {"resume", a.resume}};
+                           {"initial", a.initial}, {"top_l", a.top_l}, {"limit", a.limit}, {"epochs", po.fit.epochs},
+                           {"batch_size", po.fit.batch_size}, {"lr", po.fit.lr}, {"resume", a.resume}};
     const auto run = st->run_begin("train", args.dump(), r.seed);
 
     auto sources = make_sources(d, *task, *st, r, {a.initial});
@@ -119,7 +114,7 @@ TrainRunner add_pearl_options(CLI::App* train) {
     if (!r.quiet)
       std::fprintf(stderr, "train: pearl labels on %s %s: %zu requests, %zu labels (%zu new model calls, %zu cached)\n",
                    ds.task.c_str(), ds.split.c_str(), ls.requests, ls.labels, ls.model_calls, ls.cache_hits);
-    po.data_description = d.data + " " + d.task + " " + d.split + " (" + std::to_string(reqs.size()) +
+    po.fit.data_description = d.data + " " + d.task + " " + d.split + " (" + std::to_string(reqs.size()) +
                           " requests), likelihoods of " + model->info().id;
     po.initial_retriever = a.initial;
     po.top_l = a.top_l;

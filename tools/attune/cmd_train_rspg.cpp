@@ -84,18 +84,13 @@ TrainRunner add_rspg_options(CLI::App* cmd) {
     train::RspgOptions o;
     o.variant = train::parse_rspg_variant(a.method);
     o.init = a.init;
-    o.out = a.out;
     o.pool = pool;
     o.k = c->k;
     o.prompt_max_length = c->prompt_max_length;
     if (c->max_length) o.max_length = c->max_length;
     if (a.target_temperature > 0) o.temperature = a.target_temperature;
-    apply_shared_hyperparameters(a, o);
-    o.seed = r.seed;
-    o.device = r.device;
-    o.resume = a.resume;
-    o.quiet = r.quiet;
-    o.data_description = d.data + " " + d.task + " " + d.split + " (" + std::to_string(train.size()) +
+    apply_fit_options(a, r, o.fit);
+    o.fit.data_description = d.data + " " + d.task + " " + d.split + " (" + std::to_string(train.size()) +
                          " examples), feedback of " + model->info().id;
     auto res = train::train_rspg(train, dev, o);
     nlohmann::json summary = {{"method", a.method}, {"out", a.out}, {"train_examples", train.size()},

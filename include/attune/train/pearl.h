@@ -29,6 +29,7 @@
 #include "attune/store/store.h"
 #include "attune/tasks/task.h"
 #include "attune/text/tokenizer.h"
+#include "attune/train/fit_options.h"
 
 namespace attune::train {
 
@@ -130,32 +131,24 @@ std::vector<PearlRequest> pearl_requests(const data::Dataset& ds, const tasks::T
 
 struct PearlOptions {
   std::filesystem::path init;   // an encoder folder (pooler/classifier initialised when absent)
-  std::filesystem::path out;
   PearlSampling sampling;
-  std::size_t epochs = 3;
-  std::size_t batch_size = 16;  // lists per optimiser step
-  std::size_t micro_batch = 8;  // lists per forward/backward
-  double lr = 2e-5;             // AdamW (weight decay 0.01)
-  double warmup = 0.1;          // fraction of all steps, then linear decay
-  double clip = 1.0;
   std::size_t max_length = 256; // pair tokens, specials included (capped by the model)
   double tau = 5;
   bool anchor = true;
   double y0 = std::numeric_limits<double>::quiet_NaN();  // NaN = a percentile of the positives' labels:
   double y0_percentile = 50;                              // 001: the median; tune 25..75 on dev
-  std::uint64_t seed = 0;
-  std::string device = "cpu";
-  std::size_t checkpoint_every = 50;  // steps (0 = epoch ends only)
-  bool resume = false;
-  bool quiet = false;
-  std::size_t log_every = 10;
-  std::string data_description;
   // The candidates the requests were built from, written to attune_model.json so that the
   // plain folder as a retriever spec reranks them: rerank(initial,top_l,cross:OUT).
   // Empty: the folder is cross:OUT, a reranker of whatever candidates it is given.
   std::string initial_retriever;
   std::size_t top_l = 0;
-  std::size_t stop_after = 0;   // testing: return after this many steps of this run
+  // The loop (batches are lists): CPU-sized, 3 epochs of 16 lists in micro-batches of 8,
+  // AdamW lr 2e-5 (weight decay 0.01), warmup 10%, clip 1.
+  FitOptions fit = [] {
+    FitOptions f;
+    f.epochs = 3, f.batch_size = 16, f.micro_batch = 8, f.lr = 2e-5, f.warmup = 0.1;
+    return f;
+  }();
 };
 
 struct PearlResult {

@@ -17,6 +17,7 @@
 #include "attune/retrieval/candidates.h"
 #include "attune/store/store.h"
 #include "attune/tasks/task.h"
+#include "attune/train/fit_options.h"
 
 namespace attune::train {
 
@@ -37,23 +38,11 @@ struct RopgOptions {
   bool double_softmax = false;        // KD: the reference code's softmax-then-cross-entropy
   double target_temperature = 1.0;    // KD: p_t = softmax(utility / T); 000 uses 1
   std::filesystem::path init;         // the encoder to start from (a dense: model folder)
-  std::filesystem::path out;          // the trained model folder (+ out/checkpoint)
-  std::size_t epochs = 10;
-  std::size_t batch_size = 64;        // examples per optimiser step (effective batch)
-  std::size_t micro_batch = 8;        // examples per forward/backward (gradient accumulation)
-  double lr = 1e-5;                   // Adam
-  double warmup = 0.05;               // fraction of all steps
-  double clip = 1.0;
   std::size_t query_max_length = 128; // tokens, specials included
   std::size_t doc_max_length = 128;
-  std::uint64_t seed = 0;
-  std::string device = "cpu";
-  std::size_t checkpoint_every = 50;  // optimiser steps between checkpoints (0 = epoch ends only)
-  bool resume = false;
-  bool quiet = false;
-  std::size_t log_every = 10;         // steps between progress lines
-  std::string data_description;       // recorded in attune_train.json
-  std::size_t stop_after = 0;         // testing: return after this many steps of this run
+  // The loop: out (the trained model folder + out/checkpoint), 000's schedule by default
+  // (Adam lr 1e-5, 10 epochs, effective batch 64 in micro-batches of 8, warmup 5%, clip 1).
+  FitOptions fit;  // FitOptions' defaults are 000's ROPG schedule
 };
 
 struct RopgEpoch {

@@ -18,6 +18,7 @@
 #include "attune/store/store.h"
 #include "attune/tasks/task.h"
 #include "attune/text/tokenizer.h"
+#include "attune/train/fit_options.h"
 
 namespace attune::train {
 
@@ -37,26 +38,13 @@ struct RspgExample {
 struct RspgOptions {
   RspgVariant variant = RspgVariant::Pre;
   std::filesystem::path init;          // the encoder to start from
-  std::filesystem::path out;
   std::vector<std::string> pool;       // retriever specs, in the examples' order (recorded)
   std::size_t k = 4;                   // documents per prompt (recorded for inference)
   std::size_t prompt_max_length = 256; // the prompt budget the prompts were built with (recorded)
   std::size_t max_length = 512;        // selector input tokens (000 used Longformer's 1024)
-  std::size_t epochs = 20;             // 000: 20
-  std::size_t batch_size = 16;         // examples per optimiser step
-  std::size_t micro_batch = 4;
-  double lr = 1e-5;                    // AdamW
-  double warmup = 0.05;
-  double clip = 1.0;
   double temperature = 1.0;            // target softmax temperature over Eval values
-  std::uint64_t seed = 0;
-  std::string device = "cpu";
-  std::size_t checkpoint_every = 50;
-  bool resume = false;
-  bool quiet = false;
-  std::size_t log_every = 10;
-  std::string data_description;
-  std::size_t stop_after = 0;          // testing: return after this many steps of this run
+  // The loop: 000's schedule (AdamW lr 1e-5, 20 epochs), batches of 16 in micro-batches of 4.
+  FitOptions fit = [] { FitOptions f; f.epochs = 20; f.batch_size = 16; f.micro_batch = 4; return f; }();
 };
 
 struct RspgEpoch {

@@ -1,0 +1,37 @@
+#pragma once
+// The options of the one training loop (train::fit) every learner runs on: schedule,
+// micro-batches, clipping, checkpoints, resume and progress. Torch-free. Each method's
+// options struct embeds one (`RopgOptions::fit`, ...) with the method's own defaults.
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+namespace attune::train {
+
+struct FitOptions {
+  std::filesystem::path out;          // the trained model folder (its checkpoint in out/checkpoint)
+  std::size_t epochs = 10;            // passes over the training items
+  std::size_t batch_size = 64;        // items per optimiser step (the effective batch)
+  std::size_t micro_batch = 8;        // items per forward/backward (gradient accumulation)
+  double lr = 1e-5;                   // peak learning rate
+  // Linear warmup to lr, then linear decay to 0 at the last step: `warmup` is a fraction of
+  // all steps in [0, 1); warmup_steps, when set, is the exact number of steps instead.
+  double warmup = 0.05;
+  std::optional<std::size_t> warmup_steps;
+  double clip = 1.0;                  // gradient-norm clip (0 = none)
+  std::uint64_t seed = 0;             // every random draw of the run (recorded with it)
+  std::string device = "cpu";         // auto | cpu | cuda | cuda:N
+  std::size_t checkpoint_every = 50;  // optimiser steps between checkpoints (0 = epoch ends only)
+  bool resume = false;                // continue the run checkpointed in `out`
+  bool quiet = false;                 // no progress lines on stderr
+  std::size_t log_every = 10;         // steps between progress lines
+  std::string data_description;       // recorded in attune_train.json
+  std::size_t stop_after = 0;         // testing: return after this many steps of this run (0 = run to the end)
+
+  // UsageError naming the field and its value ("fit.lr = -1: must be positive").
+  void validate() const;
+};
+
+}  // namespace attune::train

@@ -1,0 +1,31 @@
+#include "attune/train/fit_options.h"
+
+#include <cmath>
+#include <sstream>
+
+#include "attune/core/error.h"
+
+namespace attune::train {
+
+namespace {
+
+template <class T>
+[[noreturn]] void bad(const char* field, const T& value, const std::string& why) {
+  std::ostringstream s;
+  s << "fit." << field << " = " << value << ": " << why;
+  throw UsageError(s.str());
+}
+
+}  // namespace
+
+void FitOptions::validate() const {
+  if (out.empty()) throw UsageError("fit.out is empty: a training run needs an output folder");
+  if (epochs == 0) bad("epochs", epochs, "must be positive");
+  if (batch_size == 0) bad("batch_size", batch_size, "must be positive");
+  if (micro_batch == 0) bad("micro_batch", micro_batch, "must be positive");
+  if (!(lr > 0) || !std::isfinite(lr)) bad("lr", lr, "must be a positive number");
+  if (!warmup_steps && !(warmup >= 0 && warmup < 1)) bad("warmup", warmup, "must be a fraction in [0, 1)");
+  if (!(clip >= 0) || !std::isfinite(clip)) bad("clip", clip, "must be a number >= 0 (0 = no clipping)");
+}
+
+}  // namespace attune::train
