@@ -168,8 +168,7 @@ EvalReport evaluate(const data::Dataset& ds, const tasks::Task& task, const retr
       if (in_pool[r]) {
         std::vector<double> sc(ranking.scores.begin(), ranking.scores.end());
         // Scores of rank-only lists: reciprocal ranks (000 Table 4 does so for recency).
-        const std::string& spec = opts.retrievers[r];
-        if (spec == "recency" || (recall && spec == "bm25"))
+        if (rets[r]->scores_are_ranks())
           for (std::size_t j = 0; j < sc.size(); ++j) sc[j] = 1.0 / static_cast<double>(j + 1);
         qpps[r * n + e] = qpp(sc, qpp_k, text::bm25_tokens(q.text).size(), opts.qpp_sigma_percent);
         if (ranking.size() > rank_k) {

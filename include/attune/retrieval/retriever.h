@@ -27,6 +27,10 @@ class Retriever {
   virtual ~Retriever() = default;
   Ranking rank(const Query& q, std::span<const Document> candidates, std::size_t k) const;
   virtual std::string name() const = 0;
+  // True when the scores only restate the order (n, n-1, ..., 1 for n candidates: recency,
+  // and "bm25" as a corpus task's first stage), not how well a candidate matches; readers
+  // of score values (eval's QPP baselines) then take reciprocal ranks 1, 1/2, ... instead.
+  virtual bool scores_are_ranks() const { return false; }
 
  protected:
   virtual Ranking do_rank(const Query& q, std::span<const Document> candidates,
