@@ -12,6 +12,7 @@
 #include "attune/metrics/metrics.h"
 #include "attune/metrics/significance.h"
 #include "attune/text/lexical.h"
+#include "compare.h"
 
 namespace attune::eval {
 namespace {
@@ -19,18 +20,6 @@ namespace {
 std::unique_ptr<retrieval::Retriever> make(const tasks::Task& task, const std::string& spec, std::uint64_t seed) {
   // On a corpus task the first stage already ranked by corpus BM25: "bm25" keeps that order.
   return retrieval::make_retriever(spec, seed, task.uses_corpus());
-}
-
-// Per-example values a significance test compares for `metric`.
-std::vector<double> per_example(const RetrieverResult& r, const std::string& metric, const std::string& primary) {
-  std::vector<double> v;
-  v.reserve(r.examples.size());
-  for (const auto& e : r.examples) {
-    auto it = e.metrics.find(metric);
-    if (it == e.metrics.end()) it = e.metrics.find(primary);
-    v.push_back(it == e.metrics.end() ? 0.0 : it->second);
-  }
-  return v;
 }
 
 }  // namespace
@@ -261,33 +250,7 @@ EvalReport evaluate(const data::Dataset& ds, const tasks::Task& task, const retr
     rep.selections.push_back(std::move(sr));
   }
 
-  // Every ordered pair, every metric.
-  const std::size_t rows = rep.results.size();
-  for (std::size_t a = 0; a < rows; ++a)
-    for (std::size_t b = 0; b < rows; ++b) {
-      if (a == b || n < 2) continue;
-      for (const auto& m : rep.metrics) {
-        auto va = per_example(rep.results[a], m.name, primary), vb = per_example(rep.results[b], m.name, primary);
-        Comparison c{rep.results[a].spec, rep.results[b].spec, m.name, m.significance_test};
-        metrics::TestResult t;
-        if (m.significance_test == "mcnemar") {
-          std::vector<bool> ca, cb;
-          for (std::size_t i = 0; i < n; ++i) {
-            ca.push_back(va[i] >= 0.5);
-            cb.push_back(vb[i] >= 0.5);
-          }
-          t = metrics::mcnemar(ca, cb);
-        } else {
-          t = metrics::paired_t_test(va, vb);
-        }
-        c.test = t.test;
-        c.statistic = t.statistic;
-        c.p_value = t.p_value;
-        const double ma = rep.results[a].metrics[m.name], mb = rep.results[b].metrics[m.name];
-        c.a_better = m.higher_is_better ? ma > mb : ma < mb;
-        rep.comparisons.push_back(c);
-      }
-    }
+  rep.comparisons = compare_pairs(rep);
   rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return rep;
 }
