@@ -82,10 +82,10 @@ Plan plan(const data::Dataset& ds, const tasks::Task& task, const retrieval::Can
   return p;
 }
 
-// Per (retriever, example) cell: ranks the candidates of the retriever's source (each
-// distinct source asked once per example), builds the prompt of the top k, records r@5 and,
-// for pool members, QPP values of the full ranking. Parallel over examples; throws what
-// rank() throws (PrivacyError).
+// The grid with the examples' golds and, per (retriever, example) cell: the candidates of
+// the retriever's source ranked (each distinct source asked once per example), the prompt of
+// the top k, r@5 and, for pool members, QPP values of the full ranking. Parallel over
+// examples; throws what rank() throws (PrivacyError).
 Grid retrieve_and_prompt(const data::Dataset& ds, const tasks::Task& task, const text::Tokenizer& tok,
                          const EvalOptions& opts, const Plan& p) {
   tasks::PromptOptions popts;

@@ -51,8 +51,9 @@ struct RetrieverSpec {
 // a PREFIX is registered is make_retriever's question, not the parser's.
 RetrieverSpec parse_retriever_spec(std::string_view spec);
 
-// The canonical text: no white space, a node read from a folder as that folder, so
-// parse_retriever_spec(to_string(s)) == s.
+// The canonical text: no white space around the parts, L in decimal, a node read from a
+// folder as that folder; parse_retriever_spec(to_string(s)) == s (while the folder's
+// attune_model.json stays as it was).
 std::string to_string(const RetrieverSpec& spec);
 
 // Builds the retriever a spec describes (seeded by `seed` where it draws). corpus: the
@@ -72,7 +73,8 @@ std::string trained_model_kind(const RetrieverSpec& spec);
 std::vector<std::string> dense_dirs(const RetrieverSpec& spec);
 
 // Where a rerank chain's candidates come from: first_stage(A) for rerank(A,L,R), the spec
-// itself otherwise. The result refers into `spec`.
+// itself otherwise. The result refers into `spec`, hence no temporaries.
 const RetrieverSpec& first_stage(const RetrieverSpec& spec);
+const RetrieverSpec& first_stage(RetrieverSpec&&) = delete;
 
 }  // namespace attune::retrieval
