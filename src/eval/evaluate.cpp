@@ -1,198 +1,149 @@
+// evaluate() as its phases: plan -> retrieve and prompt -> generate -> score -> select ->
+// compare. Selection (selectors, QPP baselines, oracles) is selection.cpp's; the
+// significance tests are compare.cpp's; the text forms of the report are report.cpp's.
 #include "attune/eval/evaluate.h"
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
-#include <cstdio>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <unordered_set>
 
 #include "attune/core/error.h"
 #include "attune/core/parallel.h"
 #include "attune/core/progress.h"
-#include "attune/eval/qpp.h"
 #include "attune/metrics/metrics.h"
-#include "attune/metrics/significance.h"
 #include "attune/text/lexical.h"
+#include "compare.h"
+#include "grid.h"
+#include "selection.h"
 
 namespace attune::eval {
 namespace {
 
-std::unique_ptr<retrieval::Retriever> make(const tasks::Task& task, const std::string& spec, std::uint64_t seed) {
-  // On a corpus task the first stage already ranked by corpus BM25: "bm25" keeps that order.
-  return retrieval::make_retriever(spec, seed, task.uses_corpus());
-}
+// What an evaluation runs, resolved from the options before anything is retrieved.
+struct Plan {
+  std::size_t n = 0;       // examples evaluated: the dataset's first n
+  bool recall = false;     // a corpus task: r@5 against the gold documents
+  std::size_t rank_k = 0;  // documents each retriever ranks: k, at least 5 for r@5
+  std::vector<std::unique_ptr<retrieval::Retriever>> retrievers;  // EvalOptions::retrievers' order
+  std::vector<const retrieval::CandidateSource*> sources;        // distinct, in order of first use
+  std::vector<std::size_t> source_of;                             // per retriever, into sources
+  std::vector<std::vector<std::size_t>> pools;  // per selector, its pool as indices into retrievers
+  std::vector<bool> in_pool;                    // per retriever: a pool member, ranked in full for QPP
+};
 
-// Per-example values a significance test compares for `metric`.
-std::vector<double> per_example(const RetrieverResult& r, const std::string& metric, const std::string& primary) {
-  std::vector<double> v;
-  v.reserve(r.examples.size());
-  for (const auto& e : r.examples) {
-    auto it = e.metrics.find(metric);
-    if (it == e.metrics.end()) it = e.metrics.find(primary);
-    v.push_back(it == e.metrics.end() ? 0.0 : it->second);
-  }
-  return v;
-}
-
-// Columns padded to their widest cell, two spaces apart.
-std::string layout(const std::vector<std::vector<std::string>>& table) {
-  std::vector<std::size_t> width;
-  for (const auto& row : table)
-    for (std::size_t c = 0; c < row.size(); ++c) {
-      if (width.size() <= c) width.push_back(0);
-      width[c] = std::max(width[c], row[c].size());
-    }
-  std::string out;
-  for (const auto& row : table) {
-    for (std::size_t c = 0; c < row.size(); ++c) {
-      out += row[c];
-      if (c + 1 < row.size()) out += std::string(width[c] - row[c].size() + 2, ' ');
-    }
-    out += "\n";
-  }
-  return out;
-}
-
-std::string fixed4(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.4f", v);
-  return buf;
-}
-
-// Paper 000 Tables 4-5 for one selector: success rate and end-to-end metrics of the
-// selector, the QPP predictors and the oracles, and how often each member was chosen.
-std::string format_selection(const EvalReport& r, const SelectionReport& sr) {
-  std::string out = "\nselection by " + sr.selector + " over " + std::to_string(sr.pool.size()) + " retrievers\n";
-  std::vector<std::vector<std::string>> t;
-  std::vector<std::string> header = {"method", "success ^"};
-  for (const auto& m : r.metrics) header.push_back(m.name + (m.higher_is_better ? " ^" : " v"));
-  t.push_back(header);
-  bool beats_all = true;
-  for (std::size_t i = 1; i < sr.methods.size(); ++i) {
-    const auto& m = sr.methods[i];
-    if (m.name.rfind("oracle", 0) == 0) continue;
-    if (!(sr.methods.front().success > m.success && m.p_vs_selector < r.alpha)) beats_all = false;
-  }
-  for (std::size_t i = 0; i < sr.methods.size(); ++i) {
-    const auto& m = sr.methods[i];
-    std::vector<std::string> row = {i == 0 ? "selector" : m.name, fixed4(m.success) + (i == 0 && beats_all ? " *" : "")};
-    for (const auto& mi : r.metrics) {
-      auto it = m.metrics.find(mi.name);
-      row.push_back(it == m.metrics.end() ? "-" : fixed4(it->second));
-    }
-    t.push_back(row);
-  }
-  out += layout(t);
-  char foot[200];
-  std::snprintf(foot, sizeof foot,
-                "success: the choice is among the pool's best for the input (by %s); * the selector beats every "
-                "QPP method at p < %.2g (McNemar)\n",
-                r.metrics.front().name.c_str(), r.alpha);
-  out += foot;
-  out += "selector's choices:";
-  const auto& ch = sr.methods.front().chosen;
-  for (std::size_t p = 0; p < sr.pool.size(); ++p) {
-    const auto c = static_cast<std::size_t>(std::count(ch.begin(), ch.end(), p));
-    char buf[64];
-    std::snprintf(buf, sizeof buf, " %.1f%%", ch.empty() ? 0.0 : 100.0 * static_cast<double>(c) / ch.size());
-    out += (p ? ", " : " ") + sr.pool[p] + buf;
-  }
-  return out + "\n";
-}
-
-}  // namespace
-
-EvalReport evaluate(const data::Dataset& ds, const tasks::Task& task, const retrieval::CandidateSource& source,
-                    llm::LanguageModel& model, const text::Tokenizer& tok, const EvalOptions& opts) {
-  const auto start = std::chrono::steady_clock::now();
-  if (!ds.has_outputs) throw Error("eval needs gold outputs, and " + ds.task + " " + ds.split + " has none");
-  if (opts.retrievers.empty()) throw UsageError("eval needs at least one retriever");
-  const std::size_t n = opts.limit ? std::min(opts.limit, ds.examples.size()) : ds.examples.size();
-  std::vector<std::unique_ptr<retrieval::Retriever>> rets;
-  for (const auto& spec : opts.retrievers) rets.push_back(make(task, spec, opts.seed));
-  tasks::PromptOptions popts;
-  popts.max_length = opts.max_length;
-  popts.reference_quirks = opts.reference_quirks;
-  const bool recall = task.uses_corpus();
-  const std::size_t rank_k = std::max<std::size_t>(opts.k, recall ? 5 : 0);
-
-  // Prompts for every (retriever, example).
-  const std::size_t R = rets.size();
-  // Each retriever's candidate source; distinct sources are asked once per example.
-  std::vector<const retrieval::CandidateSource*> sources;
-  std::vector<std::size_t> source_of(R);
-  for (std::size_t r = 0; r < R; ++r) {
+// Each retriever's candidate source (source_for's answer, else `source`), deduplicated.
+void resolve_sources(Plan& p, const retrieval::CandidateSource& source, const EvalOptions& opts) {
+  p.source_of.resize(p.retrievers.size());
+  for (std::size_t r = 0; r < p.retrievers.size(); ++r) {
     const retrieval::CandidateSource* s = opts.source_for ? opts.source_for(opts.retrievers[r]) : nullptr;
     if (!s) s = &source;
-    auto it = std::find(sources.begin(), sources.end(), s);
-    source_of[r] = static_cast<std::size_t>(it - sources.begin());
-    if (it == sources.end()) sources.push_back(s);
+    auto it = std::find(p.sources.begin(), p.sources.end(), s);
+    p.source_of[r] = static_cast<std::size_t>(it - p.sources.begin());
+    if (it == p.sources.end()) p.sources.push_back(s);
   }
-  for (const auto* s : sources) s->prefetch(std::span<const Example>(ds.examples.data(), n));
+}
 
-  // Selectors: their pools as indices into the retrievers; pool members get QPP values.
-  std::vector<std::vector<std::size_t>> pools;
-  std::vector<bool> in_pool(R, false);
+// Each selector's pool as indices into the retrievers. UsageError for a pool of fewer
+// than 2, a selector without a scoring function, or a member that is not evaluated.
+void resolve_pools(Plan& p, const EvalOptions& opts) {
+  p.in_pool.assign(p.retrievers.size(), false);
   for (const auto& sel : opts.selectors) {
     if (sel.pool.size() < 2) throw UsageError("selector " + sel.spec + " needs a pool of at least 2 retrievers");
     if (!sel.score) throw UsageError("selector " + sel.spec + " has no scoring function");
     std::vector<std::size_t> idx;
-    for (const auto& p : sel.pool) {
-      auto it = std::find(opts.retrievers.begin(), opts.retrievers.end(), p);
+    for (const auto& member : sel.pool) {
+      auto it = std::find(opts.retrievers.begin(), opts.retrievers.end(), member);
       if (it == opts.retrievers.end())
-        throw UsageError("selector " + sel.spec + ": its pool member " + p + " is not among the retrievers evaluated");
+        throw UsageError("selector " + sel.spec + ": its pool member " + member + " is not among the retrievers evaluated");
       idx.push_back(static_cast<std::size_t>(it - opts.retrievers.begin()));
-      in_pool[idx.back()] = true;
+      p.in_pool[idx.back()] = true;
     }
-    pools.push_back(std::move(idx));
+    p.pools.push_back(std::move(idx));
   }
-  const std::size_t qpp_k = opts.qpp_k ? opts.qpp_k : std::max<std::size_t>(1, opts.k);
-  std::vector<Qpp> qpps(R * n);
+}
 
-  std::vector<std::string> prompts(R * n);
-  std::vector<std::vector<DocId>> retrieved(R * n);
-  std::vector<double> r5(R * n, 0.0);
+// Validates the dataset and the options, builds the retrievers, resolves each one's
+// candidate source, prefetches the examples from each distinct source, then resolves the
+// selectors' pools. Error without gold outputs; UsageError for bad options or specs.
+Plan plan(const data::Dataset& ds, const tasks::Task& task, const retrieval::CandidateSource& source,
+          const EvalOptions& opts) {
+  if (!ds.has_outputs) throw Error("eval needs gold outputs, and " + ds.task + " " + ds.split + " has none");
+  if (opts.retrievers.empty()) throw UsageError("eval needs at least one retriever");
+  Plan p;
+  p.n = opts.limit ? std::min(opts.limit, ds.examples.size()) : ds.examples.size();
+  p.recall = task.uses_corpus();
+  p.rank_k = std::max<std::size_t>(opts.k, p.recall ? 5 : 0);
+  // On a corpus task the first stage already ranked by corpus BM25: "bm25" keeps that order.
+  for (const auto& spec : opts.retrievers) p.retrievers.push_back(retrieval::make_retriever(spec, opts.seed, p.recall));
+  resolve_sources(p, source, opts);
+  for (const auto* s : p.sources) s->prefetch(std::span<const Example>(ds.examples.data(), p.n));
+  resolve_pools(p, opts);
+  return p;
+}
+
+// The grid with the examples' golds and, per (retriever, example) cell: the candidates of
+// the retriever's source ranked (each distinct source asked once per example), the prompt of
+// the top k, r@5 and, for pool members, QPP values of the full ranking. Parallel over
+// examples; throws what rank() throws (PrivacyError).
+Grid retrieve_and_prompt(const data::Dataset& ds, const tasks::Task& task, const text::Tokenizer& tok,
+                         const EvalOptions& opts, const Plan& p) {
+  tasks::PromptOptions popts;
+  popts.max_length = opts.max_length;
+  popts.reference_quirks = opts.reference_quirks;
+  const std::size_t qpp_k = opts.qpp_k ? opts.qpp_k : std::max<std::size_t>(1, opts.k);
+  const std::size_t R = p.retrievers.size(), n = p.n;
+  Grid g;
+  g.n = n;
+  for (std::size_t e = 0; e < n; ++e) g.golds.push_back(ds.examples[e].output);
+  g.prompts.resize(R * n);
+  g.retrieved.resize(R * n);
+  g.r5.assign(R * n, 0.0);
+  g.qpps.resize(R * n);
   parallel_for(n, opts.threads, [&](std::size_t e) {
     const Example& ex = ds.examples[e];
-    std::vector<std::vector<Document>> cand_sets(sources.size());
-    for (std::size_t s = 0; s < sources.size(); ++s) cand_sets[s] = sources[s]->candidates(ex);
+    std::vector<std::vector<Document>> cand_sets(p.sources.size());
+    for (std::size_t s = 0; s < p.sources.size(); ++s) cand_sets[s] = p.sources[s]->candidates(ex);
     retrieval::Query q{ex.id, ex.user, task.query(ex)};
     std::unordered_set<std::string> gold(ex.gold_docs.begin(), ex.gold_docs.end());
     for (std::size_t r = 0; r < R; ++r) {
-      const auto& cands = cand_sets[source_of[r]];
+      const auto& cands = cand_sets[p.source_of[r]];
+      const auto& ret = *p.retrievers[r];
       // A pool member is ranked in full for its QPP values; every retriever's full ranking
       // begins with its top-k one (stable sorts; random's draws come in the same order).
-      auto ranking = rets[r]->rank(q, cands, in_pool[r] ? 0 : rank_k);
-      if (in_pool[r]) {
+      auto ranking = ret.rank(q, cands, p.in_pool[r] ? 0 : p.rank_k);
+      if (p.in_pool[r]) {
         std::vector<double> sc(ranking.scores.begin(), ranking.scores.end());
         // Scores of rank-only lists: reciprocal ranks (000 Table 4 does so for recency).
-        const std::string& spec = opts.retrievers[r];
-        if (spec == "recency" || (recall && spec == "bm25"))
+        if (ret.scores_are_ranks())
           for (std::size_t j = 0; j < sc.size(); ++j) sc[j] = 1.0 / static_cast<double>(j + 1);
-        qpps[r * n + e] = qpp(sc, qpp_k, text::bm25_tokens(q.text).size(), opts.qpp_sigma_percent);
-        if (ranking.size() > rank_k) {
-          ranking.indices.resize(rank_k);
-          ranking.ids.resize(rank_k);
-          ranking.scores.resize(rank_k);
+        g.qpps[g.at(r, e)] = qpp(sc, qpp_k, text::bm25_tokens(q.text).size(), opts.qpp_sigma_percent);
+        if (ranking.size() > p.rank_k) {
+          ranking.indices.resize(p.rank_k);
+          ranking.ids.resize(p.rank_k);
+          ranking.scores.resize(p.rank_k);
         }
       }
       std::vector<const Document*> docs;
       for (std::size_t j = 0; j < ranking.size() && j < opts.k; ++j) docs.push_back(&cands[ranking.indices[j]]);
-      for (auto* d : docs) retrieved[r * n + e].push_back(d->id);
-      if (recall) r5[r * n + e] = metrics::recall_at_k(ranking.ids, gold, 5);
-      prompts[r * n + e] = task.prompt(ex, docs, tok, popts);
+      for (auto* d : docs) g.retrieved[g.at(r, e)].push_back(d->id);
+      if (p.recall) g.r5[g.at(r, e)] = metrics::recall_at_k(ranking.ids, gold, 5);
+      g.prompts[g.at(r, e)] = task.prompt(ex, docs, tok, popts);
     }
   });
+  return g;
+}
 
-  // Generate in batches over all prompts.
-  std::vector<std::string> outputs(R * n);
+// The model's output for every prompt, in the prompts' order: batches of opts.batch (at
+// least 1), in parallel over batches.
+std::vector<std::string> generate(llm::LanguageModel& model, const std::vector<std::string>& prompts,
+                                  const EvalOptions& opts) {
+  std::vector<std::string> outputs(prompts.size());
   const std::size_t batch = std::max<std::size_t>(1, opts.batch);
-  const std::size_t n_batches = (R * n + batch - 1) / batch;
-  Progress progress("eval", R * n, opts.progress);
+  const std::size_t n_batches = (prompts.size() + batch - 1) / batch;
+  Progress progress("eval", prompts.size(), opts.progress);
   parallel_for(n_batches, opts.threads, [&](std::size_t b) {
-    const std::size_t lo = b * batch, hi = std::min(R * n, lo + batch);
+    const std::size_t lo = b * batch, hi = std::min(prompts.size(), lo + batch);
     std::vector<llm::Prompt> ps;
     for (std::size_t i = lo; i < hi; ++i) ps.push_back({prompts[i]});
     auto gens = model.generate(ps, opts.generate);
@@ -200,7 +151,15 @@ EvalReport evaluate(const data::Dataset& ds, const tasks::Task& task, const retr
     progress.add(hi - lo);
   });
   progress.finish();
+  return outputs;
+}
 
+// The report's header and one row per retriever: the task's metrics over its outputs, and
+// per example the output, metrics and documents; on corpus tasks r@5 too (a last column).
+EvalReport score(const data::Dataset& ds, const tasks::Task& task, const llm::LanguageModel& model,
+                 const EvalOptions& opts, const Grid& g) {
+  const std::size_t n = g.n;
+  const bool recall = task.uses_corpus();
   EvalReport rep;
   rep.task = task.name();
   rep.split = ds.split;
@@ -210,19 +169,17 @@ EvalReport evaluate(const data::Dataset& ds, const tasks::Task& task, const retr
   rep.examples = n;
   rep.metrics = task.metrics();
   rep.alpha = opts.alpha;
-  std::vector<std::string> golds;
-  for (std::size_t e = 0; e < n; ++e) golds.push_back(ds.examples[e].output);
-  for (std::size_t r = 0; r < R; ++r) {
+  for (std::size_t r = 0; r < opts.retrievers.size(); ++r) {
     RetrieverResult res;
     res.spec = opts.retrievers[r];
-    std::vector<std::string> outs(outputs.begin() + r * n, outputs.begin() + (r + 1) * n);
-    res.metrics = task.aggregate(outs, golds);
+    std::vector<std::string> outs(g.outputs.begin() + r * n, g.outputs.begin() + (r + 1) * n);
+    res.metrics = task.aggregate(outs, g.golds);
     double r5_sum = 0;
     for (std::size_t e = 0; e < n; ++e) {
-      ExampleResult ex{ds.examples[e].id, outs[e], task.score(outs[e], golds[e]), retrieved[r * n + e], {}};
+      ExampleResult ex{ds.examples[e].id, outs[e], task.score(outs[e], g.golds[e]), g.retrieved[g.at(r, e)], {}};
       if (recall) {
-        ex.metrics["r@5"] = r5[r * n + e];
-        r5_sum += r5[r * n + e];
+        ex.metrics["r@5"] = g.r5[g.at(r, e)];
+        r5_sum += g.r5[g.at(r, e)];
       }
       res.examples.push_back(std::move(ex));
     }
@@ -230,233 +187,22 @@ EvalReport evaluate(const data::Dataset& ds, const tasks::Task& task, const retr
     rep.results.push_back(std::move(res));
   }
   if (recall) rep.metrics.push_back({"r@5", true, "mcnemar"});
-  const std::string primary = rep.metrics.front().name;
-  const bool higher = rep.metrics.front().higher_is_better;
-
-  // Selectors: score each example's pool, take the argmax; then the same choice by each
-  // QPP predictor and by the oracles, for the selection report.
-  for (std::size_t si = 0; si < opts.selectors.size(); ++si) {
-    const auto& sel = opts.selectors[si];
-    const auto& pool = pools[si];
-    const std::size_t P = pool.size();
-    std::vector<std::size_t> chosen(n, 0);
-    Progress sp("select " + sel.spec, n, opts.progress);
-    for (std::size_t e = 0; e < n; ++e) {
-      std::vector<std::string> ps, os;
-      for (std::size_t r : pool) {
-        ps.push_back(prompts[r * n + e]);
-        os.push_back(outputs[r * n + e]);
-      }
-      const auto sc = sel.score(ps, os);
-      if (sc.size() != P)
-        throw Error("selector " + sel.spec + " gave " + std::to_string(sc.size()) + " scores for a pool of " +
-                    std::to_string(P));
-      chosen[e] = static_cast<std::size_t>(std::max_element(sc.begin(), sc.end()) - sc.begin());
-      sp.add(1);
-    }
-    sp.finish();
-    // Per example, each pool member's primary value.
-    auto value = [&](std::size_t p, std::size_t e) {
-      const auto& m = rep.results[pool[p]].examples[e].metrics;
-      auto it = m.find(primary);
-      return it == m.end() ? 0.0 : it->second;
-    };
-    auto better = [&](double a, double b) { return higher ? a > b : a < b; };
-    std::vector<double> best(n);
-    for (std::size_t e = 0; e < n; ++e) {
-      best[e] = value(0, e);
-      for (std::size_t p = 1; p < P; ++p)
-        if (better(value(p, e), best[e])) best[e] = value(p, e);
-    }
-    auto method = [&](std::string name, std::vector<std::size_t> ch) {
-      SelectionMethod m;
-      m.name = std::move(name);
-      std::vector<std::string> outs(n);
-      std::size_t ok = 0;
-      for (std::size_t e = 0; e < n; ++e) {
-        outs[e] = outputs[pool[ch[e]] * n + e];
-        if (!better(best[e], value(ch[e], e))) ++ok;
-      }
-      m.metrics = task.aggregate(outs, golds);
-      if (recall) {
-        double sum = 0;
-        for (std::size_t e = 0; e < n; ++e) sum += r5[pool[ch[e]] * n + e];
-        m.metrics["r@5"] = n ? sum / n : 0;
-      }
-      m.success = n ? static_cast<double>(ok) / n : 0;
-      m.chosen = std::move(ch);
-      return m;
-    };
-    SelectionReport sr;
-    sr.selector = sel.spec;
-    sr.pool = sel.pool;
-    sr.methods.push_back(method(sel.spec, chosen));
-    const auto names = qpp_names(opts.qpp_sigma_percent);
-    for (std::size_t qi = 0; qi < names.size(); ++qi) {
-      std::vector<std::size_t> ch(n, 0);
-      for (std::size_t e = 0; e < n; ++e)
-        for (std::size_t p = 1; p < P; ++p)
-          if (qpp_value(qpps[pool[p] * n + e], qi) > qpp_value(qpps[pool[ch[e]] * n + e], qi)) ch[e] = p;
-      sr.methods.push_back(method(names[qi], std::move(ch)));
-    }
-    for (bool upper : {false, true}) {
-      std::vector<std::size_t> ch(n, 0);
-      for (std::size_t e = 0; e < n; ++e)
-        for (std::size_t p = 1; p < P; ++p) {
-          const bool b = better(value(p, e), value(ch[e], e));
-          if (upper ? b : better(value(ch[e], e), value(p, e))) ch[e] = p;
-        }
-      sr.methods.push_back(method(upper ? "oracle_upper" : "oracle_lower", std::move(ch)));
-    }
-    auto successes = [&](const SelectionMethod& m) {
-      std::vector<bool> v(n);
-      for (std::size_t e = 0; e < n; ++e) v[e] = !better(best[e], value(m.chosen[e], e));
-      return v;
-    };
-    const auto s0 = successes(sr.methods.front());
-    for (std::size_t i = 1; i < sr.methods.size(); ++i)
-      if (n >= 2) sr.methods[i].p_vs_selector = metrics::mcnemar(s0, successes(sr.methods[i])).p_value;
-
-    // The selector's own row: each example answered by its chosen retriever.
-    RetrieverResult res;
-    res.spec = sel.spec;
-    res.metrics = sr.methods.front().metrics;
-    for (std::size_t e = 0; e < n; ++e) {
-      const std::size_t r = pool[chosen[e]];
-      ExampleResult ex = rep.results[r].examples[e];
-      ex.chosen = opts.retrievers[r];
-      res.examples.push_back(std::move(ex));
-    }
-    rep.results.push_back(std::move(res));
-    rep.selections.push_back(std::move(sr));
-  }
-
-  // Every ordered pair, every metric.
-  const std::size_t rows = rep.results.size();
-  for (std::size_t a = 0; a < rows; ++a)
-    for (std::size_t b = 0; b < rows; ++b) {
-      if (a == b || n < 2) continue;
-      for (const auto& m : rep.metrics) {
-        auto va = per_example(rep.results[a], m.name, primary), vb = per_example(rep.results[b], m.name, primary);
-        Comparison c{rep.results[a].spec, rep.results[b].spec, m.name, m.significance_test};
-        metrics::TestResult t;
-        if (m.significance_test == "mcnemar") {
-          std::vector<bool> ca, cb;
-          for (std::size_t i = 0; i < n; ++i) {
-            ca.push_back(va[i] >= 0.5);
-            cb.push_back(vb[i] >= 0.5);
-          }
-          t = metrics::mcnemar(ca, cb);
-        } else {
-          t = metrics::paired_t_test(va, vb);
-        }
-        c.test = t.test;
-        c.statistic = t.statistic;
-        c.p_value = t.p_value;
-        const double ma = rep.results[a].metrics[m.name], mb = rep.results[b].metrics[m.name];
-        c.a_better = m.higher_is_better ? ma > mb : ma < mb;
-        rep.comparisons.push_back(c);
-      }
-    }
-  rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return rep;
 }
 
-std::string format_table(const EvalReport& r) {
-  auto letter = [](std::size_t i) { return std::string(1, static_cast<char>('a' + i % 26)); };
-  std::vector<std::string> header = {"", "retriever"};
-  for (const auto& m : r.metrics) header.push_back(m.name + (m.higher_is_better ? " ^" : " v"));
-  std::vector<std::vector<std::string>> rows;
-  for (std::size_t i = 0; i < r.results.size(); ++i) {
-    std::vector<std::string> row = {"(" + letter(i) + ")", r.results[i].spec};
-    for (const auto& m : r.metrics) {
-      char buf[32];
-      auto it = r.results[i].metrics.find(m.name);
-      std::snprintf(buf, sizeof buf, "%.4f", it == r.results[i].metrics.end() ? NAN : it->second);
-      std::string cell = buf, marks;
-      for (std::size_t j = 0; j < r.results.size(); ++j)
-        for (const auto& c : r.comparisons)
-          if (c.a == r.results[i].spec && c.b == r.results[j].spec && c.metric == m.name && c.a_better &&
-              c.p_value < r.alpha)
-            marks += letter(j);
-      if (!marks.empty()) cell += " " + marks;
-      row.push_back(cell);
-    }
-    rows.push_back(row);
-  }
-  std::vector<std::size_t> width(header.size(), 0);
-  for (std::size_t c = 0; c < header.size(); ++c) {
-    width[c] = header[c].size();
-    for (auto& row : rows) width[c] = std::max(width[c], row[c].size());
-  }
-  std::string out;
-  char title[512];
-  std::snprintf(title, sizeof title, "task %s, split %s, %zu examples, k=%zu, llm %s, seed %llu\n", r.task.c_str(),
-                r.split.c_str(), r.examples, r.k, r.llm.c_str(), static_cast<unsigned long long>(r.seed));
-  out += title;
-  auto line = [&](const std::vector<std::string>& cells) {
-    for (std::size_t c = 0; c < cells.size(); ++c) {
-      out += cells[c];
-      if (c + 1 < cells.size()) out += std::string(width[c] - cells[c].size() + 2, ' ');
-    }
-    out += "\n";
-  };
-  line(header);
-  std::size_t total = 0;
-  for (auto w : width) total += w + 2;
-  out += std::string(total - 2, '-') + "\n";
-  for (auto& row : rows) line(row);
-  char foot[200];
-  std::snprintf(foot, sizeof foot,
-                "^ higher is better, v lower is better; letters after a value: rows it beats at p < %.2g "
-                "(paired t-test / McNemar)\n",
-                r.alpha);
-  out += foot;
-  for (const auto& sr : r.selections) out += format_selection(r, sr);
-  return out;
-}
+}  // namespace
 
-std::string to_json(const EvalReport& r) {
-  using json = nlohmann::ordered_json;  // rows and selection methods in the table's order
-  json results = json::object(), per = json::object(), sig = json::object();
-  for (const auto& res : r.results) {
-    json m = json::object();
-    for (const auto& [k, v] : res.metrics) m[k] = v;
-    results[res.spec] = m;
-    json list = json::array();
-    for (const auto& e : res.examples) {
-      json em = json::object();
-      for (const auto& [k, v] : e.metrics) em[k] = v;
-      json item = {{"id", e.id}, {"output", e.output}, {"metrics", em}, {"retrieved", e.retrieved}};
-      if (!e.chosen.empty()) item["chosen"] = e.chosen;
-      list.push_back(std::move(item));
-    }
-    per[res.spec] = list;
-  }
-  for (const auto& c : r.comparisons) {
-    sig[c.a][c.b][c.metric] = {{"test", c.test}, {"statistic", c.statistic}, {"p", c.p_value},
-                                {"better", c.a_better}};
-  }
-  json selection = json::object();
-  for (const auto& sr : r.selections) {
-    json methods = json::object();
-    for (const auto& m : sr.methods) {
-      json mm = json::object(), share = json::object();
-      for (const auto& [k, v] : m.metrics) mm[k] = v;
-      for (std::size_t p = 0; p < sr.pool.size(); ++p)
-        share[sr.pool[p]] = m.chosen.empty() ? 0.0
-                                             : static_cast<double>(std::count(m.chosen.begin(), m.chosen.end(), p)) /
-                                                   static_cast<double>(m.chosen.size());
-      methods[m.name] = {{"success", m.success}, {"metrics", mm}, {"p_vs_selector", m.p_vs_selector}, {"chosen_share", share}};
-    }
-    selection[sr.selector] = {{"pool", sr.pool}, {"methods", methods}};
-  }
-  json out = {{"task", r.task},       {"split", r.split}, {"llm", r.llm},       {"k", r.k},
-              {"seed", r.seed},       {"examples", r.examples}, {"results", results},
-              {"per_example", per},   {"significance", sig},    {"alpha", r.alpha},
-              {"seconds", r.seconds}};
-  if (!r.selections.empty()) out["selection"] = selection;
-  return out.dump(1);
+EvalReport evaluate(const data::Dataset& ds, const tasks::Task& task, const retrieval::CandidateSource& source,
+                    llm::LanguageModel& model, const text::Tokenizer& tok, const EvalOptions& opts) {
+  const auto start = std::chrono::steady_clock::now();
+  const Plan p = plan(ds, task, source, opts);
+  Grid g = retrieve_and_prompt(ds, task, tok, opts, p);
+  g.outputs = generate(model, g.prompts, opts);
+  EvalReport rep = score(ds, task, model, opts, g);
+  add_selections(task, opts, p.pools, g, rep);
+  rep.comparisons = compare_pairs(rep);
+  rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return rep;
 }
 
 }  // namespace attune::eval

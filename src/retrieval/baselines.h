@@ -38,6 +38,7 @@ class RandomRetriever final : public Retriever {
 class RecencyRetriever final : public Retriever {
  public:
   std::string name() const override { return "recency"; }
+  bool scores_are_ranks() const override { return true; }
 
  protected:
   Ranking do_rank(const Query& q, std::span<const Document> c, std::size_t k) const override;

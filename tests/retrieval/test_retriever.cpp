@@ -300,6 +300,37 @@ TEST(Retriever, KLargerThanCandidatesAndKZero) {
   }
 }
 
+// scores_are_ranks() is true exactly where eval used to test the spec's name
+// (spec == "recency" || (corpus && spec == "bm25")): wrappers are false even around recency.
+TEST(Retriever, ScoresAreRanksForRecencyAndTheCorpusFirstStageOnly) {
+  const struct {
+    const char* spec;
+    bool profile, corpus;  // scores_are_ranks() with corpus = false / true
+  } table[] = {
+      {"none", false, false},
+      {"random", false, false},
+      {"recency", true, true},
+      {"bm25", false, true},
+      {"rrf(recency)", false, false},
+      {"rrf(bm25,recency)", false, false},
+      {"rerank(bm25,4,recency)", false, false},
+      {"rerank(recency,4,bm25)", false, false},
+  };
+  for (const auto& row : table) {
+    const std::string spec = row.spec;
+    EXPECT_EQ(make_retriever(spec, 0, false)->scores_are_ranks(), row.profile) << spec;
+    EXPECT_EQ(make_retriever(spec, 0, true)->scores_are_ranks(), row.corpus) << spec;
+    EXPECT_EQ(row.profile, spec == "recency") << spec;
+    EXPECT_EQ(row.corpus, spec == "recency" || spec == "bm25") << spec;
+  }
+  // Where it is true, the scores are n, n-1, ..., 1.
+  const auto c = fruit();
+  for (bool corpus : {false, true}) {
+    const auto r = make_retriever(corpus ? "bm25" : "recency", 0, corpus)->rank(query("apple"), c, 0);
+    EXPECT_EQ(r.scores, (std::vector<Score>{4, 3, 2, 1})) << corpus;
+  }
+}
+
 // A source with fixed documents, for UnionCandidates.
 class ListSource final : public CandidateSource {
  public:

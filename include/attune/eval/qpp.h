@@ -11,8 +11,8 @@
 //   sigma_max = max over n = 1..N of std(s_1..s_n)
 //   sigma_x% = std{ s_i : s_i >= (x/100) s_1 }
 // with k = min(k, N) and population standard deviations; an empty list gives zeros.
-// Retrievers without scores are given them by the caller: reciprocal ranks (recency),
-// zeros (none, random).
+// Retrievers without scores are given them by the caller: reciprocal ranks where
+// Retriever::scores_are_ranks() (recency, the corpus first stage), zeros (none, random).
 #include <cstddef>
 #include <span>
 #include <string>

@@ -70,6 +70,7 @@ class UnionCandidates final : public CandidateSource {
 class FirstStageRetriever final : public Retriever {
  public:
   std::string name() const override { return "bm25"; }
+  bool scores_are_ranks() const override { return true; }
 
  protected:
   Ranking do_rank(const Query& q, std::span<const Document> candidates, std::size_t k) const override;

@@ -27,53 +27,44 @@ class Retriever {
   virtual ~Retriever() = default;
   Ranking rank(const Query& q, std::span<const Document> candidates, std::size_t k) const;
   virtual std::string name() const = 0;
+  // True when the scores only restate the order (n, n-1, ..., 1 for n candidates: recency,
+  // and "bm25" as a corpus task's first stage), not how well a candidate matches; readers
+  // of score values (eval's QPP baselines) then take reciprocal ranks 1, 1/2, ... instead.
+  virtual bool scores_are_ranks() const { return false; }
 
  protected:
   virtual Ranking do_rank(const Query& q, std::span<const Document> candidates,
                           std::size_t k) const = 0;
 };
 
-// none: ranks nothing (the prompt gets no documents).
-// random: k draws WITH replacement (LaMP reference), seeded by (seed, query id).
-// recency: newest first by date; ties in reverse original order (sorted asc, reversed);
-//          undated documents count as oldest.
-// bm25: rank_bm25 BM25Okapi over text::bm25_tokens of Document::text, rebuilt per query.
-// rrf(A,B,...): sum over lists of 1 / (60 + rank), 1-based, each list ranked over all
-//          candidates; ties by candidate position.
-// rerank(A,L,R): A ranks all candidates, R orders A's first L distinct ones (e.g.
-//          rerank(bm25,16,cross:DIR), Pearl's protocol); scores are R's.
-// PREFIX:ARG: a kind registered with register_retriever_kind (dense:MODEL_DIR,
-//          cross:MODEL_DIR once attune::neural::register_retrievers() has run), also
-//          inside rrf(...).
-// DIR: a folder written by `attune train` (it holds attune_model.json {"kind": K}) is the
-//          spec K:DIR (e.g. dense:DIR for a ROPG-trained encoder), or, when the marker
-//          also holds "rerank": {"initial": A, "top_l": L} (Pearl), rerank(A,L,K:DIR):
-//          the reranker over the candidates it was trained on.
-// corpus: the candidates are a corpus task's first stage, already ranked by corpus-level
-//          BM25; "bm25" (inside rrf(...) and rerank(...) too) then keeps that order
-//          (FirstStageRetriever) instead of BM25 over the candidates alone.
-// UsageError for an unknown spec or an unregistered kind.
+// The string forms of spec.h, kept for callers that hold spec strings.
+// make_retriever(parse_retriever_spec(spec), seed, corpus): spec.h has the grammar (none,
+// random, recency, bm25, rrf(...), rerank(A,L,R), PREFIX:ARG, a trained DIR), what
+// `corpus` changes, and the errors (UsageError for an unknown spec or an unregistered kind).
 std::unique_ptr<Retriever> make_retriever(std::string_view spec, std::uint64_t seed, bool corpus = false);
 
 // The kind a trained-model folder names in its attune_model.json ("dense", "cross", ...);
-// "" when `spec` is not a folder. UsageError for a folder without attune_model.json, Error
-// for a malformed one.
+// "" when `spec` is not a folder. Errors of parse_retriever_spec (for a folder: UsageError
+// without attune_model.json, Error for a malformed one).
 std::string trained_model_kind(std::string_view spec);
 
 // A trained-model folder's spec spelled out as make_retriever reads it ("dense:DIR",
 // "rerank(bm25,16,cross:DIR)"); any other spec comes back trimmed. Errors as above.
 std::string expand_spec(std::string_view spec);
-// The first stage A of "rerank(A,L,R)"; "" for any other spec. UsageError when malformed.
+// The first stage A of "rerank(A,L,R)", canonical (spec.h to_string); "" for any other
+// spec, a Pearl folder included (expand it first). Errors of parse_retriever_spec.
 std::string rerank_initial(std::string_view spec);
 // Builds a retriever from the ARG of a "PREFIX:ARG" spec (e.g. a model folder). Lets
 // layers above this one (neural/, which links torch) add kinds without this layer
 // depending on them.
 using RetrieverFactory = std::function<std::unique_ptr<Retriever>(std::string_view arg, std::uint64_t seed)>;
 // Registers (or replaces) the factory for "prefix:ARG" specs; prefix has no ':' and is
-// not empty (UsageError otherwise). Thread-safe.
+// not empty (UsageError otherwise), and a spec can name it only when it also holds no
+// white space, ',', '(' or ')' (spec.h). Thread-safe.
 void register_retriever_kind(std::string prefix, RetrieverFactory factory);
 
-// Splits "a,rrf(b,c),d" at top-level commas.
+// Splits "a,rrf(b,c),d" at top-level commas, each piece trimmed; nothing for a blank list.
+// UsageError for an empty piece or unbalanced parentheses. The pieces are not parsed.
 std::vector<std::string> split_specs(std::string_view list);
 
 }  // namespace attune::retrieval

@@ -1,0 +1,80 @@
+#pragma once
+// Retriever specs parsed once into a typed tree (faiss index_factory style): the CLI, the
+// engine and the server parse the description string at their edge, and nothing below
+// looks at the string again. Grammar (white space around every part is ignored):
+//
+// none: ranks nothing (the prompt gets no documents).
+// random: k draws WITH replacement (LaMP reference), seeded by (seed, query id).
+// recency: newest first by date; ties in reverse original order (sorted asc, reversed);
+//          undated documents count as oldest.
+// bm25: rank_bm25 BM25Okapi over text::bm25_tokens of Document::text, rebuilt per query.
+// rrf(A,B,...): sum over lists of 1 / (60 + rank), 1-based, each list ranked over all
+//          candidates; ties by candidate position.
+// rerank(A,L,R): A ranks all candidates, R orders A's first L distinct ones (e.g.
+//          rerank(bm25,16,cross:DIR), Pearl's protocol); scores are R's.
+// PREFIX:ARG: a kind registered with register_retriever_kind (dense:MODEL_DIR,
+//          cross:MODEL_DIR once attune::neural::register_retrievers() has run), also
+//          inside rrf(...) and rerank(...). PREFIX is not empty and holds no white space,
+//          ',', '(' or ')'.
+// DIR: a folder written by `attune train` (it holds attune_model.json {"kind": K}) is the
+//          spec K:DIR (e.g. dense:DIR for a ROPG-trained encoder), or, when the marker
+//          also holds "rerank": {"initial": A, "top_l": L} (Pearl), rerank(A,L,K:DIR):
+//          the reranker over the candidates it was trained on.
+// The words are tried first, then rrf(...) and rerank(...), then a folder, then PREFIX:ARG.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "attune/retrieval/retriever.h"
+
+namespace attune::retrieval {
+
+struct RetrieverSpec {
+  enum class Kind { None, Random, Recency, Bm25, Rrf, Rerank, Registered };
+  Kind kind = Kind::None;
+  // Rrf: the fused lists (at least one). Rerank: {initial, reranker}. Otherwise empty.
+  std::vector<RetrieverSpec> children;
+  std::size_t depth = 0;  // Rerank: L, how many distinct documents of the initial list go on
+  std::string prefix;     // Registered: PREFIX of PREFIX:ARG ("dense", "cross", ...)
+  std::string arg;        // Registered: ARG, trimmed (may be empty: make_retriever refuses it)
+  // The trained-model folder this node was read from, as written; "" when the spec was
+  // written out. The node itself is what the folder expands to (K:DIR or rerank(A,L,K:DIR)).
+  std::string folder;
+
+  bool operator==(const RetrieverSpec&) const = default;
+};
+
+// Parses one spec. UsageError naming the spec when it is malformed or unknown, or when it
+// is a folder without attune_model.json; Error for a malformed attune_model.json. Whether
+// a PREFIX is registered is make_retriever's question, not the parser's.
+RetrieverSpec parse_retriever_spec(std::string_view spec);
+
+// The canonical text: no white space around the parts, L in decimal, a node read from a
+// folder as that folder; parse_retriever_spec(to_string(s)) == s (while the folder's
+// attune_model.json stays as it was).
+std::string to_string(const RetrieverSpec& spec);
+
+// Builds the retriever a spec describes (seeded by `seed` where it draws). corpus: the
+// candidates are a corpus task's first stage, already ranked by corpus-level BM25; "bm25"
+// (inside rrf(...) and rerank(...) too) then keeps that order (FirstStageRetriever)
+// instead of BM25 over the candidates alone. UsageError for an unregistered PREFIX (saying
+// so for dense and cross, which this program may not have registered) or an empty ARG.
+std::unique_ptr<Retriever> make_retriever(const RetrieverSpec& spec, std::uint64_t seed, bool corpus = false);
+
+// The kind the attune_model.json of the folder `spec` was read from names ("dense",
+// "cross", "selector", ...); "" when `spec` was not read from a folder.
+std::string trained_model_kind(const RetrieverSpec& spec);
+
+// The model folders of the dense:DIR parts of `spec`, in order: ARG of dense:ARG (a dense
+// trained folder parses into one), and the parts of rrf(...), recursively. Nothing for
+// rerank(...), which ranks what its first stage gives it (see first_stage), or other kinds.
+std::vector<std::string> dense_dirs(const RetrieverSpec& spec);
+
+// Where a rerank chain's candidates come from: first_stage(A) for rerank(A,L,R), the spec
+// itself otherwise. The result refers into `spec`, hence no temporaries.
+const RetrieverSpec& first_stage(const RetrieverSpec& spec);
+const RetrieverSpec& first_stage(RetrieverSpec&&) = delete;
+
+}  // namespace attune::retrieval

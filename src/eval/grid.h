@@ -1,0 +1,27 @@
+#pragma once
+// What an evaluation produced per example and per (retriever, example) cell; internal to
+// eval, shared by its phases (evaluate.cpp) and the selection report (selection.cpp).
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "attune/core/types.h"
+#include "attune/eval/qpp.h"
+
+namespace attune::eval {
+
+// Cell (r, e): retriever r of EvalOptions::retrievers on example e of the first n, stored
+// at at(r, e) = r * n + e in every per-cell vector.
+struct Grid {
+  std::size_t n = 0;                          // examples evaluated
+  std::vector<std::string> golds;             // per example: its gold output
+  std::vector<std::string> prompts;           // per cell: the prompt with the top-k documents
+  std::vector<std::vector<DocId>> retrieved;  // per cell: those documents, best first
+  std::vector<double> r5;                     // per cell: recall@5 on corpus tasks, else 0
+  std::vector<Qpp> qpps;                      // per cell: QPP values for selector pool members, else zeros
+  std::vector<std::string> outputs;           // per cell: the model's output for the prompt
+
+  std::size_t at(std::size_t r, std::size_t e) const { return r * n + e; }
+};
+
+}  // namespace attune::eval
