@@ -15,24 +15,6 @@ namespace attune::data::detail {
 
 namespace fs = std::filesystem;
 
-std::string read_file(const fs::path& file) {
-  std::error_code ec;
-  if (fs::is_directory(file, ec)) throw InputError(file.string(), "", "", "is a directory, expected a file");
-  std::FILE* f = std::fopen(file.c_str(), "rb");
-  if (!f) throw InputError(file.string(), "", "", std::string("cannot open: ") + std::strerror(errno));
-  std::string out;
-  char buf[1 << 16];
-  std::size_t n;
-  auto size = fs::file_size(file, ec);
-  if (!ec) out.reserve(size);
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
-  bool failed = std::ferror(f);
-  int err = errno;
-  std::fclose(f);
-  if (failed) throw InputError(file.string(), "", "", std::string("cannot read: ") + std::strerror(err));
-  return out;
-}
-
 std::size_t first_invalid_utf8(std::string_view s) {
   const auto* p = reinterpret_cast<const unsigned char*>(s.data());
   const std::size_t n = s.size();

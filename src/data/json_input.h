@@ -14,8 +14,6 @@ namespace attune::data::detail {
 
 using nlohmann::json;
 
-// The whole file as bytes; InputError(file) when it cannot be read.
-std::string read_file(const std::filesystem::path& file);
 
 // Offset of the first byte that is not valid UTF-8, or npos when all of `s` is valid.
 std::size_t first_invalid_utf8(std::string_view s);

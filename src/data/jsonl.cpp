@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "attune/core/error.h"
+#include "attune/core/file.h"
 #include "attune/core/hash.h"
 #include "attune/data/dataset.h"
 #include "json_input.h"
@@ -62,7 +63,7 @@ class IdSet {
 }  // namespace
 
 std::vector<Document> read_corpus_jsonl(const fs::path& file) {
-  std::string bytes = detail::read_file(file);
+  std::string bytes = read_file(file);
   const std::string name = file.string();
   std::vector<Document> docs;
   IdSet ids;
@@ -82,7 +83,7 @@ std::vector<Document> read_corpus_jsonl(const fs::path& file) {
 }
 
 Dataset read_qa_jsonl(const fs::path& file, const std::string& task, const std::string& split) {
-  std::string bytes = detail::read_file(file);
+  std::string bytes = read_file(file);
   const std::string name = file.string();
   Dataset ds;
   ds.task = task;

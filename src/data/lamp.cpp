@@ -2,6 +2,7 @@
 #include <unordered_map>
 
 #include "attune/core/error.h"
+#include "attune/core/file.h"
 #include "attune/core/hash.h"
 #include "attune/data/dataset.h"
 #include "json_input.h"
@@ -134,7 +135,7 @@ Dataset read_lamp(const fs::path& questions, const std::optional<fs::path>& outp
   Hasher h;
   h.add(std::uint64_t{outputs ? 2u : 1u});
   {
-    std::string bytes = detail::read_file(questions);
+    std::string bytes = read_file(questions);
     h.add(bytes);
     json root = detail::parse_json(bytes, questions, detail::Layout::kRecordArray);
     std::string().swap(bytes);
@@ -142,7 +143,7 @@ Dataset read_lamp(const fs::path& questions, const std::optional<fs::path>& outp
   }
   ds.sources.push_back(questions);
   if (outputs) {
-    std::string bytes = detail::read_file(*outputs);
+    std::string bytes = read_file(*outputs);
     h.add(bytes);
     json root = detail::parse_json(bytes, *outputs, detail::Layout::kGoldsObject);
     read_outputs(root, outputs->string(), questions.string(), ds.examples);

@@ -4,41 +4,27 @@
 #include <sstream>
 
 #include "attune/core/error.h"
+#include "attune/core/file.h"
 
 namespace attune::models {
 
 namespace fs = std::filesystem;
 
 nlohmann::json read_json_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) throw Error(p.string() + ": cannot open");
-  std::stringstream ss;
-  ss << in.rdbuf();
+  const std::string text = read_file(p);
   try {
-    return nlohmann::json::parse(ss.str());
+    return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     throw Error(p.string() + ": invalid JSON: " + e.what());
   }
 }
 
-void write_json_file(const fs::path& p, const nlohmann::json& j) {
-  const fs::path tmp = p.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    if (!out) throw Error(p.string() + ": cannot write");
-    out << j.dump(2) << "\n";
-    if (!out) throw Error(p.string() + ": write failed");
-  }
-  fs::rename(tmp, p);
-}
+void write_json_file(const fs::path& p, const nlohmann::json& j) { write_file_atomic(p, j.dump(2) + "\n"); }
 
 ConfigFile ConfigFile::load(const fs::path& p) {
   fs::path file = fs::is_directory(p) ? p / "config.json" : p;
-  std::ifstream in(file);
-  if (!in) throw Error(file.string() + ": cannot open (a Hugging Face model folder needs config.json)");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse(ss.str(), file.string());
+  if (!fs::is_regular_file(file)) throw Error(file.string() + ": cannot open (a Hugging Face model folder needs config.json)");
+  return parse(read_file(file), file.string());
 }
 
 ConfigFile ConfigFile::parse(const std::string& text, std::string source) {

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "attune/core/error.h"
+#include "attune/core/file.h"
 #include "attune/core/hash.h"
 #include "attune/models/config.h"
 #include "attune/models/decoding.h"
@@ -18,20 +19,13 @@ namespace attune::models {
 namespace fs = std::filesystem;
 
 namespace {
-std::string read_all(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // Content identity of a model folder without reading gigabytes of weights.
 std::string model_hash(const fs::path& dir) {
   Hasher h;
   for (auto name : {"config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt",
                     "generation_config.json", "model.safetensors.index.json"}) {
     fs::path p = dir / name;
-    h.add(name).add(fs::exists(p) ? read_all(p) : std::string());
+    h.add(name).add(fs::exists(p) ? read_file(p) : std::string());
   }
   std::vector<fs::path> weights;
   for (auto& e : fs::directory_iterator(dir))

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "attune/core/error.h"
+#include "attune/core/file.h"
 #include "subword_impl.h"
 
 namespace attune::text {
@@ -45,14 +46,6 @@ struct Seg {
 struct Configs {
   json tok_config, special_map;
 };
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) throw Error(p.string() + ": cannot open");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 json parse_json(std::string_view text, const std::string& source) {
   try {

@@ -200,7 +200,9 @@ TEST_F(Cli, GenerateAndScoreErrors) {
   EXPECT_EQ(both.rc, 2);
   auto no_file = run("generate --llm reference --prompt-file absent.txt");
   EXPECT_EQ(no_file.rc, 1);
-  EXPECT_EQ(no_file.err, "attune: absent.txt: cannot open\n");
+  // One line naming the file (core/file.h adds the reason: "cannot open: No such file ...").
+  EXPECT_EQ(no_file.err.rfind("attune: absent.txt: cannot open", 0), 0u) << no_file.err;
+  EXPECT_EQ(std::count(no_file.err.begin(), no_file.err.end(), '\n'), 1) << no_file.err;
   write("p.txt", "x");
   auto two = run("score --llm reference --prompt x --prompt-file p.txt --target y");
   EXPECT_EQ(two.rc, 2);

@@ -33,7 +33,7 @@ void add_demo(CLI::App& app, int& rc) {
       throw Error("no sample data at " + d.data + " (write it with `attune sample --out " + d.data + "`)");
     auto st = store::open_sqlite(r->store);
     auto task = load_task(d);
-    auto tok = budget_tokenizer(*r, std::string("reference"));
+    auto tok = engine::budget_tokenizer(r->tokenizer, std::string("reference"));
     std::printf("== 1. import (%s -> %s)\n", d.data.c_str(), r->store.c_str());
     data::Dataset dev;
     for (const char* split : {"train", "dev"}) {
@@ -45,8 +45,8 @@ void add_demo(CLI::App& app, int& rc) {
       if (d.split == "dev") dev = std::move(ds);
     }
     d.split = "dev";
-    auto model = make_llm("reference", d, task.get(), *r);
-    auto source = make_source(d, *task, *st, r->quiet);
+    auto model = engine::make_llm("reference", d, task.get(), r->models());
+    auto source = engine::make_source(d, *task, *st, r->quiet);
     std::printf("== 2. feedback: per-document utility of the BM25 top-16 with the reference reader\n");
     feedback::CollectOptions fo;
     fo.seed = r->seed;

@@ -46,7 +46,7 @@ void add_eval(CLI::App& app, int& rc) {
     o->generate.seed = r->seed;
     auto task = load_task(*d);
     auto ds = load_dataset(*d);
-    auto tok = budget_tokenizer(*r, *llm_spec);
+    auto tok = engine::budget_tokenizer(r->tokenizer, *llm_spec);
     auto st = store::open_sqlite(r->store);
     neural::register_retrievers(r->device);  // dense:/cross: models run on --device
     // Selector folders (attune train --method rspg-*): their pool joins the retrievers.
@@ -72,9 +72,9 @@ void add_eval(CLI::App& app, int& rc) {
       retrieval::make_retriever(s, r->seed, task->uses_corpus());  // validates the spec
     }
     // Corpus tasks: dense:DIR searches the whole corpus itself (see make_sources).
-    auto sources = make_sources(*d, *task, *st, *r, o->retrievers);
+    auto sources = engine::make_sources(*d, *task, *st, r->models(), r->quiet, o->retrievers);
     o->source_for = sources.lookup();
-    auto model = make_llm(*llm_spec, *d, task.get(), *r);
+    auto model = engine::make_llm(*llm_spec, *d, task.get(), r->models());
     nlohmann::json args = {{"data", d->data}, {"task", d->task}, {"split", d->split}, {"retrievers", o->retrievers},
                            {"selectors", selector_specs}, {"llm", *llm_spec}, {"k", o->k}, {"max_length", o->max_length}, {"limit", o->limit}};
     const auto run = st->run_begin("eval", args.dump(), r->seed);

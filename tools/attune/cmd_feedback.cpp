@@ -38,15 +38,15 @@ void add_feedback(CLI::App& app, int& rc) {
     o->progress = !r->quiet;
     auto task = load_task(*d);
     auto ds = load_dataset(*d);
-    auto tok = budget_tokenizer(*r, *llm_spec);
+    auto tok = engine::budget_tokenizer(r->tokenizer, *llm_spec);
     auto st = store::open_sqlite(r->store);
     neural::register_retrievers(r->device);  // dense:/cross: models run on --device
     // Corpus tasks: dense:DIR searches the whole corpus itself (see make_sources).
     std::vector<std::string> specs = o->retrievers;
     if (o->kind != feedback::Kind::Retriever) specs = {o->initial_retriever};
-    auto sources = make_sources(*d, *task, *st, *r, specs);
+    auto sources = engine::make_sources(*d, *task, *st, r->models(), r->quiet, specs);
     o->source_for = sources.lookup();
-    auto model = make_llm(*llm_spec, *d, task.get(), *r);
+    auto model = engine::make_llm(*llm_spec, *d, task.get(), r->models());
     nlohmann::json args = {{"data", d->data}, {"task", d->task}, {"split", d->split}, {"kind", *kind},
                            {"llm", *llm_spec}, {"top_l", o->top_l}, {"initial", o->initial_retriever},
                            {"retrievers", o->retrievers}, {"k", o->k}, {"limit", o->limit}};

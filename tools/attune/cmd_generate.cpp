@@ -6,6 +6,7 @@
 #include <iterator>
 
 #include "attune/core/error.h"
+#include "attune/core/file.h"
 #include "common.h"
 
 namespace attune::cli {
@@ -17,9 +18,7 @@ std::string prompt_text(const std::string& prompt, const std::string& file, bool
   if (have_prompt) return prompt;
   if (file.empty()) throw UsageError("--prompt TEXT or --prompt-file FILE is required");
   if (file == "-") return std::string(std::istreambuf_iterator<char>(std::cin), {});
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw Error(file + ": cannot open");
-  return std::string(std::istreambuf_iterator<char>(in), {});
+  return read_file(file);
 }
 }  // namespace
 
@@ -48,7 +47,7 @@ void add_generate(CLI::App& app, int& rc) {
     if (!(g->top_p > 0 && g->top_p <= 1)) throw UsageError("--top-p must be in (0, 1]");
     std::unique_ptr<tasks::Task> task;
     if (!d->task.empty()) task = load_task(*d);
-    auto model = make_llm(*spec, *d, task.get(), *r);
+    auto model = engine::make_llm(*spec, *d, task.get(), r->models());
     g->seed = r->seed;
     std::vector<llm::Prompt> ps = {{text}};
     auto out = model->generate(ps, *g);
@@ -76,7 +75,7 @@ void add_score(CLI::App& app, int& rc) {
     const std::string text = prompt_text(*prompt, *file, p->count() > 0);
     std::unique_ptr<tasks::Task> task;
     if (!d->task.empty()) task = load_task(*d);
-    auto model = make_llm(*spec, *d, task.get(), *r);
+    auto model = engine::make_llm(*spec, *d, task.get(), r->models());
     std::vector<llm::ScoreRequest> reqs = {{text, *target}};
     auto s = model->score(reqs);
     std::printf("%.6f\n", s.at(0));

@@ -26,7 +26,7 @@ void add_rank(CLI::App& app, int& rc) {
     neural::register_retrievers(r->device);  // dense:/cross: models run on --device
     auto ret = retrieval::make_retriever(*spec, r->seed, task->uses_corpus());
     // Corpus tasks: dense:DIR searches the whole corpus itself (see make_sources).
-    auto sources = make_sources(*d, *task, *st, *r, {*spec});
+    auto sources = engine::make_sources(*d, *task, *st, r->models(), r->quiet, {*spec});
     const auto& source = sources.for_spec(*spec);
     source.prefetch(ds.examples);
     std::vector<std::string> lines(ds.examples.size());

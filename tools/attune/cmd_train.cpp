@@ -23,7 +23,7 @@ namespace {
 std::vector<train::RopgExample> ropg_data(const DataOptions& d, const data::Dataset& ds, const tasks::Task& task,
                                           store::Store& st, llm::LanguageModel& model, const text::Tokenizer& tok,
                                           const RunOptions& r, const TrainArgs& a, std::size_t limit) {
-  auto sources = make_sources(d, task, st, r, {a.initial});
+  auto sources = engine::make_sources(d, task, st, r.models(), r.quiet, {a.initial});
   feedback::CollectOptions co;
   co.kind = feedback::Kind::Doc;
   co.initial_retriever = a.initial;
@@ -131,10 +131,10 @@ void add_train(CLI::App& app, int& rc) {
     if (a->top_l < 2) throw UsageError("--top-l must be at least 2");
     auto task = load_task(*d);
     auto ds = load_dataset(*d);
-    auto tok = budget_tokenizer(*r, a->llm);
+    auto tok = engine::budget_tokenizer(r->tokenizer, a->llm);
     auto st = store::open_sqlite(r->store);
     neural::register_retrievers(r->device);
-    auto model = make_llm(a->llm, *d, task.get(), *r);
+    auto model = engine::make_llm(a->llm, *d, task.get(), r->models());
     // The shared hyper-parameters: what was given, else ROPG's defaults (RopgOptions).
     apply_fit_options(*a, *r, ro->fit);
     if (a->query_max_length) ro->query_max_length = a->query_max_length;

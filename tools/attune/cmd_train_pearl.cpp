@@ -88,17 +88,17 @@ TrainRunner add_pearl_options(CLI::App* train) {
     auto po = pearl_options(a, *p, r);  // option errors before any work
     auto task = load_task(d);
     auto ds = load_dataset(d);
-    auto tok = budget_tokenizer(r, a.llm);
+    auto tok = engine::budget_tokenizer(r.tokenizer, a.llm);
     auto st = store::open_sqlite(r.store);
     neural::register_retrievers(r.device);
-    auto model = make_llm(a.llm, d, task.get(), r);
+    auto model = engine::make_llm(a.llm, d, task.get(), r.models());
     nlohmann::json args = {{"method", "pearl"}, {"data", d.data}, {"task", d.task}, {"split", d.split},
                            {"dev_split", a.dev_split}, {"llm", a.llm}, {"out", a.out}, {"init", a.init},
                            {"initial", a.initial}, {"top_l", a.top_l}, {"limit", a.limit}, {"epochs", po.fit.epochs},
                            {"batch_size", po.fit.batch_size}, {"lr", po.fit.lr}, {"resume", a.resume}};
     const auto run = st->run_begin("train", args.dump(), r.seed);
 
-    auto sources = make_sources(d, *task, *st, r, {a.initial});
+    auto sources = engine::make_sources(d, *task, *st, r.models(), r.quiet, {a.initial});
     train::PearlLabelOptions lo;
     lo.initial_retriever = a.initial;
     lo.top_l = a.top_l;
@@ -138,7 +138,7 @@ TrainRunner add_pearl_options(CLI::App* train) {
         if (!r.quiet) std::fprintf(stderr, "train: no dev evaluation (%s)\n", e.what());
       }
       if (dev_ds) {
-        auto dev_sources = make_sources(dd, *task, *st, r, {a.initial});
+        auto dev_sources = engine::make_sources(dd, *task, *st, r.models(), r.quiet, {a.initial});
         models::EncoderOptions eo;
         eo.device = r.device;
         const auto ce = models::CrossEncoder::load(a.out, eo);

@@ -28,7 +28,7 @@ std::vector<train::RspgExample> rspg_data(const DataOptions& d, const data::Data
                                           store::Store& st, llm::LanguageModel& model, const text::Tokenizer& tok,
                                           const RunOptions& r, const TrainArgs& a, const RspgCli& c,
                                           const std::vector<std::string>& pool, std::size_t limit) {
-  auto sources = make_sources(d, task, st, r, pool);
+  auto sources = engine::make_sources(d, task, st, r.models(), r.quiet, pool);
   feedback::CollectOptions co;
   co.kind = feedback::Kind::Retriever;
   co.retrievers = pool;
@@ -63,12 +63,12 @@ TrainRunner add_rspg_options(CLI::App* cmd) {
     if (pool.size() < 2) throw UsageError("--pool needs at least 2 retrievers");
     auto task = load_task(d);
     auto ds = load_dataset(d);
-    auto tok = budget_tokenizer(r, a.llm);
+    auto tok = engine::budget_tokenizer(r.tokenizer, a.llm);
     auto st = store::open_sqlite(r.store);
     neural::register_retrievers(r.device);
     for (const auto& s : pool)
       retrieval::make_retriever(s, r.seed, task->uses_corpus());  // validates the pool early
-    auto model = make_llm(a.llm, d, task.get(), r);
+    auto model = engine::make_llm(a.llm, d, task.get(), r.models());
     nlohmann::json args = {{"method", a.method}, {"data", d.data}, {"task", d.task}, {"split", d.split},
                            {"dev_split", a.dev_split}, {"llm", a.llm}, {"out", a.out}, {"init", a.init}, {"pool", pool},
                            {"k", c->k}, {"limit", a.limit}, {"resume", a.resume}};

@@ -26,6 +26,21 @@ __attribute__((section(".preinit_array"), used)) void (*const preinit_omp)(int, 
 
 }  // namespace
 
+namespace {
+
+// The command-line spelling of the options struct field an error names (FieldError):
+// "fit.batch_size" -> " (option --batch-size)"; "" for other errors.
+std::string option_hint(const std::exception& e) {
+  const auto* f = dynamic_cast<const attune::NamesField*>(&e);
+  if (!f || f->field().empty()) return "";
+  std::string flag = f->field();
+  if (const auto dot = flag.rfind('.'); dot != std::string::npos) flag = flag.substr(dot + 1);
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  return " (option --" + flag + ")";
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   attune::neural::register_retrievers();  // dense:MODEL_DIR, cross:MODEL_DIR
   CLI::App app{"attune: learn which documents actually help a language model, and serve them"};
@@ -59,11 +74,11 @@ int main(int argc, char** argv) {
     app.exit(e);
     return 2;
   } catch (const attune::UsageError& e) {
-    std::fprintf(stderr, "attune: %s\n", e.what());
+    std::fprintf(stderr, "attune: %s%s\n", e.what(), option_hint(e).c_str());
     return 2;
   } catch (const std::exception& e) {
     // One line (CLI.md): libtorch's errors carry a backtrace after the first line.
-    std::string what = e.what();
+    std::string what = e.what() + option_hint(e);
     if (auto nl = what.find('\n'); nl != std::string::npos) what.resize(nl);
     std::fprintf(stderr, "attune: %s\n", what.c_str());
     return 1;

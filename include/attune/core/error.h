@@ -42,6 +42,25 @@ class InputError : public Error {
   std::string file_, record_, field_;
 };
 
+// An error about one field of an options struct ("background", "fit.lr"): the message says
+// what is wrong in the library's terms, and field() lets an edge (the CLI, the HTTP API)
+// name its own spelling of the option. Base is Error or UsageError (the exit code).
+class NamesField {
+ public:
+  virtual ~NamesField() = default;
+  virtual const std::string& field() const = 0;
+};
+
+template <class Base>
+class FieldError : public Base, public NamesField {
+ public:
+  FieldError(std::string field, const std::string& what) : Base(what), field_(std::move(field)) {}
+  const std::string& field() const override { return field_; }
+
+ private:
+  std::string field_;
+};
+
 class PrivacyError : public Error {
  public:
   using Error::Error;
