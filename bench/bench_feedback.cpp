@@ -9,6 +9,7 @@
 
 #include "attune/feedback/collect.h"
 #include "attune/llm/reference.h"
+#include "attune/store/store.h"
 
 namespace fs = std::filesystem;
 using namespace attune;

@@ -9,6 +9,7 @@
 #include "attune/core/parallel.h"
 #include "attune/core/progress.h"
 #include "attune/llm/cached.h"
+#include "attune/store/store.h"
 
 namespace attune::feedback {
 
@@ -42,8 +43,8 @@ struct Item {
 }  // namespace
 
 Summary collect(const data::Dataset& ds, const tasks::Task& task, const retrieval::CandidateSource& source,
-                llm::LanguageModel& model, store::Store& store, const text::Tokenizer& tok,
-                const CollectOptions& opts) {
+                llm::LanguageModel& model, store::LlmCache& cache, store::FeedbackLog& log,
+                const text::Tokenizer& tok, const CollectOptions& opts) {
   const auto start = std::chrono::steady_clock::now();
   if (!ds.has_outputs) throw Error("feedback needs gold outputs, and " + ds.task + " " + ds.split + " has none");
   const std::size_t n_examples = opts.limit ? std::min(opts.limit, ds.examples.size()) : ds.examples.size();
@@ -97,7 +98,7 @@ Summary collect(const data::Dataset& ds, const tasks::Task& task, const retrieva
   for (auto& v : per_example)
     for (auto& it : v) work.push_back(std::move(it));
 
-  llm::CachedModel cached(model, store);
+  llm::CachedModel cached(model, cache);
   const std::string model_id = model.info().id, ds_key = dataset_key(ds), kind = kind_name(opts.kind);
   const std::size_t batch = std::max<std::size_t>(1, opts.batch);
   const std::size_t n_batches = (work.size() + batch - 1) / batch;
@@ -123,7 +124,7 @@ Summary collect(const data::Dataset& ds, const tasks::Task& task, const retrieva
         records.push_back({ds_key, ex.id, kind, work[i].item, model_id, out, task.reward(out, ex.output)});
       }
     }
-    store.feedback_put(records);
+    log.feedback_put(records);
     {
       std::lock_guard<std::mutex> lock(mu);
       for (auto& r : records) value_sum += r.value;
@@ -140,6 +141,12 @@ Summary collect(const data::Dataset& ds, const tasks::Task& task, const retrieva
   s.mean_value = work.empty() ? 0 : value_sum / static_cast<double>(work.size());
   s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return s;
+}
+
+Summary collect(const data::Dataset& ds, const tasks::Task& task, const retrieval::CandidateSource& source,
+                llm::LanguageModel& model, store::Store& store, const text::Tokenizer& tok,
+                const CollectOptions& opts) {
+  return collect(ds, task, source, model, store, store, tok, opts);
 }
 
 }  // namespace attune::feedback

@@ -12,7 +12,7 @@ std::vector<Generation> CachedModel::generate(std::span<const Prompt> prompts, c
   std::vector<store::CacheKey> keys;
   keys.reserve(prompts.size());
   for (const auto& p : prompts) keys.push_back({model, "generate", p.text, options});
-  auto cached = store_.cache_get(keys);
+  auto cached = cache_.cache_get(keys);
   std::vector<Generation> out(prompts.size());
   std::vector<Prompt> missing;
   std::vector<std::size_t> where;
@@ -34,7 +34,7 @@ std::vector<Generation> CachedModel::generate(std::span<const Prompt> prompts, c
     out[where[j]] = fresh[j];
     entries.emplace_back(keys[where[j]], fresh[j].text);
   }
-  store_.cache_put(entries);
+  cache_.cache_put(entries);
   return out;
 }
 
@@ -43,7 +43,7 @@ std::vector<double> CachedModel::score(std::span<const ScoreRequest> requests) {
   std::vector<store::CacheKey> keys;
   keys.reserve(requests.size());
   for (const auto& r : requests) keys.push_back({model, "score", r.prompt, r.target});
-  auto cached = store_.cache_get(keys);
+  auto cached = cache_.cache_get(keys);
   std::vector<double> out(requests.size());
   std::vector<ScoreRequest> missing;
   std::vector<std::size_t> where;
@@ -67,7 +67,7 @@ std::vector<double> CachedModel::score(std::span<const ScoreRequest> requests) {
     std::snprintf(buf, sizeof buf, "%.17g", fresh[j]);  // round-trips exactly
     entries.emplace_back(keys[where[j]], buf);
   }
-  store_.cache_put(entries);
+  cache_.cache_put(entries);
   return out;
 }
 

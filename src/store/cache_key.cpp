@@ -1,5 +1,5 @@
 #include "attune/core/hash.h"
-#include "attune/store/store.h"
+#include "attune/store/llm_cache.h"
 
 namespace attune::store {
 

@@ -8,6 +8,7 @@
 #include "attune/core/error.h"
 #include "attune/feedback/collect.h"
 #include "attune/llm/reference.h"
+#include "attune/store/store.h"
 
 namespace fs = std::filesystem;
 using namespace attune;
@@ -112,6 +113,21 @@ TEST(Feedback, DocUtilityIsCachedSoARepeatAsksNothing) {
   EXPECT_EQ(s2.cache_hits, 15u);
   EXPECT_EQ(probe.generated, 15u);
   EXPECT_EQ(s2.mean_value, s1.mean_value);
+}
+
+// The cache and the log are separate roles: they may live in two stores.
+TEST(Feedback, CacheAndLogMayBeTwoStores) {
+  Fixture f;
+  auto cache = store::open_sqlite(temp_store("cache"));
+  auto log = store::open_sqlite(temp_store("log"));
+  Probe probe(f.reader);
+  auto s = feedback::collect(f.ds, *f.task, f.source, probe, *cache, *log, f.tok, opts(feedback::Kind::Doc));
+  EXPECT_EQ(s.model_calls, 15u);
+  const auto key = feedback::dataset_key(f.ds), model = f.reader.info().id;
+  EXPECT_EQ(cache->cache_size(), 15u);
+  EXPECT_TRUE(cache->feedback_get(key, "doc", model).empty());
+  EXPECT_EQ(log->cache_size(), 0u);
+  EXPECT_EQ(log->feedback_get(key, "doc", model).size(), 15u);
 }
 
 TEST(Feedback, AKilledRunResumesWhereItStopped) {

@@ -4,6 +4,7 @@
 
 #include "attune/llm/cached.h"
 #include "attune/llm/reference.h"
+#include "attune/store/store.h"
 
 namespace fs = std::filesystem;
 using namespace attune;

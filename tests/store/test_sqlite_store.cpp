@@ -1,5 +1,5 @@
 // The SQLite store: import (idempotent, all-or-nothing), load round trip, LLM cache,
-// feedback upserts, runs, blobs, reopening, errors.
+// feedback upserts, runs, blobs, each role through its own interface, reopening, errors.
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 #include <stdlib.h>
@@ -318,6 +318,68 @@ TEST(SqliteStore, Blobs) {
   EXPECT_EQ(s->blob_get("bm25:x"), "v2");
   s->blob_put("empty", "");
   EXPECT_EQ(s->blob_get("empty"), "");
+}
+
+// Each role used alone through its own interface, as a component given only that role
+// would: the answer when absent, a write, the read back.
+void use_datasets(DatasetStore& datasets, const data::Dataset& ds) {
+  EXPECT_TRUE(datasets.datasets().empty());
+  EXPECT_FALSE(datasets.load_dataset(ds.task, ds.split).has_value());
+  EXPECT_FALSE(datasets.import_dataset(ds).already_present);
+  ASSERT_EQ(datasets.datasets().size(), 1u);
+  auto back = datasets.load_dataset(ds.task, ds.split);
+  ASSERT_TRUE(back);
+  expect_same(ds, *back);
+}
+
+void use_cache(LlmCache& cache) {
+  const CacheKey key{"m", "score", "p", "t"};
+  EXPECT_EQ(cache.cache_size(), 0u);
+  EXPECT_FALSE(cache.cache_get({key})[0].has_value());
+  cache.cache_put({{key, "-1.5"}});
+  EXPECT_EQ(cache.cache_get({key})[0], "-1.5");
+  EXPECT_EQ(cache.cache_size(), 1u);
+}
+
+void use_feedback(FeedbackLog& log) {
+  EXPECT_TRUE(log.feedback_get("d", "doc", "m").empty());
+  log.feedback_put({FeedbackRecord{"d", "q1", "doc", "d1", "m", "o", 0.5}});
+  auto got = log.feedback_get("d", "doc", "m");
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].item, "d1");
+  EXPECT_EQ(got[0].value, 0.5);
+}
+
+void use_runs(RunLog& runs) {
+  EXPECT_TRUE(runs.runs().empty());
+  auto id = runs.run_begin("eval", "{}", 3);
+  runs.run_end(id, "ok", "{}");
+  auto all = runs.runs();
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].id, id);
+  EXPECT_EQ(all[0].status, "ok");
+  EXPECT_THROW(runs.run_end(id + 1, "ok", "{}"), Error);
+}
+
+void use_blobs(BlobStore& blobs) {
+  const std::string bytes("a\0b", 3);
+  EXPECT_FALSE(blobs.blob_get("k").has_value());
+  blobs.blob_put("k", bytes);
+  EXPECT_EQ(blobs.blob_get("k"), bytes);
+}
+
+// A Store& converts to each role; each role sees none of the others' writes (every one
+// starts from its empty answer) and writes only its own table.
+TEST(SqliteStore, EachRoleThroughItsOwnInterface) {
+  TempDir dir;
+  auto path = dir / "a.db";
+  auto s = open_sqlite(path);
+  use_datasets(*s, small_dataset());
+  use_cache(*s);
+  use_feedback(*s);
+  use_runs(*s);
+  use_blobs(*s);
+  for (const char* t : {"datasets", "llm_cache", "feedback", "runs", "blobs"}) EXPECT_EQ(raw_count(path, t), 1) << t;
 }
 
 TEST(SqliteStore, SurvivesReopening) {

@@ -1,5 +1,6 @@
 #pragma once
-// Feedback collectors: turn language-model calls into utility records in the store.
+// Feedback collectors: turn language-model calls into utility records in the store's
+// feedback log.
 //  - doc:        u(d) = reward(M(phi_p(x, [d])), y) for each of the top-l documents of the
 //                initial retriever (000 §4; k = 1, max_length 512).
 //  - retriever:  reward(M(phi_p(x, R(x)[:k])), y) for each retriever R of a pool (RSPG's
@@ -17,9 +18,14 @@
 #include "attune/data/dataset.h"
 #include "attune/llm/language_model.h"
 #include "attune/retrieval/candidates.h"
-#include "attune/store/store.h"
+#include "attune/store/feedback_log.h"
+#include "attune/store/llm_cache.h"
 #include "attune/tasks/task.h"
 #include "attune/text/tokenizer.h"
+
+namespace attune::store {
+class Store;
+}  // namespace attune::store
 
 namespace attune::feedback {
 
@@ -54,7 +60,12 @@ struct Summary {
 // The store's key of a dataset ("task/split/hash").
 std::string dataset_key(const data::Dataset& ds);
 
-// `model` is the bare model; caching is added inside. Golds are required.
+// `model` is the bare model; its answers are cached in `cache` and the records written to
+// `log` (one store or two). Golds are required.
+Summary collect(const data::Dataset& ds, const tasks::Task& task, const retrieval::CandidateSource& source,
+                llm::LanguageModel& model, store::LlmCache& cache, store::FeedbackLog& log,
+                const text::Tokenizer& tok, const CollectOptions& opts);
+// The same, with the cache and the log of one store.
 Summary collect(const data::Dataset& ds, const tasks::Task& task, const retrieval::CandidateSource& source,
                 llm::LanguageModel& model, store::Store& store, const text::Tokenizer& tok,
                 const CollectOptions& opts);

@@ -1,5 +1,5 @@
 #pragma once
-// A LanguageModel that answers from the store's cache and asks the wrapped model only
+// A LanguageModel that answers from the store's LLM cache and asks the wrapped model only
 // for what is missing, writing each batch of new answers in one transaction. A repeated
 // run asks the model nothing; a killed run loses at most the batch in flight.
 // Thread-safe when the wrapped model is.
@@ -7,13 +7,13 @@
 #include <cstddef>
 
 #include "attune/llm/language_model.h"
-#include "attune/store/store.h"
+#include "attune/store/llm_cache.h"
 
 namespace attune::llm {
 
 class CachedModel final : public LanguageModel {
  public:
-  CachedModel(LanguageModel& inner, store::Store& store) : inner_(inner), store_(store) {}
+  CachedModel(LanguageModel& inner, store::LlmCache& cache) : inner_(inner), cache_(cache) {}
   std::vector<Generation> generate(std::span<const Prompt> prompts, const GenerateOptions& opts) override;
   std::vector<double> score(std::span<const ScoreRequest> requests) override;
   ModelInfo info() const override { return inner_.info(); }
@@ -30,7 +30,7 @@ class CachedModel final : public LanguageModel {
 
  private:
   LanguageModel& inner_;
-  store::Store& store_;
+  store::LlmCache& cache_;
   std::atomic<std::size_t> hits_{0}, misses_{0};
 };
 

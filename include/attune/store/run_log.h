@@ -1,0 +1,30 @@
+#pragma once
+// The runs role of the store: every CLI run that computes something records its verb,
+// arguments, seed and outcome. Implementations may be called from several threads; every
+// write is one transaction.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace attune::store {
+
+struct RunRecord {
+  std::int64_t id = 0;
+  std::string verb, args_json, status, summary_json;
+  std::uint64_t seed = 0;
+  std::string started, finished;
+};
+
+class RunLog {
+ public:
+  virtual ~RunLog() = default;
+
+  // Records a new run with status "running" and returns its id.
+  virtual std::int64_t run_begin(const std::string& verb, const std::string& args_json, std::uint64_t seed) = 0;
+  // Sets a run's status, summary and finish time; Error when no run has this id.
+  virtual void run_end(std::int64_t id, const std::string& status, const std::string& summary_json) = 0;
+  // Every run, oldest first; one not yet ended has status "running" and finished "".
+  virtual std::vector<RunRecord> runs() = 0;
+};
+
+}  // namespace attune::store
