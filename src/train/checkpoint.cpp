@@ -16,7 +16,7 @@ void Checkpointer::prepare(bool resume) const {
   const fs::path ckpt = dir(), fresh = out_ / "checkpoint.new";
   if (!resume) {
     if (fs::exists(ckpt) || fs::exists(fresh) || fs::exists(out_ / "attune_train.json"))
-      throw UsageError(out_.string() + " already holds a training run: --resume it or choose another --out");
+      throw FieldError<UsageError>("out", out_.string() + " already holds a training run: resume it or choose another output folder");
     return;
   }
   if (!fs::exists(ckpt / "state.json") && fs::exists(fresh / "state.json")) {

@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "attune/core/error.h"
+#include "attune/metrics/metrics.h"
 #include "attune/core/parallel.h"
 #include "attune/core/rng.h"
 #include "attune/feedback/collect.h"
@@ -85,22 +86,6 @@ std::vector<std::size_t> few_shot_indices(std::size_t profile_size, const std::v
   return f;
 }
 
-double pearson(const std::vector<double>& x, const std::vector<double>& y) {
-  if (x.size() != y.size()) throw Error("pearson: the two sides differ in length");
-  const std::size_t n = x.size();
-  if (n < 2) return 0;
-  const double mx = std::accumulate(x.begin(), x.end(), 0.0) / static_cast<double>(n);
-  const double my = std::accumulate(y.begin(), y.end(), 0.0) / static_cast<double>(n);
-  double sxy = 0, sxx = 0, syy = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    sxy += (x[i] - mx) * (y[i] - my);
-    sxx += (x[i] - mx) * (x[i] - mx);
-    syy += (y[i] - my) * (y[i] - my);
-  }
-  if (sxx <= 0 || syy <= 0) return 0;
-  return sxy / std::sqrt(sxx * syy);
-}
-
 double median(std::vector<double> v) {
   if (v.empty()) return std::numeric_limits<double>::quiet_NaN();
   std::sort(v.begin(), v.end());
@@ -171,8 +156,10 @@ std::vector<PearlRequest> pearl_requests(const data::Dataset& ds, const tasks::T
                                          const retrieval::CandidateSource& source_in, llm::LanguageModel& aux,
                                          store::Store& store, const text::Tokenizer& tok, const PearlLabelOptions& opts,
                                          PearlLabelSummary* summary) {
-  if (opts.top_l < 2) throw UsageError("Pearl needs --top-l of at least 2");
-  if (opts.few_shot == 0) throw UsageError("Pearl needs at least one few-shot document (--pearl-few-shot)");
+  if (opts.top_l < 2)
+    throw FieldError<UsageError>("top_l", "top_l = " + std::to_string(opts.top_l) + ": Pearl needs at least 2 candidates");
+  if (opts.few_shot == 0)
+    throw FieldError<UsageError>("pearl_few_shot", "few_shot = 0: Pearl needs at least one few-shot document");
   // The per-document terms: feedback::collect (kind likelihood) stores log p(y | phi_p(x, [d])).
   feedback::CollectOptions co;
   co.kind = feedback::Kind::Likelihood;
@@ -318,7 +305,7 @@ PearlDevResult pearl_dev(const data::Dataset& ds, const tasks::Task& task, const
       xs.push_back(s1[e]);
       ys.push_back(m1[e]);
     }
-  res.r = pearson(xs, ys);
+  res.r = metrics::pearson(xs, ys);  // NaN when a side is constant
   res.revision = choose_revision_threshold(s1, m1, m2, mi.higher_is_better);
   res.revision_cross_fitted = cross_fitted_revision(s1, m1, m2, mi.higher_is_better);
   res.initial_metric = n ? std::accumulate(m2.begin(), m2.end(), 0.0) / static_cast<double>(n) : 0;

@@ -43,7 +43,7 @@ std::vector<RopgExample> ropg_examples(const data::Dataset& ds, const tasks::Tas
   for (std::size_t e = 0; e < n; ++e)
     if (!missing[e].empty())
       throw Error("no per-document feedback (kind doc, model " + model_id + ") for example " + ds.examples[e].id +
-                  ", document " + missing[e] + " of " + key + ": run `attune feedback --kind doc` with the same --llm and "
+                  ", document " + missing[e] + " of " + key + ": collect kind-doc feedback with the same model and "
                   "initial retriever first");
   std::erase_if(out, [](const RopgExample& r) { return r.docs.size() < 2; });
   return out;

@@ -59,7 +59,7 @@ std::vector<RspgExample> rspg_examples(const data::Dataset& ds, const tasks::Tas
   for (std::size_t e = 0; e < n; ++e)
     if (!missing[e].empty())
       throw Error("no per-retriever feedback (kind retriever, model " + model_id + ") for example " + ds.examples[e].id +
-                  " and retriever " + missing[e] + ": run `attune feedback --kind retriever --retrievers ...` first");
+                  " and retriever " + missing[e] + ": collect kind-retriever feedback over the same pool first");
   return out;
 }
 

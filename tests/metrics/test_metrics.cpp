@@ -118,6 +118,9 @@ TEST(Agreement, Pearson) {
   EXPECT_NEAR(pearson({1, 2, 3, 4, 5}, {10, 9, 2.5, 6, 4}), -0.7426106572325057, 1e-14);
   EXPECT_NEAR(pearson({1, 2, 3}, {2, 4, 6}), 1.0, 1e-15);
   EXPECT_NEAR(pearson({1, 2, 3}, {3, 2, 1}), -1.0, 1e-15);
+  // dx = dy permuted: sxy = 3, sxx = syy = 5 -> r = 0.6.
+  EXPECT_NEAR(pearson({1, 2, 3, 4}, {2, 1, 4, 3}), 0.6, 1e-12);
+  EXPECT_NEAR(pearson({1, 2, 3}, {-2, -4, -6}), -1.0, 1e-12);
   EXPECT_TRUE(std::isnan(pearson({1, 1, 1}, {1, 2, 3})));
   EXPECT_TRUE(std::isnan(pearson({1}, {2})));
 }

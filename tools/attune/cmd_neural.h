@@ -7,6 +7,7 @@
 
 #include "attune/feedback/collect.h"
 #include "attune/train/fit_options.h"
+#include "attune/train/workflows.h"
 #include "common.h"
 
 namespace attune::cli {
@@ -45,12 +46,22 @@ struct TrainArgs {
 // (output folder, seed, device, resume, quiet) are set.
 void apply_fit_options(const TrainArgs& a, const RunOptions& r, train::FitOptions& o);
 
-// Runs feedback::collect for a trainer with `co`'s kind-specific fields as given and the
-// run's seed, threads, progress, `limit` and candidate sources filled in; prints the
-// "train: KIND feedback on TASK SPLIT: ..." line. Cached records cost no model call.
-feedback::Summary collect_training_feedback(const data::Dataset& ds, const tasks::Task& task, const Sources& sources,
-                                            llm::LanguageModel& model, store::Store& st, const text::Tokenizer& tok,
-                                            const RunOptions& r, feedback::CollectOptions co, std::size_t limit);
+// A split of the run as the train:: workflows read it, with what it owns: the dataset
+// (loaded from `d`) and the candidate sources of `specs` (engine::make_sources).
+struct WorkflowSplit {
+  data::Dataset dataset;
+  engine::Sources sources;
+  std::size_t limit = 0;
+  train::SplitSource view() const { return {&dataset, sources.base.get(), sources.lookup(), limit}; }
+};
+WorkflowSplit load_workflow_split(const DataOptions& d, const tasks::Task& task, store::Store& st, const RunOptions& r,
+                                  const std::vector<std::string>& specs, std::size_t limit);
+// The dev split of a training run (--dev-split, "" = none): null without one.
+std::unique_ptr<WorkflowSplit> load_dev_split(const DataOptions& d, const TrainArgs& a, const tasks::Task& task,
+                                              store::Store& st, const RunOptions& r, const std::vector<std::string>& specs);
+// The workflow's bench: the task, model, store and tokenizer, the run's threads and progress.
+train::Bench make_bench(const tasks::Task& task, llm::LanguageModel& model, store::Store& st, const text::Tokenizer& tok,
+                        const RunOptions& r);
 
 // A method's runner: called after the shared options are parsed and checked.
 using TrainRunner = std::function<void(const DataOptions&, const RunOptions&, const TrainArgs&)>;

@@ -4,7 +4,6 @@
 #include <nlohmann/json.hpp>
 
 #include "attune/core/error.h"
-#include "attune/feedback/collect.h"
 #include "attune/neural/dense.h"
 #include "attune/retrieval/retriever.h"
 #include "attune/train/ropg.h"
@@ -15,40 +14,24 @@ namespace fs = std::filesystem;
 
 namespace attune::cli {
 
-namespace {
-
-
-// Per-document utilities of `ds` for ROPG: collected (or read from the cache) with the
-// same initial retriever, then paired with the candidates.
-std::vector<train::RopgExample> ropg_data(const DataOptions& d, const data::Dataset& ds, const tasks::Task& task,
-                                          store::Store& st, llm::LanguageModel& model, const text::Tokenizer& tok,
-                                          const RunOptions& r, const TrainArgs& a, std::size_t limit) {
-  auto sources = engine::make_sources(d, task, st, r.models(), r.quiet, {a.initial});
-  feedback::CollectOptions co;
-  co.kind = feedback::Kind::Doc;
-  co.initial_retriever = a.initial;
-  co.top_l = a.top_l;
-  co.max_length = a.feedback_max_length;
-  collect_training_feedback(ds, task, sources, model, st, tok, r, co, limit);
-  return train::ropg_examples(ds, task, sources.for_spec(a.initial), st, model.info().id, a.initial, a.top_l, r.seed, limit);
+WorkflowSplit load_workflow_split(const DataOptions& d, const tasks::Task& task, store::Store& st, const RunOptions& r,
+                                  const std::vector<std::string>& specs, std::size_t limit) {
+  WorkflowSplit s{load_dataset(d), {}, limit};
+  s.sources = engine::make_sources(d, task, st, r.models(), r.quiet, specs);
+  return s;
 }
 
-}  // namespace
+std::unique_ptr<WorkflowSplit> load_dev_split(const DataOptions& d, const TrainArgs& a, const tasks::Task& task,
+                                              store::Store& st, const RunOptions& r, const std::vector<std::string>& specs) {
+  if (a.dev_split.empty()) return nullptr;
+  DataOptions dd = d;
+  dd.split = a.dev_split;
+  return std::make_unique<WorkflowSplit>(load_workflow_split(dd, task, st, r, specs, a.dev_limit));
+}
 
-feedback::Summary collect_training_feedback(const data::Dataset& ds, const tasks::Task& task, const Sources& sources,
-                                            llm::LanguageModel& model, store::Store& st, const text::Tokenizer& tok,
-                                            const RunOptions& r, feedback::CollectOptions co, std::size_t limit) {
-  co.seed = r.seed;
-  co.threads = r.threads;
-  co.progress = !r.quiet;
-  co.limit = limit;
-  co.source_for = sources.lookup();
-  auto s = feedback::collect(ds, task, *sources.base, model, st, tok, co);
-  if (!r.quiet)
-    std::fprintf(stderr, "train: %s feedback on %s %s: %zu records (%zu new model calls, %zu cached), mean utility %.4f\n",
-                 feedback::kind_name(co.kind).c_str(), ds.task.c_str(), ds.split.c_str(), s.records,
-                 s.model_calls, s.cache_hits, s.mean_value);
-  return s;
+train::Bench make_bench(const tasks::Task& task, llm::LanguageModel& model, store::Store& st, const text::Tokenizer& tok,
+                        const RunOptions& r) {
+  return {task, model, st, tok, r.threads, !r.quiet};
 }
 
 void apply_fit_options(const TrainArgs& a, const RunOptions& r, train::FitOptions& o) {
@@ -130,7 +113,6 @@ void add_train(CLI::App& app, int& rc) {
     if (!fs::is_directory(a->init)) throw UsageError("--init " + a->init + ": no such model folder");
     if (a->top_l < 2) throw UsageError("--top-l must be at least 2");
     auto task = load_task(*d);
-    auto ds = load_dataset(*d);
     auto tok = engine::budget_tokenizer(r->tokenizer, a->llm);
     auto st = store::open_sqlite(r->store);
     neural::register_retrievers(r->device);
@@ -143,25 +125,24 @@ void add_train(CLI::App& app, int& rc) {
                            {"dev_split", a->dev_split}, {"llm", a->llm}, {"out", a->out}, {"init", a->init},
                            {"initial", a->initial}, {"top_l", a->top_l}, {"limit", a->limit}, {"epochs", ro->fit.epochs},
                            {"batch_size", ro->fit.batch_size}, {"lr", ro->fit.lr}, {"resume", a->resume}};
+    const auto tr = load_workflow_split(*d, *task, *st, *r, {a->initial}, a->limit);
+    const auto dev = load_dev_split(*d, *a, *task, *st, *r, {a->initial});
     const auto run = st->run_begin("train", args.dump(), r->seed);
 
-    auto train = ropg_data(*d, ds, *task, *st, *model, *tok, *r, *a, a->limit);
-    std::vector<train::RopgExample> dev;
-    if (!a->dev_split.empty()) {
-      DataOptions dd = *d;
-      dd.split = a->dev_split;
-      auto dev_ds = load_dataset(dd);
-      dev = ropg_data(dd, dev_ds, *task, *st, *model, *tok, *r, *a, a->dev_limit);
-    }
     ro->objective = train::parse_ropg_objective(a->method);
     ro->double_softmax = a->double_softmax;
     if (a->target_temperature > 0) ro->target_temperature = a->target_temperature;
     ro->init = a->init;
-    ro->fit.data_description = d->data + " " + d->task + " " + d->split + " (" + std::to_string(train.size()) +
-                           " examples), feedback of " + model->info().id;
-    auto res = train::train_ropg(train, dev, *ro);
-    nlohmann::json summary = {{"method", a->method}, {"out", a->out}, {"train_examples", train.size()},
-                              {"dev_examples", dev.size()}, {"steps", res.steps_done}, {"total_steps", res.total_steps},
+    train::RopgWorkflow wf;
+    wf.initial = a->initial;
+    wf.top_l = a->top_l;
+    wf.feedback_max_length = a->feedback_max_length;
+    wf.data_label = d->data + " " + d->task + " " + d->split;
+    wf.options = *ro;
+    const auto out = train::run_ropg(make_bench(*task, *model, *st, *tok, *r), tr.view(), dev ? dev->view() : train::SplitSource{}, wf);
+    const auto& res = out.result;
+    nlohmann::json summary = {{"method", a->method}, {"out", a->out}, {"train_examples", out.train_examples},
+                              {"dev_examples", out.dev_examples}, {"steps", res.steps_done}, {"total_steps", res.total_steps},
                               {"best_epoch", res.best_epoch}, {"init_dev_top1", res.init_dev_top1},
                               {"seconds", res.seconds}, {"seed", r->seed}};
     if (!res.epochs.empty()) {
@@ -172,8 +153,8 @@ void add_train(CLI::App& app, int& rc) {
     st->run_end(run, finished ? "ok" : "stopped", summary.dump());
     if (finished)
       std::printf("trained %s on %zu %s %s examples (%zu steps, %.1fs): kept epoch %zu%s -> %s\n", a->method.c_str(),
-                  train.size(), d->task.c_str(), d->split.c_str(), res.steps_done, res.seconds, res.best_epoch,
-                  dev.empty() ? "" : (", dev top-1 utility " + std::to_string(summary.value("dev_top1", 0.0)) +
+                  out.train_examples, d->task.c_str(), d->split.c_str(), res.steps_done, res.seconds, res.best_epoch,
+                  out.dev_examples == 0 ? "" : (", dev top-1 utility " + std::to_string(summary.value("dev_top1", 0.0)) +
                                       " (initial encoder " + std::to_string(res.init_dev_top1) + ")").c_str(),
                   a->out.c_str());
     rc = 0;

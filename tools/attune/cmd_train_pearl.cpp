@@ -1,16 +1,11 @@
 // attune train --method pearl: Pearl's generation-calibrated cross-encoder (001 §3;
 // METHODS.md §4). Labels from the --llm's likelihoods (cached in the store), training, then
 // on the dev split: calibration (Pearson r of s1 and the metric) and selective revision.
-#include <cmath>
 #include <cstdio>
-#include <limits>
 #include <memory>
-#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "attune/core/error.h"
-#include "attune/models/config.h"
-#include "attune/models/encoder.h"
 #include "attune/neural/dense.h"
 #include "attune/train/pearl.h"
 #include "cmd_neural.h"
@@ -87,7 +82,6 @@ TrainRunner add_pearl_options(CLI::App* train) {
     if (a.top_l < 2) throw UsageError("--top-l must be at least 2");
     auto po = pearl_options(a, *p, r);  // option errors before any work
     auto task = load_task(d);
-    auto ds = load_dataset(d);
     auto tok = engine::budget_tokenizer(r.tokenizer, a.llm);
     auto st = store::open_sqlite(r.store);
     neural::register_retrievers(r.device);
@@ -96,83 +90,43 @@ TrainRunner add_pearl_options(CLI::App* train) {
                            {"dev_split", a.dev_split}, {"llm", a.llm}, {"out", a.out}, {"init", a.init},
                            {"initial", a.initial}, {"top_l", a.top_l}, {"limit", a.limit}, {"epochs", po.fit.epochs},
                            {"batch_size", po.fit.batch_size}, {"lr", po.fit.lr}, {"resume", a.resume}};
+    const auto tr = load_workflow_split(d, *task, *st, r, {a.initial}, a.limit);
+    // Dev (calibration and selective revision after training): not with --questions files.
+    std::unique_ptr<WorkflowSplit> dev;
+    if (d.questions.empty()) try {
+        dev = load_dev_split(d, a, *task, *st, r, {a.initial});
+      } catch (const Error& e) {
+        if (!r.quiet) std::fprintf(stderr, "train: no dev evaluation (%s)\n", e.what());
+      }
     const auto run = st->run_begin("train", args.dump(), r.seed);
 
-    auto sources = engine::make_sources(d, *task, *st, r.models(), r.quiet, {a.initial});
-    train::PearlLabelOptions lo;
-    lo.initial_retriever = a.initial;
-    lo.top_l = a.top_l;
-    lo.few_shot = p->few_shot;
-    lo.max_length = a.feedback_max_length;
-    lo.seed = r.seed;
-    lo.threads = r.threads;
-    lo.progress = !r.quiet;
-    lo.limit = a.limit;
-    lo.source_for = sources.lookup();
-    train::PearlLabelSummary ls;
-    auto reqs = train::pearl_requests(ds, *task, *sources.base, *model, *st, *tok, lo, &ls);
-    if (!r.quiet)
-      std::fprintf(stderr, "train: pearl labels on %s %s: %zu requests, %zu labels (%zu new model calls, %zu cached)\n",
-                   ds.task.c_str(), ds.split.c_str(), ls.requests, ls.labels, ls.model_calls, ls.cache_hits);
-    po.fit.data_description = d.data + " " + d.task + " " + d.split + " (" + std::to_string(reqs.size()) +
-                          " requests), likelihoods of " + model->info().id;
-    po.initial_retriever = a.initial;
-    po.top_l = a.top_l;
-    const auto res = train::train_pearl(reqs, {}, po);
+    train::PearlWorkflow wf;
+    wf.labels.initial_retriever = a.initial;
+    wf.labels.top_l = a.top_l;
+    wf.labels.few_shot = p->few_shot;
+    wf.labels.max_length = a.feedback_max_length;
+    wf.k = p->k;
+    wf.data_label = d.data + " " + d.task + " " + d.split;
+    wf.options = po;
+    const auto out = train::run_pearl(make_bench(*task, *model, *st, *tok, r), tr.view(), dev ? dev->view() : train::SplitSource{}, wf);
+    const auto& res = out.result;
     nlohmann::json summary = {{"method", "pearl"}, {"out", a.out}, {"requests", res.requests},
                               {"kept_requests", res.kept_requests}, {"lists", res.lists}, {"y0", res.y0},
                               {"steps", res.steps_done}, {"total_steps", res.total_steps}, {"seconds", res.seconds},
                               {"seed", r.seed}};
     if (!res.epoch_loss.empty()) summary["last_loss"] = res.epoch_loss.back();
     const bool finished = res.steps_done == res.total_steps;
-
-    // Dev: calibration and selective revision with the trained folder.
     std::string dev_line;
-    if (finished && !a.dev_split.empty() && d.questions.empty()) {
-      DataOptions dd = d;
-      dd.split = a.dev_split;
-      std::optional<data::Dataset> dev_ds;
-      try {
-        dev_ds = load_dataset(dd);
-      } catch (const Error& e) {
-        if (!r.quiet) std::fprintf(stderr, "train: no dev evaluation (%s)\n", e.what());
-      }
-      if (dev_ds) {
-        auto dev_sources = engine::make_sources(dd, *task, *st, r.models(), r.quiet, {a.initial});
-        models::EncoderOptions eo;
-        eo.device = r.device;
-        const auto ce = models::CrossEncoder::load(a.out, eo);
-        train::PearlDevOptions dvo;
-        dvo.initial_retriever = a.initial;
-        dvo.top_l = a.top_l;
-        dvo.k = p->k;
-        dvo.seed = r.seed;
-        dvo.threads = r.threads;
-        dvo.limit = a.dev_limit;
-        dvo.source_for = dev_sources.lookup();
-        const auto dv = train::pearl_dev(*dev_ds, *task, *dev_sources.base,
-                                         [&](const std::string& q, std::span<const std::string> docs) { return ce->score(q, docs); },
-                                         *model, *st, *tok, dvo);
-        const bool never = std::isinf(dv.revision.theta) && dv.revision.theta < 0;
-        nlohmann::json dj = {{"split", a.dev_split}, {"examples", dv.examples}, {"metric", dv.metric}, {"k", p->k},
-                             {"calibration_r", dv.r}, {"theta", never ? nlohmann::json("-inf") : nlohmann::json(dv.revision.theta)},
-                             {"metric_without_revision", dv.revision.without}, {"metric_with_revision", dv.revision.with},
-                             {"metric_with_revision_cross_fitted", dv.revision_cross_fitted},
-                             {"revised", dv.revision.revised}, {"metric_initial_retriever", dv.initial_metric},
-                             {"revision", "phi_p(x, top-k of the initial retriever " + a.initial + ")"}};
-        if (std::isinf(dv.revision.theta) && dv.revision.theta > 0) dj["theta"] = "inf";
-        auto meta = models::read_json_file(fs::path(a.out) / "attune_train.json");
-        meta["dev"] = dj;
-        models::write_json_file(fs::path(a.out) / "attune_train.json", meta);
-        summary["dev"] = dj;
-        char buf[512];
-        std::snprintf(buf, sizeof buf, ", dev %s %.4f (calibration r %.3f; selective revision %.4f at theta %s, %zu of %zu revised; "
-                      "%.4f cross-fitted)",
-                      dv.metric.c_str(), dv.revision.without, dv.r, dv.revision.with, dj["theta"].dump().c_str(),
-                      dv.revision.revised, dv.examples, dv.revision_cross_fitted);
-        dev_line = buf;
-        if (!r.quiet) std::fprintf(stderr, "train: pearl dev%s\n", buf + 5);
-      }
+    if (out.dev) {
+      const auto& dv = *out.dev;
+      summary["dev"] = out.dev_json;
+      char buf[512];
+      std::snprintf(buf, sizeof buf, ", dev %s %.4f (calibration r %.3f; selective revision %.4f at theta %s, %zu of %zu revised; "
+                    "%.4f cross-fitted)",
+                    dv.metric.c_str(), dv.revision.without, dv.r, dv.revision.with, out.dev_json["theta"].dump().c_str(),
+                    dv.revision.revised, dv.examples, dv.revision_cross_fitted);
+      dev_line = buf;
+      if (!r.quiet) std::fprintf(stderr, "train: pearl dev%s\n", buf + 5);
     }
     st->run_end(run, finished ? "ok" : "stopped", summary.dump());
     if (finished)

@@ -4,7 +4,6 @@
 #include <nlohmann/json.hpp>
 
 #include "attune/core/error.h"
-#include "attune/feedback/collect.h"
 #include "attune/neural/dense.h"
 #include "attune/retrieval/retriever.h"
 #include "attune/train/rspg.h"
@@ -23,28 +22,6 @@ struct RspgCli {
   std::size_t max_length = 0;  // selector input (0 = 512)
 };
 
-// Per-retriever utilities of `ds` (collected, or read from the cache), as RSPG examples.
-std::vector<train::RspgExample> rspg_data(const DataOptions& d, const data::Dataset& ds, const tasks::Task& task,
-                                          store::Store& st, llm::LanguageModel& model, const text::Tokenizer& tok,
-                                          const RunOptions& r, const TrainArgs& a, const RspgCli& c,
-                                          const std::vector<std::string>& pool, std::size_t limit) {
-  auto sources = engine::make_sources(d, task, st, r.models(), r.quiet, pool);
-  feedback::CollectOptions co;
-  co.kind = feedback::Kind::Retriever;
-  co.retrievers = pool;
-  co.k = c.k;
-  co.max_length = c.prompt_max_length;
-  collect_training_feedback(ds, task, sources, model, st, tok, r, co, limit);
-  train::RspgDataOptions o;
-  o.pool = pool;
-  o.k = c.k;
-  o.max_length = c.prompt_max_length;
-  o.seed = r.seed;
-  o.limit = limit;
-  o.source_for = sources.lookup();
-  return train::rspg_examples(ds, task, *sources.base, st, model.info().id, tok, o);
-}
-
 }  // namespace
 
 TrainRunner add_rspg_options(CLI::App* cmd) {
@@ -62,7 +39,6 @@ TrainRunner add_rspg_options(CLI::App* cmd) {
     const auto pool = retrieval::split_specs(c->pool);
     if (pool.size() < 2) throw UsageError("--pool needs at least 2 retrievers");
     auto task = load_task(d);
-    auto ds = load_dataset(d);
     auto tok = engine::budget_tokenizer(r.tokenizer, a.llm);
     auto st = store::open_sqlite(r.store);
     neural::register_retrievers(r.device);
@@ -72,16 +48,11 @@ TrainRunner add_rspg_options(CLI::App* cmd) {
     nlohmann::json args = {{"method", a.method}, {"data", d.data}, {"task", d.task}, {"split", d.split},
                            {"dev_split", a.dev_split}, {"llm", a.llm}, {"out", a.out}, {"init", a.init}, {"pool", pool},
                            {"k", c->k}, {"limit", a.limit}, {"resume", a.resume}};
+    const auto tr = load_workflow_split(d, *task, *st, r, pool, a.limit);
+    const auto dev = load_dev_split(d, a, *task, *st, r, pool);
     const auto run = st->run_begin("train", args.dump(), r.seed);
-    auto train = rspg_data(d, ds, *task, *st, *model, *tok, r, a, *c, pool, a.limit);
-    std::vector<train::RspgExample> dev;
-    if (!a.dev_split.empty()) {
-      DataOptions dd = d;
-      dd.split = a.dev_split;
-      auto dev_ds = load_dataset(dd);
-      dev = rspg_data(dd, dev_ds, *task, *st, *model, *tok, r, a, *c, pool, a.dev_limit);
-    }
-    train::RspgOptions o;
+    train::RspgWorkflow wf;
+    auto& o = wf.options;
     o.variant = train::parse_rspg_variant(a.method);
     o.init = a.init;
     o.pool = pool;
@@ -90,11 +61,11 @@ TrainRunner add_rspg_options(CLI::App* cmd) {
     if (c->max_length) o.max_length = c->max_length;
     if (a.target_temperature > 0) o.temperature = a.target_temperature;
     apply_fit_options(a, r, o.fit);
-    o.fit.data_description = d.data + " " + d.task + " " + d.split + " (" + std::to_string(train.size()) +
-                         " examples), feedback of " + model->info().id;
-    auto res = train::train_rspg(train, dev, o);
-    nlohmann::json summary = {{"method", a.method}, {"out", a.out}, {"train_examples", train.size()},
-                              {"dev_examples", dev.size()}, {"steps", res.steps_done}, {"total_steps", res.total_steps},
+    wf.data_label = d.data + " " + d.task + " " + d.split;
+    const auto out = train::run_rspg(make_bench(*task, *model, *st, *tok, r), tr.view(), dev ? dev->view() : train::SplitSource{}, wf);
+    const auto& res = out.result;
+    nlohmann::json summary = {{"method", a.method}, {"out", a.out}, {"train_examples", out.train_examples},
+                              {"dev_examples", out.dev_examples}, {"steps", res.steps_done}, {"total_steps", res.total_steps},
                               {"best_epoch", res.best_epoch}, {"init_dev_success", res.init_dev_success},
                               {"seconds", res.seconds}, {"seed", r.seed}};
     const bool finished = res.steps_done == res.total_steps;
@@ -105,9 +76,9 @@ TrainRunner add_rspg_options(CLI::App* cmd) {
     st->run_end(run, finished ? "ok" : "stopped", summary.dump());
     if (finished)
       std::printf("trained %s over %zu retrievers on %zu %s %s examples (%zu steps, %.1fs): kept epoch %zu%s -> %s\n",
-                  a.method.c_str(), pool.size(), train.size(), d.task.c_str(), d.split.c_str(), res.steps_done, res.seconds,
+                  a.method.c_str(), pool.size(), out.train_examples, d.task.c_str(), d.split.c_str(), res.steps_done, res.seconds,
                   res.best_epoch,
-                  dev.empty() ? "" : (", dev success " + std::to_string(summary.value("dev_success", 0.0)) + " (untrained " +
+                  out.dev_examples == 0 ? "" : (", dev success " + std::to_string(summary.value("dev_success", 0.0)) + " (untrained " +
                                       std::to_string(res.init_dev_success) + ")").c_str(),
                   a.out.c_str());
   };

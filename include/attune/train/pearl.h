@@ -73,8 +73,6 @@ std::vector<PearlList> pearl_lists(const std::vector<PearlRequest>& reqs, const 
 std::vector<std::size_t> few_shot_indices(std::size_t profile_size, const std::vector<std::size_t>& top, std::size_t n,
                                           std::uint64_t seed, std::string_view key);
 
-// Pearson correlation; 0 when fewer than 2 values or a side is constant.
-double pearson(const std::vector<double>& x, const std::vector<double>& y);
 // Median (mean of the middle two for an even count); NaN when empty.
 double median(std::vector<double> v);
 // The q-th percentile (0..100), linear between order statistics (numpy's default); NaN
@@ -193,7 +191,7 @@ struct PearlDevOptions {
 struct PearlDevResult {
   std::size_t examples = 0;
   std::string metric;             // the task's primary metric
-  double r = 0;                   // Pearson(s1, per-example metric)
+  double r = 0;                   // Pearson(s1, per-example metric); NaN when a side is constant
   RevisionChoice revision;        // revision = phi_p(x, the initial retriever's top-k); fitted and
                                   // reported on the same examples (optimistic)
   double revision_cross_fitted = 0;  // the metric with revision, 2-fold cross-fitted
