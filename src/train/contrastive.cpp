@@ -206,17 +206,22 @@ FitOptions loop_options(const PretrainOptions& o) {
 
 void prepare_pretrain_out(const PretrainOptions& o) { prepare_out(o.fit); }
 
+void PretrainOptions::validate() const {
+  fit.validate();
+  auto bad = [](const std::string& field, const std::string& what) { throw FieldError<UsageError>(field, what); };
+  if (steps == 0) bad("steps", "steps = 0: must be positive");
+  if (fit.batch_size < 2) bad("fit.batch_size", "fit.batch_size = " + std::to_string(fit.batch_size) + ": must be at least 2 (in-batch negatives)");
+  if (hidden == 0 || heads == 0 || hidden % heads)
+    bad("heads", "heads = " + std::to_string(heads) + " must divide hidden = " + std::to_string(hidden));
+  if (max_length < 4) bad("max_length", "max_length = " + std::to_string(max_length) + ": must be at least 4");
+  if (!(temperature > 0) || !std::isfinite(temperature)) bad("temperature", "temperature = " + std::to_string(temperature) + ": must be positive");
+  if (!(ratio_min > 0 && ratio_min <= ratio_max && ratio_max <= 1))
+    bad("ratio_min", "crop ratios must satisfy 0 < ratio_min <= ratio_max <= 1 (they are " + std::to_string(ratio_min) +
+                         " and " + std::to_string(ratio_max) + ")");
+}
+
 PretrainResult pretrain_encoder(const std::vector<std::string>& texts, const PretrainOptions& o) {
-  o.fit.validate();
-  if (o.steps == 0) throw UsageError("steps = 0: must be positive");
-  if (o.fit.batch_size < 2) throw UsageError("fit.batch_size = " + std::to_string(o.fit.batch_size) + ": must be at least 2 (in-batch negatives)");
-  if (o.hidden == 0 || o.heads == 0 || o.hidden % o.heads)
-    throw UsageError("heads = " + std::to_string(o.heads) + " must divide hidden = " + std::to_string(o.hidden));
-  if (o.max_length < 4) throw UsageError("max_length = " + std::to_string(o.max_length) + ": must be at least 4");
-  if (!(o.temperature > 0)) throw UsageError("temperature = " + std::to_string(o.temperature) + ": must be positive");
-  if (!(o.ratio_min > 0 && o.ratio_min <= o.ratio_max && o.ratio_max <= 1))
-    throw UsageError("crop ratios must satisfy 0 < ratio_min <= ratio_max <= 1 (they are " + std::to_string(o.ratio_min) +
-                     " and " + std::to_string(o.ratio_max) + ")");
+  o.validate();
   prepare_pretrain_out(o);
 
   PretrainLearner learner(texts, o);

@@ -13,13 +13,13 @@ template <class T>
 [[noreturn]] void bad(const char* field, const T& value, const std::string& why) {
   std::ostringstream s;
   s << "fit." << field << " = " << value << ": " << why;
-  throw UsageError(s.str());
+  throw FieldError<UsageError>(std::string("fit.") + field, s.str());
 }
 
 }  // namespace
 
 void FitOptions::validate() const {
-  if (out.empty()) throw UsageError("fit.out is empty: a training run needs an output folder");
+  if (out.empty()) throw FieldError<UsageError>("fit.out", "fit.out is empty: a training run needs an output folder");
   if (epochs == 0) bad("epochs", epochs, "must be positive");
   if (batch_size == 0) bad("batch_size", batch_size, "must be positive");
   if (micro_batch == 0) bad("micro_batch", micro_batch, "must be positive");

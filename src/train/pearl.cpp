@@ -320,13 +320,19 @@ class PearlLearner final : public Learner {
 
 }  // namespace
 
+void PearlOptions::validate() const {
+  fit.validate();
+  if (init.empty())
+    throw FieldError<UsageError>("init", "Pearl needs an encoder to start from (a model folder, e.g. one made by attune pretrain-encoder)");
+  if (!(tau > 0) || !std::isfinite(tau)) throw FieldError<UsageError>("pearl_tau", "tau = " + std::to_string(tau) + ": must be a positive number");
+  if (max_length < 3)
+    throw FieldError<UsageError>("pearl_max_length", "max_length = " + std::to_string(max_length) + ": must be at least 3 tokens");
+  if (!(sampling.keep_fraction > 0 && sampling.keep_fraction <= 1))
+    throw FieldError<UsageError>("pearl_keep", "sampling.keep_fraction = " + std::to_string(sampling.keep_fraction) + ": must be in (0, 1]");
+}
+
 PearlResult train_pearl(const std::vector<PearlRequest>& train, const std::vector<PearlRequest>& eval_in, const PearlOptions& o) {
-  o.fit.validate();
-  if (o.init.empty()) throw UsageError("Pearl needs an encoder to start from (init: a model folder, e.g. one made by attune pretrain-encoder)");
-  if (!(o.tau > 0)) throw UsageError("tau = " + std::to_string(o.tau) + ": must be positive");
-  if (o.max_length < 3) throw UsageError("max_length = " + std::to_string(o.max_length) + ": must be at least 3 tokens");
-  if (!(o.sampling.keep_fraction > 0 && o.sampling.keep_fraction <= 1))
-    throw UsageError("sampling.keep_fraction = " + std::to_string(o.sampling.keep_fraction) + ": must be in (0, 1]");
+  o.validate();
 
   PearlResult res;
   res.requests = train.size();

@@ -230,14 +230,20 @@ class RopgLearner final : public DevSelectedLearner {
 
 }  // namespace
 
+void RopgOptions::validate() const {
+  fit.validate();
+  if (init.empty())
+    throw FieldError<UsageError>("init", "ROPG needs an encoder to start from (a dense model folder, e.g. one made by attune pretrain-encoder)");
+  if (!(target_temperature > 0) || !std::isfinite(target_temperature))
+    throw FieldError<UsageError>("target_temperature", "target_temperature = " + std::to_string(target_temperature) + ": must be a positive number");
+  if (query_max_length < 3)
+    throw FieldError<UsageError>("query_max_length", "query_max_length = " + std::to_string(query_max_length) + ": must be at least 3 tokens");
+  if (doc_max_length < 3)
+    throw FieldError<UsageError>("doc_max_length", "doc_max_length = " + std::to_string(doc_max_length) + ": must be at least 3 tokens");
+}
+
 RopgResult train_ropg(const std::vector<RopgExample>& train_in, const std::vector<RopgExample>& dev_in, const RopgOptions& o) {
-  o.fit.validate();
-  if (o.init.empty()) throw UsageError("ROPG needs an encoder to start from (init: a dense model folder, e.g. one made by attune pretrain-encoder)");
-  if (!(o.target_temperature > 0) || !std::isfinite(o.target_temperature))
-    throw UsageError("target_temperature = " + std::to_string(o.target_temperature) + ": must be a positive number");
-  if (o.query_max_length < 3 || o.doc_max_length < 3)
-    throw UsageError("query_max_length and doc_max_length must be at least 3 tokens (they are " +
-                     std::to_string(o.query_max_length) + " and " + std::to_string(o.doc_max_length) + ")");
+  o.validate();
   std::vector<RopgExample> train;
   for (const auto& e : train_in)
     if (e.docs.size() >= 2) train.push_back(e);

@@ -222,11 +222,17 @@ class RspgLearner final : public DevSelectedLearner {
 
 }  // namespace
 
+void RspgOptions::validate() const {
+  fit.validate();
+  if (init.empty()) throw FieldError<UsageError>("init", "RSPG needs an encoder to start from (a model folder)");
+  if (pool.size() < 2)
+    throw FieldError<UsageError>("pool", "RSPG needs a pool of at least 2 retrievers (pool has " + std::to_string(pool.size()) + ")");
+  if (!(temperature > 0) || !std::isfinite(temperature))
+    throw FieldError<UsageError>("target_temperature", "temperature = " + std::to_string(temperature) + ": must be a positive number");
+}
+
 RspgResult train_rspg(const std::vector<RspgExample>& train, const std::vector<RspgExample>& dev, const RspgOptions& o) {
-  o.fit.validate();
-  if (o.init.empty()) throw UsageError("RSPG needs an encoder to start from (init: a model folder)");
-  if (o.pool.size() < 2) throw UsageError("RSPG needs a pool of at least 2 retrievers (pool has " + std::to_string(o.pool.size()) + ")");
-  if (!(o.temperature > 0)) throw UsageError("temperature = " + std::to_string(o.temperature) + ": must be positive");
+  o.validate();
   if (train.empty()) throw Error("RSPG has no training example");
   prepare_out(o.fit);  // a bad output folder fails before the model loads
 

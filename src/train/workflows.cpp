@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <type_traits>
 
 #include "attune/feedback/collect.h"
 #include "attune/models/config.h"
@@ -79,28 +80,32 @@ feedback::Summary collect_feedback(const Bench& b, const SplitSource& s, feedbac
   return r;
 }
 
-RopgRun run_ropg(const Bench& b, const SplitSource& train, const SplitSource& dev, RopgWorkflow wf) {
-  const auto tr = ropg_split(b, train, wf);
-  std::vector<RopgExample> dv;
-  if (dev.dataset) dv = ropg_split(b, dev, wf);
+namespace {
+
+// Examples of train and dev from `examples(bench, split, wf)`, then `trainer(train, dev,
+// options)`: the shape of every method whose epochs compete on dev (ROPG, RSPG).
+template <class Run, class Workflow, class Examples, class Trainer>
+Run run_dev_selected(const Bench& b, const SplitSource& train, const SplitSource& dev, Workflow wf, Examples examples,
+                     Trainer trainer) {
+  const auto tr = examples(b, train, wf);
+  std::remove_const_t<decltype(tr)> dv;
+  if (dev.dataset) dv = examples(b, dev, wf);
   wf.options.fit.data_description = wf.data_label + " (" + std::to_string(tr.size()) + " examples), feedback of " + b.model.info().id;
-  RopgRun run;
+  Run run;
   run.train_examples = tr.size();
   run.dev_examples = dv.size();
-  run.result = train_ropg(tr, dv, wf.options);
+  run.result = trainer(tr, dv, wf.options);
   return run;
 }
 
+}  // namespace
+
+RopgRun run_ropg(const Bench& b, const SplitSource& train, const SplitSource& dev, RopgWorkflow wf) {
+  return run_dev_selected<RopgRun>(b, train, dev, std::move(wf), ropg_split, train_ropg);
+}
+
 RspgRun run_rspg(const Bench& b, const SplitSource& train, const SplitSource& dev, RspgWorkflow wf) {
-  const auto tr = rspg_split(b, train, wf);
-  std::vector<RspgExample> dv;
-  if (dev.dataset) dv = rspg_split(b, dev, wf);
-  wf.options.fit.data_description = wf.data_label + " (" + std::to_string(tr.size()) + " examples), feedback of " + b.model.info().id;
-  RspgRun run;
-  run.train_examples = tr.size();
-  run.dev_examples = dv.size();
-  run.result = train_rspg(tr, dv, wf.options);
-  return run;
+  return run_dev_selected<RspgRun>(b, train, dev, std::move(wf), rspg_split, train_rspg);
 }
 
 PearlRun run_pearl(const Bench& b, const SplitSource& train, const SplitSource& dev, PearlWorkflow wf) {

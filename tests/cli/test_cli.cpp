@@ -365,6 +365,11 @@ TEST_F(Cli, TrainRopgThenEvalTheTrainedFolder) {
   EXPECT_EQ(rl_t.rc, 2);
   EXPECT_NE(rl_t.err.find("--target-temperature applies to ropg-kd"), std::string::npos) << rl_t.err;
   EXPECT_EQ(run("train --method ropg-kd " + data + " --init enc --out x --target-temperature -1 --quiet").rc, 2);
+  // A bad option value is refused before any work, naming the value and the flag.
+  auto bad_lr = run("train --method ropg-kd " + data + " --init enc --out x --lr -1 --quiet");
+  EXPECT_EQ(bad_lr.rc, 2);
+  EXPECT_NE(bad_lr.err.find("fit.lr = -1: must be a positive number (option --lr)"), std::string::npos) << bad_lr.err;
+  EXPECT_EQ(bad_lr.err.find("feedback"), std::string::npos) << bad_lr.err;
   // Feedback came from the store's cache the second time.
   auto rl = run("train --method ropg-rl " + data + " --init enc --out rl --epochs 1 --batch-size 32 --limit 40 --dev-limit 10 --device cpu");
   ASSERT_EQ(rl.rc, 0) << rl.err;

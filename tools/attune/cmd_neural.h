@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <cstddef>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "attune/feedback/collect.h"
@@ -30,15 +31,12 @@ struct TrainArgs {
   std::size_t feedback_max_length = 0;  // feedback prompt budget (0 = the kind's default)
   bool resume = false;
   bool double_softmax = false;
-  double target_temperature = 0;        // KD / RSPG target softmax temperature (0 = 1)
-  // Shared training hyper-parameters. 0 (warmup, clip: negative) = the method's own default
-  // (ROPG: 10 epochs, batch 64, micro 8, lr 1e-5, warmup 0.05, clip 1, lengths 128,
-  // checkpoint every 50 steps; Pearl: see cmd_train_pearl.cpp).
-  std::size_t epochs = 0, batch_size = 0, micro_batch = 0;
-  double lr = 0, warmup = -1, clip = -1;
-  std::size_t query_max_length = 0, doc_max_length = 0;
-  std::size_t checkpoint_every = 0;
-  bool checkpoint_every_set = false;    // --checkpoint-every given (0 = epoch ends only)
+  // Unset = the method's own default (RopgOptions, RspgOptions, PearlOptions); what is set
+  // is checked by the options' validate() (messages name the field, the CLI adds the flag).
+  std::optional<double> target_temperature;  // KD / RSPG target softmax temperature (papers: 1)
+  std::optional<std::size_t> epochs, batch_size, micro_batch, checkpoint_every;
+  std::optional<double> lr, warmup, clip;
+  std::optional<std::size_t> query_max_length, doc_max_length;
 };
 
 // The shared hyper-parameters that were given override the method's own defaults in `o`
@@ -62,6 +60,12 @@ std::unique_ptr<WorkflowSplit> load_dev_split(const DataOptions& d, const TrainA
 // The workflow's bench: the task, model, store and tokenizer, the run's threads and progress.
 train::Bench make_bench(const tasks::Task& task, llm::LanguageModel& model, store::Store& st, const text::Tokenizer& tok,
                         const RunOptions& r);
+
+// --NAME whose value, when given, sets `value` (unset: the method's default).
+template <class T>
+CLI::Option* add_optional(CLI::App* app, const std::string& name, std::optional<T>& value, const std::string& help) {
+  return app->add_option_function<T>(name, [&value](const T& v) { value = v; }, help);
+}
 
 // A method's runner: called after the shared options are parsed and checked.
 using TrainRunner = std::function<void(const DataOptions&, const RunOptions&, const TrainArgs&)>;

@@ -104,7 +104,8 @@ void add_pretrain_encoder(CLI::App& app, int& rc) {
       opts.tokenizer = def;
     }
     if (!fs::exists(opts.tokenizer)) throw UsageError("--tokenizer " + opts.tokenizer.string() + ": no such folder");
-    train::prepare_pretrain_out(opts);  // a bad --out / --resume fails before the texts are read
+    opts.validate();                    // option errors, a bad --out or --resume fail before the texts are read
+    train::prepare_pretrain_out(opts);
     std::string described;
     auto texts = pretraining_texts(*d, *limit, described);
     for (const auto& src : *more) {

@@ -36,13 +36,13 @@ train::Bench make_bench(const tasks::Task& task, llm::LanguageModel& model, stor
 
 void apply_fit_options(const TrainArgs& a, const RunOptions& r, train::FitOptions& o) {
   o.out = a.out;
-  if (a.epochs) o.epochs = a.epochs;
-  if (a.batch_size) o.batch_size = a.batch_size;
-  if (a.micro_batch) o.micro_batch = a.micro_batch;
-  if (a.lr > 0) o.lr = a.lr;
-  if (a.warmup >= 0) o.warmup = a.warmup;
-  if (a.clip >= 0) o.clip = a.clip;
-  if (a.checkpoint_every_set) o.checkpoint_every = a.checkpoint_every;
+  o.epochs = a.epochs.value_or(o.epochs);
+  o.batch_size = a.batch_size.value_or(o.batch_size);
+  o.micro_batch = a.micro_batch.value_or(o.micro_batch);
+  o.lr = a.lr.value_or(o.lr);
+  o.warmup = a.warmup.value_or(o.warmup);
+  o.clip = a.clip.value_or(o.clip);
+  o.checkpoint_every = a.checkpoint_every.value_or(o.checkpoint_every);
   o.seed = r.seed;
   o.device = r.device;
   o.resume = a.resume;
@@ -73,34 +73,24 @@ void add_train(CLI::App& app, int& rc) {
   cmd->add_option("--dev-limit", a->dev_limit, "only the first N dev examples (0 = all)")->capture_default_str();
   cmd->add_option("--feedback-max-length", a->feedback_max_length, "prompt budget of the feedback prompts (0 = 512)")
       ->capture_default_str();
-  cmd->add_option("--epochs", a->epochs, "passes over the training examples (0 = the method's default; ROPG 10)")
-      ->capture_default_str();
-  cmd->add_option("--batch-size", a->batch_size, "examples per optimiser step (effective batch; 0 = the method's default, ROPG 64)")
-      ->capture_default_str();
-  cmd->add_option("--micro-batch", a->micro_batch, "examples per forward/backward (gradient accumulation; 0 = default, ROPG 8)")
-      ->capture_default_str();
-  cmd->add_option("--lr", a->lr, "Adam learning rate, linear warmup then linear decay (0 = the method's default; ROPG 1e-5)")
-      ->capture_default_str();
-  cmd->add_option("--warmup", a->warmup, "warmup, as a fraction of all steps (negative = the method's default; ROPG 0.05)")
-      ->capture_default_str();
-  cmd->add_option("--clip", a->clip, "gradient-norm clip (0 = none; negative = the method's default, 1)")->capture_default_str();
-  cmd->add_option("--query-max-length", a->query_max_length, "query tokens, specials included (0 = default; ROPG 128)")
-      ->capture_default_str();
-  cmd->add_option("--doc-max-length", a->doc_max_length, "document tokens, specials included (0 = default; ROPG 128)")
-      ->capture_default_str();
+  add_optional(cmd, "--epochs", a->epochs, "passes over the training examples (default: the method's; ROPG 10)");
+  add_optional(cmd, "--batch-size", a->batch_size, "examples per optimiser step (effective batch; default: the method's, ROPG 64)");
+  add_optional(cmd, "--micro-batch", a->micro_batch, "examples per forward/backward (gradient accumulation; default ROPG 8)");
+  add_optional(cmd, "--lr", a->lr, "peak learning rate, linear warmup then linear decay (default: the method's; ROPG 1e-5)");
+  add_optional(cmd, "--warmup", a->warmup, "warmup, as a fraction of all steps (default: the method's; ROPG 0.05)");
+  add_optional(cmd, "--clip", a->clip, "gradient-norm clip (0 = none; default 1)");
+  add_optional(cmd, "--query-max-length", a->query_max_length, "query tokens, specials included (default ROPG 128)");
+  add_optional(cmd, "--doc-max-length", a->doc_max_length, "document tokens, specials included (default ROPG 128)");
   cmd->add_flag("--double-softmax", a->double_softmax,
                 "ROPG-KD as the LaMP reference code computes it (cross-entropy on softmaxed scores), not the paper's KL");
-  cmd->add_option("--target-temperature", a->target_temperature,
-                  "ROPG-KD and RSPG: the target is softmax(utility / T) (0 = 1, the papers'; below 1 sharpens it)")
-      ->capture_default_str();
-  auto* ce = cmd->add_option("--checkpoint-every", a->checkpoint_every,
-                             "optimiser steps between checkpoints, and at every epoch end (default: ROPG 50; 0 = epoch ends only)");
+  add_optional(cmd, "--target-temperature", a->target_temperature,
+               "ROPG-KD and RSPG: the target is softmax(utility / T) (default 1, the papers'; below 1 sharpens it)");
+  add_optional(cmd, "--checkpoint-every", a->checkpoint_every,
+               "optimiser steps between checkpoints, and at every epoch end (default: ROPG 50; 0 = epoch ends only)");
   cmd->add_flag("--resume", a->resume, "continue the run checkpointed in --out");
   const TrainRunner rspg = add_rspg_options(cmd), pearl = add_pearl_options(cmd);
   cmd->callback([=, &rc] {
-    a->checkpoint_every_set = ce->count() > 0;
-    if (a->target_temperature < 0) throw UsageError("--target-temperature must be positive (0 = the default, 1)");
-    if (a->target_temperature != 0 && a->method != "ropg-kd" && a->method != "rspg-pre" && a->method != "rspg-post")
+    if (a->target_temperature && a->method != "ropg-kd" && a->method != "rspg-pre" && a->method != "rspg-post")
       throw UsageError("--target-temperature applies to ropg-kd, rspg-pre and rspg-post, not " + a->method +
                        (a->method == "pearl" ? " (its label temperature is --pearl-tau)" : ""));
     if (a->method == "rspg-pre" || a->method == "rspg-post") return rspg(*d, *r, *a), void(rc = 0);
@@ -112,15 +102,20 @@ void add_train(CLI::App& app, int& rc) {
                        "(make one with `attune pretrain-encoder`)");
     if (!fs::is_directory(a->init)) throw UsageError("--init " + a->init + ": no such model folder");
     if (a->top_l < 2) throw UsageError("--top-l must be at least 2");
+    // The shared hyper-parameters: what was given, else ROPG's defaults (RopgOptions).
+    apply_fit_options(*a, *r, ro->fit);
+    ro->query_max_length = a->query_max_length.value_or(ro->query_max_length);
+    ro->doc_max_length = a->doc_max_length.value_or(ro->doc_max_length);
+    ro->objective = train::parse_ropg_objective(a->method);
+    ro->double_softmax = a->double_softmax;
+    ro->target_temperature = a->target_temperature.value_or(ro->target_temperature);
+    ro->init = a->init;
+    ro->validate();  // option errors before any work
     auto task = load_task(*d);
     auto tok = engine::budget_tokenizer(r->tokenizer, a->llm);
     auto st = store::open_sqlite(r->store);
     neural::register_retrievers(r->device);
     auto model = engine::make_llm(a->llm, *d, task.get(), r->models());
-    // The shared hyper-parameters: what was given, else ROPG's defaults (RopgOptions).
-    apply_fit_options(*a, *r, ro->fit);
-    if (a->query_max_length) ro->query_max_length = a->query_max_length;
-    if (a->doc_max_length) ro->doc_max_length = a->doc_max_length;
     nlohmann::json args = {{"method", a->method}, {"data", d->data}, {"task", d->task}, {"split", d->split},
                            {"dev_split", a->dev_split}, {"llm", a->llm}, {"out", a->out}, {"init", a->init},
                            {"initial", a->initial}, {"top_l", a->top_l}, {"limit", a->limit}, {"epochs", ro->fit.epochs},
@@ -129,10 +124,6 @@ void add_train(CLI::App& app, int& rc) {
     const auto dev = load_dev_split(*d, *a, *task, *st, *r, {a->initial});
     const auto run = st->run_begin("train", args.dump(), r->seed);
 
-    ro->objective = train::parse_ropg_objective(a->method);
-    ro->double_softmax = a->double_softmax;
-    if (a->target_temperature > 0) ro->target_temperature = a->target_temperature;
-    ro->init = a->init;
     train::RopgWorkflow wf;
     wf.initial = a->initial;
     wf.top_l = a->top_l;

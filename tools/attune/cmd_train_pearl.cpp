@@ -80,7 +80,8 @@ TrainRunner add_pearl_options(CLI::App* train) {
       throw UsageError("--method pearl needs --init MODEL_DIR: the encoder to start from (make one with `attune pretrain-encoder`)");
     if (!fs::is_directory(a.init)) throw UsageError("--init " + a.init + ": no such model folder");
     if (a.top_l < 2) throw UsageError("--top-l must be at least 2");
-    auto po = pearl_options(a, *p, r);  // option errors before any work
+    auto po = pearl_options(a, *p, r);
+    po.validate();  // option errors before any work
     auto task = load_task(d);
     auto tok = engine::budget_tokenizer(r.tokenizer, a.llm);
     auto st = store::open_sqlite(r.store);

@@ -38,6 +38,18 @@ TrainRunner add_rspg_options(CLI::App* cmd) {
     if (!fs::is_directory(a.init)) throw UsageError("--init " + a.init + ": no such model folder");
     const auto pool = retrieval::split_specs(c->pool);
     if (pool.size() < 2) throw UsageError("--pool needs at least 2 retrievers");
+    train::RspgWorkflow wf;
+    auto& o = wf.options;
+    o.variant = train::parse_rspg_variant(a.method);
+    o.init = a.init;
+    o.pool = pool;
+    o.k = c->k;
+    o.prompt_max_length = c->prompt_max_length;
+    if (c->max_length) o.max_length = c->max_length;
+    o.temperature = a.target_temperature.value_or(o.temperature);
+    apply_fit_options(a, r, o.fit);
+    wf.data_label = d.data + " " + d.task + " " + d.split;
+    o.validate();  // option errors before any work
     auto task = load_task(d);
     auto tok = engine::budget_tokenizer(r.tokenizer, a.llm);
     auto st = store::open_sqlite(r.store);
@@ -51,17 +63,6 @@ TrainRunner add_rspg_options(CLI::App* cmd) {
     const auto tr = load_workflow_split(d, *task, *st, r, pool, a.limit);
     const auto dev = load_dev_split(d, a, *task, *st, r, pool);
     const auto run = st->run_begin("train", args.dump(), r.seed);
-    train::RspgWorkflow wf;
-    auto& o = wf.options;
-    o.variant = train::parse_rspg_variant(a.method);
-    o.init = a.init;
-    o.pool = pool;
-    o.k = c->k;
-    o.prompt_max_length = c->prompt_max_length;
-    if (c->max_length) o.max_length = c->max_length;
-    if (a.target_temperature > 0) o.temperature = a.target_temperature;
-    apply_fit_options(a, r, o.fit);
-    wf.data_label = d.data + " " + d.task + " " + d.split;
     const auto out = train::run_rspg(make_bench(*task, *model, *st, *tok, r), tr.view(), dev ? dev->view() : train::SplitSource{}, wf);
     const auto& res = out.result;
     nlohmann::json summary = {{"method", a.method}, {"out", a.out}, {"train_examples", out.train_examples},

@@ -147,6 +147,9 @@ struct PearlOptions {
     f.epochs = 3, f.batch_size = 16, f.micro_batch = 8, f.lr = 2e-5, f.warmup = 0.1;
     return f;
   }();
+
+  // FieldError<UsageError> naming the field and its value.
+  void validate() const;
 };
 
 struct PearlResult {

@@ -32,6 +32,9 @@ struct PretrainOptions {
     f.epochs = 1, f.batch_size = 32, f.micro_batch = 32, f.lr = 1e-4, f.checkpoint_every = 100;
     return f;
   }();
+
+  // FieldError<UsageError> naming the field and its value.
+  void validate() const;
 };
 
 struct PretrainResult {

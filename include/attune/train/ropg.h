@@ -43,6 +43,9 @@ struct RopgOptions {
   // The loop: out (the trained model folder + out/checkpoint), 000's schedule by default
   // (Adam lr 1e-5, 10 epochs, effective batch 64 in micro-batches of 8, warmup 5%, clip 1).
   FitOptions fit;  // FitOptions' defaults are 000's ROPG schedule
+
+  // FieldError<UsageError> naming the field and its value.
+  void validate() const;
 };
 
 struct RopgEpoch {

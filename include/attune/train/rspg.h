@@ -45,6 +45,9 @@ struct RspgOptions {
   double temperature = 1.0;            // target softmax temperature over Eval values
   // The loop: 000's schedule (AdamW lr 1e-5, 20 epochs), batches of 16 in micro-batches of 4.
   FitOptions fit = [] { FitOptions f; f.epochs = 20; f.batch_size = 16; f.micro_batch = 4; return f; }();
+
+  // FieldError<UsageError> naming the field and its value.
+  void validate() const;
 };
 
 struct RspgEpoch {
