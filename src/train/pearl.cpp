@@ -10,18 +10,19 @@
 #include "attune/core/rng.h"
 #include "attune/models/bert.h"
 #include "attune/models/config.h"
+#include "attune/models/token_batches.h"
 #include "attune/models/runtime.h"
 #include "attune/models/weights.h"
 #include "attune/text/subword.h"
 #include "attune/train/objectives.h"
 #include "attune/train/pearl.h"
-#include "batching.h"
 #include "checkpoint.h"
 #include "fit.h"
 
 namespace attune::train {
 
 namespace fs = std::filesystem;
+namespace detail = models::batches;
 
 namespace {
 

@@ -11,11 +11,11 @@
 #include "attune/core/rng.h"
 #include "attune/models/bert.h"
 #include "attune/models/config.h"
+#include "attune/models/token_batches.h"
 #include "attune/models/runtime.h"
 #include "attune/models/weights.h"
 #include "attune/text/subword.h"
 #include "attune/train/objectives.h"
-#include "batching.h"
 #include "checkpoint.h"
 #include "fit.h"
 
@@ -31,6 +31,7 @@ RopgObjective parse_ropg_objective(const std::string& s) {
 
 namespace {
 
+namespace detail = models::batches;
 using detail::Tokens;
 using detail::pad_rows;
 using detail::tokenize;

@@ -1,4 +1,4 @@
-// RSPG-Pre / RSPG-Post selector trainer (000 §5) and the trained selector's inference.
+// RSPG-Pre / RSPG-Post selector trainer (000 §5); inference is neural::Selector.
 #include "attune/train/rspg.h"
 
 #include <algorithm>
@@ -11,62 +11,28 @@
 #include "attune/core/rng.h"
 #include "attune/models/bert.h"
 #include "attune/models/config.h"
+#include "attune/models/token_batches.h"
 #include "attune/models/runtime.h"
+#include "attune/models/selector_net.h"
 #include "attune/models/weights.h"
 #include "attune/text/subword.h"
 #include "attune/train/objectives.h"
-#include "batching.h"
 #include "checkpoint.h"
 #include "fit.h"
 
 namespace attune::train {
 
 namespace fs = std::filesystem;
+namespace detail = models::batches;
 using detail::Tokens;
 
 namespace {
 
-constexpr const char* kHeadFile = "selector_head.safetensors";
+using Net = models::SelectorNet;
 
-// The selector's network: encoder, then first-token vector -> linear -> scalar.
-struct Net {
-  models::BertModel bert{nullptr};
-  torch::nn::Linear head{nullptr};
-  std::int64_t pad = 0;
-  torch::Device device{torch::kCPU};
-
-  torch::Tensor forward(const std::vector<const Tokens*>& rows) {
-    auto [ids, mask] = detail::pad_rows(rows, pad, device);
-    // Type ids: 0 up to and including the first [SEP], 1 after it (pairs), as BERT pairs.
-    auto hidden = bert->forward(ids, torch::zeros_like(ids), mask);
-    return head->forward(hidden.select(1, 0)).squeeze(1);
-  }
-  std::vector<torch::Tensor> parameters() {
-    auto p = bert->parameters();
-    for (auto& t : head->parameters()) p.push_back(t);
-    return p;
-  }
-};
-
-// Pre: the prompt; Post: [CLS] prompt [SEP] output [SEP], truncated longest-first.
 std::vector<Tokens> encode(const text::SubwordTokenizer& tok, const std::vector<std::string>& prompts,
                            const std::vector<std::string>& outputs, RspgVariant v, std::size_t max_length) {
-  if (v == RspgVariant::Pre) return detail::tokenize(tok, prompts, max_length);
-  std::vector<std::pair<std::string, std::string>> pairs;
-  for (std::size_t i = 0; i < prompts.size(); ++i) pairs.emplace_back(prompts[i], outputs.at(i));
-  text::SubwordTokenizer::BatchOptions bo;
-  bo.max_length = max_length;
-  std::vector<Tokens> out;
-  for (std::size_t c0 = 0; c0 < pairs.size(); c0 += 256) {
-    const auto span = std::span<const std::pair<std::string, std::string>>(pairs).subspan(c0, std::min<std::size_t>(256, pairs.size() - c0));
-    const auto b = tok.encode_batch(span, bo);
-    for (std::size_t r = 0; r < b.rows; ++r) {
-      Tokens t;
-      for (std::size_t j = 0; j < b.cols && b.mask[r * b.cols + j]; ++j) t.push_back(b.ids[r * b.cols + j]);
-      out.push_back(std::move(t));
-    }
-  }
-  return out;
+  return models::encode_selector_inputs(tok, prompts, outputs, v == RspgVariant::Post, max_length);
 }
 
 struct Tokenized {
@@ -192,11 +158,11 @@ class RspgLearner final : public DevSelectedLearner {
     auto so = save_;
     so.attune_metadata = metadata(st, st.step);
     models::save_bert(net_.bert, dir, so);
-    models::save_module(*net_.head, dir / kHeadFile);
+    models::save_module(*net_.head, dir / models::kSelectorHeadFile);
   }
   void load(const fs::path& dir) override {
     models::load_module(*net_.bert, models::WeightSet::open(dir));
-    models::load_module(*net_.head, models::WeightSet::open_file(dir / kHeadFile));
+    models::load_module(*net_.head, models::WeightSet::open_file(dir / models::kSelectorHeadFile));
   }
   void save_kept(const FitState& st) override {
     const auto& out = o_.fit.out;
@@ -251,61 +217,5 @@ RspgResult train_rspg(const std::vector<RspgExample>& train, const std::vector<R
   res.seconds = f.seconds;
   return res;
 }
-
-// ---------------------------------------------------------------- inference
-
-struct Selector::Impl {
-  Net net;
-  std::shared_ptr<const text::SubwordTokenizer> tok;
-  RspgVariant variant = RspgVariant::Pre;
-  std::vector<std::string> pool;
-  std::size_t k = 4, prompt_max_length = 256, max_length = 512;
-};
-
-Selector::Selector(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-Selector::~Selector() = default;
-
-std::shared_ptr<const Selector> Selector::load(const fs::path& dir, const std::string& device) {
-  auto impl = std::make_unique<Impl>();
-  const auto cfg = models::read_json_file(dir / "selector.json");
-  try {
-    impl->variant = parse_rspg_variant(cfg.at("variant").get<std::string>());
-    impl->pool = cfg.at("pool").get<std::vector<std::string>>();
-    impl->k = cfg.at("k").get<std::size_t>();
-    impl->prompt_max_length = cfg.at("prompt_max_length").get<std::size_t>();
-    impl->max_length = cfg.at("max_length").get<std::size_t>();
-  } catch (const nlohmann::json::exception& e) {
-    throw Error((dir / "selector.json").string() + ": " + e.what());
-  }
-  impl->net.device = models::parse_device(device);
-  impl->net.bert = models::load_bert(dir, impl->net.device).model;
-  impl->net.bert->eval();
-  impl->net.head = torch::nn::Linear(impl->net.bert->cfg.hidden_size, 1);
-  {
-    torch::NoGradGuard g;
-    models::load_module(*impl->net.head, models::WeightSet::open_file(dir / kHeadFile));
-  }
-  impl->net.head->to(impl->net.device);
-  impl->tok = text::SubwordTokenizer::load(dir);
-  impl->net.pad = impl->tok->pad_id().value_or(0);
-  return std::make_shared<const Selector>(std::move(impl));
-}
-
-std::vector<float> Selector::score(std::span<const std::string> prompts, std::span<const std::string> outputs) const {
-  torch::NoGradGuard ng;
-  std::vector<std::string> p(prompts.begin(), prompts.end()), out(outputs.begin(), outputs.end());
-  if (impl_->variant == RspgVariant::Post && out.size() != p.size())
-    throw Error("an RSPG-Post selector needs one output per prompt");
-  auto rows = encode(*impl_->tok, p, out, impl_->variant, impl_->max_length);
-  std::vector<const Tokens*> ptrs;
-  for (auto& r : rows) ptrs.push_back(&r);
-  auto s = const_cast<Net&>(impl_->net).forward(ptrs).to(torch::kCPU, torch::kFloat32).contiguous();
-  return std::vector<float>(s.data_ptr<float>(), s.data_ptr<float>() + s.numel());
-}
-
-RspgVariant Selector::variant() const { return impl_->variant; }
-const std::vector<std::string>& Selector::pool() const { return impl_->pool; }
-std::size_t Selector::k() const { return impl_->k; }
-std::size_t Selector::prompt_max_length() const { return impl_->prompt_max_length; }
 
 }  // namespace attune::train

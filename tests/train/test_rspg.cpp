@@ -5,6 +5,7 @@
 #include "attune/core/error.h"
 #include "attune/core/rng.h"
 #include "attune/models/weights.h"
+#include "attune/neural/selector.h"
 #include "attune/train/rspg.h"
 #include "tiny_bert.h"
 
@@ -75,9 +76,9 @@ TEST_F(Rspg, PreLearnsToPickTheHelpfulPromptAndTheSavedSelectorAgrees) {
   for (const char* f : {"config.json", "model.safetensors", "selector_head.safetensors", "selector.json", "attune_model.json"})
     EXPECT_TRUE(fs::exists(o.fit.out / f)) << f;
   // Inference from the folder reproduces the kept epoch's dev success.
-  auto sel = Selector::load(o.fit.out, "cpu");
+  auto sel = neural::Selector::load(o.fit.out, "cpu");
   EXPECT_EQ(sel->pool(), o.pool);
-  EXPECT_EQ(sel->variant(), RspgVariant::Pre);
+  EXPECT_EQ(parse_rspg_variant(sel->variant()), RspgVariant::Pre);
   double success = 0;
   for (const auto& e : dev) {
     auto s = sel->score(e.prompts, {});
@@ -114,8 +115,8 @@ TEST_F(Rspg, PostReadsPromptAndOutputAndResumesToTheSameWeights) {
       for (const auto& n : a.names())
         EXPECT_TRUE(torch::equal(models::to_tensor(a.get(n)), models::to_tensor(b.get(n)))) << out << " " << n;
     }
-  auto sel = Selector::load(full.fit.out, "cpu");
-  EXPECT_EQ(sel->variant(), RspgVariant::Post);
+  auto sel = neural::Selector::load(full.fit.out, "cpu");
+  EXPECT_EQ(parse_rspg_variant(sel->variant()), RspgVariant::Post);
   EXPECT_THROW(sel->score(dev[0].prompts, {}), Error);  // Post needs the outputs
   EXPECT_EQ(sel->score(dev[0].prompts, dev[0].outputs).size(), 3u);
 }
@@ -131,7 +132,7 @@ TEST_F(Rspg, BadInputIsRefused) {
   short_pool[1].utility.pop_back();
   EXPECT_THROW(train_rspg(short_pool, {}, o), Error);
   EXPECT_THROW(parse_rspg_variant("rspg"), UsageError);
-  EXPECT_THROW(Selector::load(root_ / "init", "cpu"), Error);  // not a selector folder
+  EXPECT_THROW(neural::Selector::load(root_ / "init", "cpu"), Error);  // not a selector folder
 }
 
 }  // namespace

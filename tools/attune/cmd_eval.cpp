@@ -6,7 +6,7 @@
 #include "attune/llm/cached.h"
 #include "attune/neural/dense.h"
 #include "attune/retrieval/retriever.h"
-#include "attune/train/rspg.h"
+#include "attune/neural/selector.h"
 #include "common.h"
 
 namespace attune::cli {
@@ -55,7 +55,7 @@ void add_eval(CLI::App& app, int& rc) {
     for (const auto& s : o->retrievers)
       (retrieval::trained_model_kind(s) == "selector" ? selector_specs : plain).push_back(s);
     for (const auto& s : selector_specs) {
-      auto sel = train::Selector::load(s, r->device);
+      auto sel = neural::Selector::load(s, r->device);
       for (const auto& p : sel->pool())
         if (std::find(plain.begin(), plain.end(), p) == plain.end()) plain.push_back(p);
       if (!r->quiet && (sel->k() != o->k || sel->prompt_max_length() != o->max_length))

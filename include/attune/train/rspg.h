@@ -68,7 +68,8 @@ struct RspgResult {
 
 // Trains and writes out/: the encoder (HF folder), selector_head.safetensors,
 // selector.json {variant, pool, k, prompt_max_length, max_length} and attune_model.json
-// {"kind": "selector"}. Checkpoints and resume as ROPG's (train/ropg.h).
+// {"kind": "selector"} (loaded for inference by neural::Selector). Checkpoints and resume
+// as ROPG's (train/ropg.h).
 RspgResult train_rspg(const std::vector<RspgExample>& train, const std::vector<RspgExample>& dev, const RspgOptions& opts);
 
 // Builds RSPG examples from the store's "retriever" feedback of `model_id` (one record per
@@ -88,24 +89,5 @@ std::vector<RspgExample> rspg_examples(const data::Dataset& ds, const tasks::Tas
                                        const retrieval::CandidateSource& source, store::Store& store,
                                        const std::string& model_id, const text::Tokenizer& tok,
                                        const RspgDataOptions& opts);
-
-// A trained selector, for inference (eval): scores one input's pool texts.
-class Selector {
- public:
-  static std::shared_ptr<const Selector> load(const std::filesystem::path& dir, const std::string& device = "auto");
-  ~Selector();
-  // One score per pool member; outputs empty for Pre.
-  std::vector<float> score(std::span<const std::string> prompts, std::span<const std::string> outputs) const;
-  RspgVariant variant() const;
-  const std::vector<std::string>& pool() const;
-  std::size_t k() const;
-  std::size_t prompt_max_length() const;
-
-  struct Impl;
-  explicit Selector(std::unique_ptr<Impl> impl);
-
- private:
-  std::unique_ptr<Impl> impl_;
-};
 
 }  // namespace attune::train

@@ -1,5 +1,6 @@
 #pragma once
-// Token batches for the trainers (internal): tokenise texts once, pad rows per batch.
+// Token batches for training and scoring BERT-family models: tokenise texts once, pad rows
+// per batch. Includes torch.
 #include <torch/torch.h>
 
 #include <cstdint>
@@ -8,7 +9,7 @@
 
 #include "attune/text/subword.h"
 
-namespace attune::train::detail {
+namespace attune::models::batches {
 
 using Tokens = std::vector<std::int64_t>;
 
@@ -57,4 +58,4 @@ inline std::size_t length_cap(std::int64_t max_positions, std::size_t st_max, st
   return cap;
 }
 
-}  // namespace attune::train::detail
+}  // namespace attune::models::batches

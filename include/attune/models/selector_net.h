@@ -1,0 +1,38 @@
+#pragma once
+// RSPG's selector network (000 §5), for training and inference: a BERT-family encoder
+// whose final-layer first-token vector goes through a linear layer to one score. Includes
+// torch; inference code uses models/selector.h.
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "attune/models/bert.h"
+#include "attune/models/token_batches.h"
+#include "attune/text/subword.h"
+
+namespace attune::models {
+
+// The head's file beside the encoder's weights in a selector folder.
+inline constexpr const char* kSelectorHeadFile = "selector_head.safetensors";
+
+struct SelectorNet {
+  BertModel bert{nullptr};
+  torch::nn::Linear head{nullptr};
+  std::int64_t pad = 0;
+  torch::Device device{torch::kCPU};
+
+  // One score per row ([n]); rows are padded to the longest.
+  torch::Tensor forward(const std::vector<const batches::Tokens*>& rows);
+  // The encoder's parameters, then the head's.
+  std::vector<torch::Tensor> parameters();
+};
+
+// The selector's input rows: `pairs` false (RSPG-Pre): each prompt alone; true (Post):
+// [CLS] prompt [SEP] output [SEP], truncated longest-first; at most max_length tokens.
+std::vector<batches::Tokens> encode_selector_inputs(const text::SubwordTokenizer& tok, const std::vector<std::string>& prompts,
+                                                    const std::vector<std::string>& outputs, bool pairs,
+                                                    std::size_t max_length);
+
+}  // namespace attune::models

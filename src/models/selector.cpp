@@ -1,0 +1,84 @@
+// RSPG's selector network (training and inference) and its inference facade.
+#include "attune/models/selector.h"
+
+#include "attune/core/error.h"
+#include "attune/models/runtime.h"
+#include "attune/models/selector_net.h"
+#include "attune/models/weights.h"
+
+namespace attune::models {
+
+torch::Tensor SelectorNet::forward(const std::vector<const batches::Tokens*>& rows) {
+  auto [ids, mask] = batches::pad_rows(rows, pad, device);
+  auto hidden = bert->forward(ids, torch::zeros_like(ids), mask);
+  return head->forward(hidden.select(1, 0)).squeeze(1);
+}
+
+std::vector<torch::Tensor> SelectorNet::parameters() {
+  auto p = bert->parameters();
+  for (auto& t : head->parameters()) p.push_back(t);
+  return p;
+}
+
+std::vector<batches::Tokens> encode_selector_inputs(const text::SubwordTokenizer& tok, const std::vector<std::string>& prompts,
+                                                    const std::vector<std::string>& outputs, bool pairs,
+                                                    std::size_t max_length) {
+  if (!pairs) return batches::tokenize(tok, prompts, max_length);
+  std::vector<std::pair<std::string, std::string>> texts;
+  for (std::size_t i = 0; i < prompts.size(); ++i) texts.emplace_back(prompts[i], outputs.at(i));
+  text::SubwordTokenizer::BatchOptions bo;
+  bo.max_length = max_length;
+  std::vector<batches::Tokens> out;
+  for (std::size_t c0 = 0; c0 < texts.size(); c0 += 256) {
+    const auto span = std::span<const std::pair<std::string, std::string>>(texts).subspan(c0, std::min<std::size_t>(256, texts.size() - c0));
+    const auto b = tok.encode_batch(span, bo);
+    for (std::size_t r = 0; r < b.rows; ++r) {
+      batches::Tokens t;
+      for (std::size_t j = 0; j < b.cols && b.mask[r * b.cols + j]; ++j) t.push_back(b.ids[r * b.cols + j]);
+      out.push_back(std::move(t));
+    }
+  }
+  return out;
+}
+
+struct SelectorModel::Impl {
+  SelectorNet net;
+  std::shared_ptr<const text::SubwordTokenizer> tok;
+  bool pairs = false;
+  std::size_t max_length = 512;
+};
+
+SelectorModel::SelectorModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+SelectorModel::~SelectorModel() = default;
+
+std::shared_ptr<const SelectorModel> SelectorModel::load(const std::filesystem::path& dir, const std::string& device, bool pairs,
+                                                         std::size_t max_length) {
+  auto impl = std::make_unique<Impl>();
+  impl->pairs = pairs;
+  impl->max_length = max_length;
+  impl->net.device = parse_device(device);
+  impl->net.bert = load_bert(dir, impl->net.device).model;
+  impl->net.bert->eval();
+  impl->net.head = torch::nn::Linear(impl->net.bert->cfg.hidden_size, 1);
+  {
+    torch::NoGradGuard g;
+    load_module(*impl->net.head, WeightSet::open_file(dir / kSelectorHeadFile));
+  }
+  impl->net.head->to(impl->net.device);
+  impl->tok = text::SubwordTokenizer::load(dir);
+  impl->net.pad = impl->tok->pad_id().value_or(0);
+  return std::make_shared<const SelectorModel>(std::move(impl));
+}
+
+std::vector<float> SelectorModel::score(std::span<const std::string> prompts, std::span<const std::string> outputs) const {
+  torch::NoGradGuard ng;
+  std::vector<std::string> p(prompts.begin(), prompts.end()), out(outputs.begin(), outputs.end());
+  if (impl_->pairs && out.size() != p.size()) throw Error("an RSPG-Post selector needs one output per prompt");
+  auto rows = encode_selector_inputs(*impl_->tok, p, out, impl_->pairs, impl_->max_length);
+  std::vector<const batches::Tokens*> ptrs;
+  for (auto& r : rows) ptrs.push_back(&r);
+  auto s = const_cast<SelectorNet&>(impl_->net).forward(ptrs).to(torch::kCPU, torch::kFloat32).contiguous();
+  return std::vector<float>(s.data_ptr<float>(), s.data_ptr<float>() + s.numel());
+}
+
+}  // namespace attune::models
