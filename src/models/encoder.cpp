@@ -29,7 +29,7 @@ struct Common {
     if (opts.batch_size == 0) throw UsageError("encoder batch size must be positive");
     if (opts.max_length < 2) throw UsageError("encoder max_length must be at least 2");
     dir = d;
-    device = parse_device(opts.device);
+    device = to_torch(opts.device);
     bert = load_bert(d, device, classifier);
     tok = SubwordTokenizer::load(d);
     max_length = std::min<std::size_t>(opts.max_length, static_cast<std::size_t>(bert.model->cfg.max_positions));

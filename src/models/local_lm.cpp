@@ -94,7 +94,7 @@ std::unique_ptr<LocalModel> LocalModel::load(const fs::path& dir, const LocalOpt
   impl->dir = dir;
   impl->opts = opts;
   auto cfg = ConfigFile::load(dir);
-  const auto device = parse_device(opts.device);
+  const auto device = to_torch(opts.device);
   const auto dtype = parse_dtype_name(opts.dtype);
   impl->tok = text::SubwordTokenizer::load(dir);
   if (LlamaConfig::supports(cfg)) {

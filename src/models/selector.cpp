@@ -51,12 +51,12 @@ struct SelectorModel::Impl {
 SelectorModel::SelectorModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 SelectorModel::~SelectorModel() = default;
 
-std::shared_ptr<const SelectorModel> SelectorModel::load(const std::filesystem::path& dir, const std::string& device, bool pairs,
+std::shared_ptr<const SelectorModel> SelectorModel::load(const std::filesystem::path& dir, const Device& device, bool pairs,
                                                          std::size_t max_length) {
   auto impl = std::make_unique<Impl>();
   impl->pairs = pairs;
   impl->max_length = max_length;
-  impl->net.device = parse_device(device);
+  impl->net.device = to_torch(device);
   impl->net.bert = load_bert(dir, impl->net.device).model;
   impl->net.bert->eval();
   impl->net.head = torch::nn::Linear(impl->net.bert->cfg.hidden_size, 1);

@@ -7,27 +7,24 @@
 
 namespace attune::models {
 
-torch::Device parse_device(const std::string& spec) {
+torch::Device to_torch(const Device& d) {
   ensure_torch_runtime();  // every model entry point comes through here first
-  if (spec == "auto" || spec.empty()) return torch::cuda::is_available() ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
-  if (spec == "cpu") return torch::Device(torch::kCPU);
-  if (spec.rfind("cuda", 0) == 0) {
-    if (!torch::cuda::is_available()) throw Error("device \"" + spec + "\": CUDA is not available in this build or on this machine");
-    int index = 0;
-    if (spec.size() > 4) {
-      if (spec[4] != ':') throw UsageError("device \"" + spec + "\": expected cpu, cuda, cuda:N or auto");
-      try {
-        index = std::stoi(spec.substr(5));
-      } catch (...) {
-        throw UsageError("device \"" + spec + "\": expected cpu, cuda, cuda:N or auto");
-      }
-    }
-    if (index < 0 || index >= static_cast<int>(torch::cuda::device_count()))
-      throw Error("device \"" + spec + "\": no such CUDA device (" + std::to_string(torch::cuda::device_count()) + " present)");
-    return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
+  switch (d.kind) {
+    case Device::Kind::Auto:
+      return torch::cuda::is_available() ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
+    case Device::Kind::Cpu:
+      return torch::Device(torch::kCPU);
+    case Device::Kind::Cuda:
+      break;
   }
-  throw UsageError("device \"" + spec + "\": expected cpu, cuda, cuda:N or auto");
+  if (!torch::cuda::is_available())
+    throw Error("device \"" + d.str() + "\": CUDA is not available in this build or on this machine");
+  if (d.index >= static_cast<int>(torch::cuda::device_count()))
+    throw Error("device \"" + d.str() + "\": no such CUDA device (" + std::to_string(torch::cuda::device_count()) + " present)");
+  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(d.index));
 }
+
+torch::Device parse_device(const std::string& spec) { return to_torch(Device::parse(spec)); }
 
 torch::Dtype parse_dtype_name(const std::string& s) {
   if (s == "float32" || s == "fp32") return torch::kFloat32;

@@ -36,7 +36,7 @@ Shared& shared() {
 }  // namespace
 
 std::shared_ptr<const models::TextEncoder> shared_encoder(const std::string& dir, const models::EncoderOptions& o) {
-  const std::string key = dir + '\n' + o.device + '\n' + std::to_string(o.max_length) + '\n' +
+  const std::string key = dir + '\n' + o.device.str() + '\n' + std::to_string(o.max_length) + '\n' +
                           std::to_string(o.batch_size) + '\n' + o.pooling + '\n' + std::to_string(o.normalize);
   auto& s = shared();
   std::lock_guard lock(s.mu);  // held while loading: two threads asking for one model load it once
@@ -116,9 +116,9 @@ Ranking CrossEncoderRetriever::do_rank(const retrieval::Query& q, std::span<cons
   return sorted(c, std::vector<double>(s.begin(), s.end()));
 }
 
-void register_retrievers(std::string device) {
+void register_retrievers(const Device& device) {
   models::EncoderOptions o;
-  o.device = std::move(device);
+  o.device = device;
   retrieval::register_retriever_kind("dense", [o](std::string_view dir, std::uint64_t) {
     return std::make_unique<DenseRetriever>(shared_encoder(std::string(dir), o));
   });

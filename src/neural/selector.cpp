@@ -7,7 +7,7 @@
 
 namespace attune::neural {
 
-std::shared_ptr<const Selector> Selector::load(const std::filesystem::path& dir, const std::string& device) {
+std::shared_ptr<const Selector> Selector::load(const std::filesystem::path& dir, const Device& device) {
   const auto file = dir / "selector.json";
   auto sel = std::make_shared<Selector>();
   std::size_t max_length = 0;

@@ -83,7 +83,7 @@ class PretrainLearner final : public Learner {
     cfg.intermediate_size = static_cast<std::int64_t>(intermediate);
     cfg.max_positions = static_cast<std::int64_t>(o.max_length);
     cfg.pad_token_id = pad_;
-    device_ = models::parse_device(o.fit.device);
+    device_ = models::to_torch(o.fit.device);
     torch::manual_seed(o.fit.seed);
     model_ = models::BertModel(cfg, /*with_pooler=*/false);
     model_->init_weights();
@@ -174,7 +174,7 @@ class PretrainLearner final : public Learner {
     nlohmann::json m = {{"objective", "contriever-infonce"}, {"data", o_.fit.data_description}, {"texts", tokens_.size()},
                         {"tokenizer", o_.tokenizer.string()}, {"seed", o_.fit.seed}, {"torch_threads", models::torch_threads()},
                         {"steps", step}, {"options", sig_}, {"loss", losses.empty() ? 0.0 : losses.back()},
-                        {"device", o_.fit.device}};
+                        {"device", o_.fit.device.str()}};
     const std::size_t tail = std::min<std::size_t>(losses.size(), std::max<std::size_t>(1, o_.fit.log_every));
     if (tail) m["loss_last_mean"] = std::accumulate(losses.end() - tail, losses.end(), 0.0) / static_cast<double>(tail);
     return m;

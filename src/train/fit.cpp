@@ -68,7 +68,7 @@ nlohmann::json DevSelectedLearner::metadata(const FitState& st, std::size_t step
   nlohmann::json m = {{"method", name()}, {"data", fit_.data_description}, {"seed", fit_.seed},
                       {"torch_threads", models::torch_threads()}, {"options", signature()}, {"steps", step},
                       {"total_steps", st.total_steps}, {"epochs", st.epochs_json()}, {"best_epoch", st.best_epoch},
-                      {"dev_examples", dev_size()}, {"device", fit_.device}};
+                      {"dev_examples", dev_size()}, {"device", fit_.device.str()}};
   m.update(initial_);
   return m;
 }

@@ -138,7 +138,7 @@ class PearlLearner final : public Learner {
             {"optimizer", "adamw(weight_decay=0.01)"}, {"seed", o.fit.seed}, {"train_requests", train.size()}};
     prepare_out(o.fit);  // a bad output folder fails before the model loads
 
-    m_.device = models::parse_device(o.fit.device);
+    m_.device = models::to_torch(o.fit.device);
     const auto tok = text::SubwordTokenizer::load(o.init);
     m_.pad = tok->pad_id().value_or(0);
     std::size_t max_length = 0;
@@ -303,7 +303,7 @@ class PearlLearner final : public Learner {
             {"torch_threads", models::torch_threads()}, {"options", sig_},
             {"y0", y0_}, {"labels", label_stats_}, {"requests", res_.requests},
             {"kept_requests", res_.kept_requests}, {"lists", tl_.size()}, {"steps", step}, {"total_steps", st.total_steps},
-            {"epochs", epoch_loss}, {"eval_top1_before", res_.eval_top1_before}, {"device", o_.fit.device}};
+            {"epochs", epoch_loss}, {"eval_top1_before", res_.eval_top1_before}, {"device", o_.fit.device.str()}};
   }
 
   const PearlOptions& o_;

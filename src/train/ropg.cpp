@@ -136,7 +136,7 @@ class RopgLearner final : public DevSelectedLearner {
  public:
   RopgLearner(const std::vector<RopgExample>& train, const std::vector<RopgExample>& dev, const RopgOptions& o)
       : DevSelectedLearner(o.fit, {"dev_top1", "dev_expected"}), o_(o) {
-    m_.device = models::parse_device(o.fit.device);
+    m_.device = models::to_torch(o.fit.device);
     torch::manual_seed(o.fit.seed);
     m_.bert = models::load_bert(o.init, m_.device).model;
     m_.spec = models::read_pooling_spec(o.init);

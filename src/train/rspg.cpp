@@ -97,7 +97,7 @@ class RspgLearner final : public DevSelectedLearner {
  public:
   RspgLearner(const std::vector<RspgExample>& train, const std::vector<RspgExample>& dev, const RspgOptions& o)
       : DevSelectedLearner(o.fit, {"dev_success", "dev_utility"}), o_(o), R_(o.pool.size()) {
-    net_.device = models::parse_device(o.fit.device);
+    net_.device = models::to_torch(o.fit.device);
     torch::manual_seed(o.fit.seed);
     net_.bert = models::load_bert(o.init, net_.device).model;
     net_.head = torch::nn::Linear(net_.bert->cfg.hidden_size, 1);

@@ -85,7 +85,9 @@ void add_pretrain_encoder(CLI::App& app, int& rc) {
   cmd->add_option("--ratio-max", o->ratio_max, "longest crop, as a fraction of the text's tokens")->capture_default_str();
   cmd->add_flag("--no-normalize", *no_normalize, "raw inner products instead of cosine similarity");
   cmd->add_option("--seed", o->fit.seed, "seed for the initialisation, batches and crops")->capture_default_str();
-  cmd->add_option("--device", o->fit.device, "cpu, cuda, cuda:N or auto")->capture_default_str();
+  cmd->add_option_function<std::string>(
+         "--device", [o](const std::string& v) { o->fit.device = Device::parse(v); }, "cpu, cuda, cuda:N or auto")
+      ->default_str("cpu");
   cmd->add_option("--checkpoint-every", o->fit.checkpoint_every, "steps between checkpoints in OUT/checkpoint (0 = end only)")
       ->capture_default_str();
   cmd->add_flag("--resume", o->fit.resume, "continue the run in --out from its last checkpoint (same options)");

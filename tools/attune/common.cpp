@@ -36,7 +36,9 @@ void RunOptions::add(CLI::App& app) {
   app.add_option("--tokenizer", tokenizer,
                  "tokenizer the prompt budget is counted in: whitespace, whitespace-noeos, or a model folder / "
                  "tokenizer.json (default: the local: model's own, else whitespace)");
-  app.add_option("--device", device, "where neural models run: auto, cpu, cuda, cuda:N")->capture_default_str();
+  app.add_option_function<std::string>(
+         "--device", [this](const std::string& v) { device = Device::parse(v); }, "where neural models run: auto, cpu, cuda, cuda:N")
+      ->default_str("auto");
   app.add_option("--dtype", dtype, "neural model precision: float32, float16, bfloat16")->capture_default_str();
   app.add_flag("--quiet", quiet, "no progress on stderr");
 }

@@ -31,7 +31,7 @@ struct RunOptions {
   // The prompt budget's tokenizer; "" = the local: model's own tokenizer when --llm is
   // local:DIR, else "whitespace".
   std::string tokenizer;
-  std::string device = "auto";   // neural models: auto | cpu | cuda | cuda:N
+  Device device;                 // neural models (--device auto | cpu | cuda | cuda:N, parsed once)
   std::string dtype = "float32"; // neural models: float32 | float16 | bfloat16
   void add(CLI::App& app);
   engine::ModelOptions models() const { return {device, dtype}; }

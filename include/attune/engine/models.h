@@ -3,6 +3,8 @@
 #include <memory>
 #include <string>
 
+#include "attune/core/device.h"
+
 #include "attune/engine/data_spec.h"
 #include "attune/llm/language_model.h"
 #include "attune/text/tokenizer.h"
@@ -11,7 +13,7 @@ namespace attune::engine {
 
 // Where and how neural models run.
 struct ModelOptions {
-  std::string device = "auto";    // auto | cpu | cuda | cuda:N
+  Device device;                  // auto: CUDA when present, else the CPU
   std::string dtype = "float32";  // float32 | float16 | bfloat16
 };
 

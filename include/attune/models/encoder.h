@@ -12,10 +12,12 @@
 #include <string_view>
 #include <vector>
 
+#include "attune/core/device.h"
+
 namespace attune::models {
 
 struct EncoderOptions {
-  std::string device = "auto";  // "auto" (CUDA when present), "cpu", "cuda", "cuda:N"
+  Device device;                // auto: CUDA when present, else the CPU
   std::size_t max_length = 256; // tokens per text (specials included); also capped by the
                                 // model's max_position_embeddings and sentence_bert_config.json
   std::size_t batch_size = 32;  // texts per forward pass (sorted by length to cut padding)

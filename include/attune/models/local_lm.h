@@ -8,10 +8,12 @@
 
 #include "attune/llm/language_model.h"
 
+#include "attune/core/device.h"
+
 namespace attune::models {
 
 struct LocalOptions {
-  std::string device = "auto";   // auto | cpu | cuda | cuda:N
+  Device device;                 // auto: CUDA when present, else the CPU
   std::string dtype = "float32"; // float32 | float16 | bfloat16 (fp32 on CPU: bf16 is ~3x slower there)
   std::size_t batch_size = 16;   // prompts per forward pass (generate) / rows per pass (score)
   bool share_prefix = true;      // score: requests with the same prompt read it once

@@ -7,14 +7,15 @@
 #include <string>
 #include <vector>
 
+#include "attune/core/device.h"
+
 namespace attune::models {
 
 class SelectorModel {
  public:
-  // The encoder and selector_head.safetensors of `dir` on `device` (auto | cpu | cuda |
-  // cuda:N); `pairs`: inputs are (prompt, output) pairs (RSPG-Post); inputs are cut to
+  // The encoder and selector_head.safetensors of `dir` on `device`; `pairs`: inputs are (prompt, output) pairs (RSPG-Post); inputs are cut to
   // max_length tokens. Error naming the file when a part is missing or malformed.
-  static std::shared_ptr<const SelectorModel> load(const std::filesystem::path& dir, const std::string& device, bool pairs,
+  static std::shared_ptr<const SelectorModel> load(const std::filesystem::path& dir, const Device& device, bool pairs,
                                                    std::size_t max_length);
   ~SelectorModel();
   // One score per prompt (higher = the better choice); `outputs`: one per prompt when

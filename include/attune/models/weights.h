@@ -8,12 +8,16 @@
 #include <set>
 #include <string>
 
+#include "attune/core/device.h"
 #include "attune/models/safetensors.h"
 
 namespace attune::models {
 
-// "auto" (CUDA when available, else CPU), "cpu", "cuda", "cuda:N". Error when CUDA is asked
-// for and absent. Also applies attune's torch runtime settings (runtime.h) the first time.
+// The torch device of `d` (Auto: CUDA device 0 when available, else the CPU). Error when
+// CUDA is asked for and absent. Also applies attune's torch runtime settings (runtime.h)
+// the first time.
+torch::Device to_torch(const Device& d);
+// to_torch(Device::parse(spec)).
 torch::Device parse_device(const std::string& spec);
 // "float32" | "float16" | "bfloat16" (also "fp32", "fp16", "bf16"); UsageError otherwise.
 torch::Dtype parse_dtype_name(const std::string& spec);

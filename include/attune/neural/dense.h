@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "attune/core/device.h"
 #include "attune/models/encoder.h"
 #include "attune/retrieval/retriever.h"
 
@@ -72,8 +73,8 @@ class CrossEncoderRetriever final : public retrieval::Retriever {
 };
 
 // Registers "dense" and "cross" with retrieval::make_retriever; their models load on
-// `device` ("auto": CUDA when present, "cpu", "cuda", "cuda:N"; the CLI's --device).
-// Call from main(); calling again (e.g. with the parsed --device) replaces the factories.
-void register_retrievers(std::string device = "auto");
+// `device` (the CLI's --device). Call from main(); calling again (e.g. with the parsed
+// --device) replaces the factories.
+void register_retrievers(const Device& device = {});
 
 }  // namespace attune::neural

@@ -16,7 +16,7 @@ namespace attune::neural {
 class Selector {
  public:
   // Error naming selector.json when it is missing or malformed.
-  static std::shared_ptr<const Selector> load(const std::filesystem::path& dir, const std::string& device = "auto");
+  static std::shared_ptr<const Selector> load(const std::filesystem::path& dir, const Device& device = {});
   // One score per pool member; `outputs` (the LLM's output for each prompt) only for Post.
   std::vector<float> score(std::span<const std::string> prompts, std::span<const std::string> outputs) const {
     return model_->score(prompts, outputs);

@@ -8,6 +8,8 @@
 #include <optional>
 #include <string>
 
+#include "attune/core/device.h"
+
 namespace attune::train {
 
 struct FitOptions {
@@ -22,7 +24,7 @@ struct FitOptions {
   std::optional<std::size_t> warmup_steps;
   double clip = 1.0;                  // gradient-norm clip (0 = none)
   std::uint64_t seed = 0;             // every random draw of the run (recorded with it)
-  std::string device = "cpu";         // auto | cpu | cuda | cuda:N
+  Device device = Device::Kind::Cpu;  // where the model trains
   std::size_t checkpoint_every = 50;  // optimiser steps between checkpoints (0 = epoch ends only)
   bool resume = false;                // continue the run checkpointed in `out`
   bool quiet = false;                 // no progress lines on stderr
