@@ -119,6 +119,28 @@ TEST_F(Cli, ReferenceReaderNeedsABackground) {
   EXPECT_NE(r.out.find("task lamp4"), std::string::npos) << r.out;
 }
 
+TEST_F(Cli, TheLexicalVerbsRunWithoutLibtorchAndTheOthersAreHandedOver) {
+  // `attune` links no libtorch; it runs metrics, import and sample itself.
+  const std::string bin = std::string(ATTUNE_BINARY_DIR) + "/tools/attune/attune";
+  const std::string ldd = "ldd '" + bin + "' > '" + (dir_ / "ldd.txt").string() + "'";
+  ASSERT_EQ(std::system(ldd.c_str()), 0);
+  const auto libs = slurp(dir_ / "ldd.txt");
+  EXPECT_EQ(libs.find("libtorch"), std::string::npos) << libs;
+  EXPECT_EQ(libs.find("libc10"), std::string::npos) << libs;
+  // Every other verb runs in attune-torch, with the same arguments and exit codes.
+  auto v = run("score --llm reference --prompt a --target b");
+  EXPECT_EQ(v.rc, 1);
+  EXPECT_NE(v.err.find("(option --background)"), std::string::npos) << v.err;
+  EXPECT_EQ(run("--version").out, "attune 0.1.0\n");
+  // A failed write of the result is an error, not a silent success.
+  write("g.json", R"({"task": "LaMP_3", "golds": [{"id": "a", "output": "5"}]})");
+  write("p.jsonl", "{\"id\": \"a\", \"output\": \"4\"}\n");
+  const std::string full = "cd '" + dir_.string() + "' && '" + bin + "' metrics --task lamp3 --predictions p.jsonl --golds g.json > /dev/full 2>err.txt";
+  const int status = std::system(full.c_str());
+  EXPECT_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 1);
+  EXPECT_NE(slurp(dir_ / "err.txt").find("standard output"), std::string::npos) << slurp(dir_ / "err.txt");
+}
+
 TEST_F(Cli, MetricsOnLiteralFiles) {
   write("g.json", R"({"task": "LaMP_3", "golds": [{"id": "a", "output": "5"}, {"id": "b", "output": "1"}]})");
   write("p.jsonl", "{\"id\": \"a\", \"output\": \"4\"}\n{\"id\": \"b\", \"output\": \"oops\"}\n");

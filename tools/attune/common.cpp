@@ -1,7 +1,5 @@
 #include "common.h"
 
-#include "attune/models/runtime.h"
-
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -24,6 +22,15 @@ void DataOptions::add(CLI::App& app, bool need_split, bool need_task) {
                  "outputs file the reference reader fits its background on (default: DIR/<task>/train_outputs.json)");
 }
 
+namespace {
+std::function<void(std::size_t)>& threads_hook() {
+  static std::function<void(std::size_t)> hook;
+  return hook;
+}
+}  // namespace
+
+void on_threads_option(std::function<void(std::size_t)> hook) { threads_hook() = std::move(hook); }
+
 void RunOptions::add(CLI::App& app) {
   app.add_option("--store", store, "SQLite store")->capture_default_str();
   app.add_option("--seed", seed, "seed for everything random (recorded with the run)")->capture_default_str();
@@ -32,7 +39,9 @@ void RunOptions::add(CLI::App& app) {
                  "physical core unless OMP_NUM_THREADS is set)")
       ->capture_default_str()
       ->check(CLI::Range(0, 4096))
-      ->each([](const std::string& v) { models::set_torch_threads(std::stoul(v)); });
+      ->each([](const std::string& v) {
+        if (threads_hook()) threads_hook()(std::stoul(v));
+      });
   app.add_option("--tokenizer", tokenizer,
                  "tokenizer the prompt budget is counted in: whitespace, whitespace-noeos, or a model folder / "
                  "tokenizer.json (default: the local: model's own, else whitespace)");

@@ -56,6 +56,17 @@ void write_file(const std::filesystem::path& path, const std::string& text);
 // TOML subset, key = value; the command line wins). UsageError naming the file and line.
 std::vector<std::string> expand_config(const std::vector<std::string>& args);
 
+inline constexpr const char* kDescription = "attune: learn which documents actually help a language model, and serve them";
+inline constexpr const char* kVersion = "attune 0.1.0";
+
+// Parses argv (after --config expansion) into `app` and runs the chosen verb: the exit code
+// (0, 2 for usage errors, 1 for runtime errors, one line on stderr naming the option of a
+// FieldError). A failed write to stdout is an error (exit 1).
+int run_app(CLI::App& app, int& rc, int argc, char** argv);
+
+// What --threads does besides sizing attune's own pools (attune-torch: torch's threads).
+void on_threads_option(std::function<void(std::size_t)> hook);
+
 // The verbs; each returns an exit code.
 void add_rank(CLI::App& app, int& rc);
 void add_eval(CLI::App& app, int& rc);

@@ -1,5 +1,6 @@
-// attune: learns which documents help a language model, and serves them.
-// Exit codes (CLI.md): 0 success, 2 usage error, 1 runtime error (one line on stderr).
+// attune-torch: every verb of attune, the neural ones included (it links libtorch). Users run
+// `attune`, which runs the lexical verbs itself and hands the others to this program
+// (main_light.cpp). Exit codes (CLI.md): 0 success, 2 usage error, 1 runtime error.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "attune/core/error.h"
+#include "attune/models/runtime.h"
 #include "attune/neural/dense.h"
 #include "cmd_neural.h"
 #include "common.h"
@@ -26,26 +28,12 @@ __attribute__((section(".preinit_array"), used)) void (*const preinit_omp)(int, 
 
 }  // namespace
 
-namespace {
-
-// The command-line spelling of the options struct field an error names (FieldError):
-// "fit.batch_size" -> " (option --batch-size)"; "" for other errors.
-std::string option_hint(const std::exception& e) {
-  const auto* f = dynamic_cast<const attune::NamesField*>(&e);
-  if (!f || f->field().empty()) return "";
-  std::string flag = f->field();
-  if (const auto dot = flag.rfind('.'); dot != std::string::npos) flag = flag.substr(dot + 1);
-  std::replace(flag.begin(), flag.end(), '_', '-');
-  return " (option --" + flag + ")";
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
   attune::neural::register_retrievers();  // dense:MODEL_DIR, cross:MODEL_DIR
-  CLI::App app{"attune: learn which documents actually help a language model, and serve them"};
+  attune::cli::on_threads_option([](std::size_t n) { attune::models::set_torch_threads(n); });
+  CLI::App app{attune::cli::kDescription};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "attune 0.1.0");
+  app.set_version_flag("--version", attune::cli::kVersion);
   int rc = 0;
   attune::cli::add_rank(app, rc);
   attune::cli::add_eval(app, rc);
@@ -58,30 +46,5 @@ int main(int argc, char** argv) {
   attune::cli::add_score(app, rc);
   attune::cli::add_pretrain_encoder(app, rc);
   attune::cli::add_train(app, rc);
-  try {
-    // --config FILE: the file's options, inserted where the command line has none.
-    std::vector<std::string> args(argv + 1, argv + argc);
-    args = attune::cli::expand_config(args);
-    std::reverse(args.begin(), args.end());  // CLI11 takes a reversed vector
-    app.parse(args);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    app.exit(e);
-    return 2;
-  } catch (const attune::UsageError& e) {
-    std::fprintf(stderr, "attune: %s%s\n", e.what(), option_hint(e).c_str());
-    return 2;
-  } catch (const std::exception& e) {
-    // One line (CLI.md): libtorch's errors carry a backtrace after the first line.
-    std::string what = e.what() + option_hint(e);
-    if (auto nl = what.find('\n'); nl != std::string::npos) what.resize(nl);
-    std::fprintf(stderr, "attune: %s\n", what.c_str());
-    return 1;
-  }
-  return rc;
+  return attune::cli::run_app(app, rc, argc, argv);
 }
