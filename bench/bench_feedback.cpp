@@ -33,8 +33,8 @@ void BM_FeedbackDocReference(benchmark::State& state) {
   llm::ReferenceReader reader(background, {});
   text::WhitespaceTokenizer tok;
   feedback::CollectOptions o;
-  o.progress = false;
-  o.threads = static_cast<std::size_t>(state.range(0));
+  o.run.progress = false;
+  o.run.threads = static_cast<std::size_t>(state.range(0));
   std::size_t records = 0;
   for (auto _ : state) {
     state.PauseTiming();

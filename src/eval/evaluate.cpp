@@ -71,11 +71,11 @@ Plan plan(const data::Dataset& ds, const tasks::Task& task, const retrieval::Can
   if (!ds.has_outputs) throw Error("eval needs gold outputs, and " + ds.task + " " + ds.split + " has none");
   if (opts.retrievers.empty()) throw UsageError("eval needs at least one retriever");
   Plan p;
-  p.n = opts.limit ? std::min(opts.limit, ds.examples.size()) : ds.examples.size();
+  p.n = opts.run.limit ? std::min(opts.run.limit, ds.examples.size()) : ds.examples.size();
   p.recall = task.uses_corpus();
   p.rank_k = std::max<std::size_t>(opts.k, p.recall ? 5 : 0);
   // On a corpus task the first stage already ranked by corpus BM25: "bm25" keeps that order.
-  for (const auto& spec : opts.retrievers) p.retrievers.push_back(retrieval::make_retriever(spec, opts.seed, p.recall));
+  for (const auto& spec : opts.retrievers) p.retrievers.push_back(retrieval::make_retriever(spec, opts.run.seed, p.recall));
   resolve_sources(p, source, opts);
   for (const auto* s : p.sources) s->prefetch(std::span<const Example>(ds.examples.data(), p.n));
   resolve_pools(p, opts);
@@ -100,7 +100,7 @@ Grid retrieve_and_prompt(const data::Dataset& ds, const tasks::Task& task, const
   g.retrieved.resize(R * n);
   g.r5.assign(R * n, 0.0);
   g.qpps.resize(R * n);
-  parallel_for(n, opts.threads, [&](std::size_t e) {
+  parallel_for(n, opts.run.threads, [&](std::size_t e) {
     const Example& ex = ds.examples[e];
     std::vector<std::vector<Document>> cand_sets(p.sources.size());
     for (std::size_t s = 0; s < p.sources.size(); ++s) cand_sets[s] = p.sources[s]->candidates(ex);
@@ -134,15 +134,15 @@ Grid retrieve_and_prompt(const data::Dataset& ds, const tasks::Task& task, const
   return g;
 }
 
-// The model's output for every prompt, in the prompts' order: batches of opts.batch (at
+// The model's output for every prompt, in the prompts' order: batches of opts.run.batch (at
 // least 1), in parallel over batches.
 std::vector<std::string> generate(llm::LanguageModel& model, const std::vector<std::string>& prompts,
                                   const EvalOptions& opts) {
   std::vector<std::string> outputs(prompts.size());
-  const std::size_t batch = std::max<std::size_t>(1, opts.batch);
+  const std::size_t batch = std::max<std::size_t>(1, opts.run.batch);
   const std::size_t n_batches = (prompts.size() + batch - 1) / batch;
-  Progress progress("eval", prompts.size(), opts.progress);
-  parallel_for(n_batches, opts.threads, [&](std::size_t b) {
+  Progress progress("eval", prompts.size(), opts.run.progress);
+  parallel_for(n_batches, opts.run.threads, [&](std::size_t b) {
     const std::size_t lo = b * batch, hi = std::min(prompts.size(), lo + batch);
     std::vector<llm::Prompt> ps;
     for (std::size_t i = lo; i < hi; ++i) ps.push_back({prompts[i]});
@@ -165,7 +165,7 @@ EvalReport score(const data::Dataset& ds, const tasks::Task& task, const llm::La
   rep.split = ds.split;
   rep.llm = model.info().id;
   rep.k = opts.k;
-  rep.seed = opts.seed;
+  rep.seed = opts.run.seed;
   rep.examples = n;
   rep.metrics = task.metrics();
   rep.alpha = opts.alpha;

@@ -115,7 +115,7 @@ SelectionMethod method(std::string name, std::vector<std::size_t> ch, Pool pool,
 // McNemar on per-example success against the selector (with 2 examples or more).
 SelectionReport selection_report(const SelectorSpec& sel, Pool pool, const tasks::Task& task, const EvalOptions& opts,
                                  const Grid& g, const EvalReport& rep) {
-  auto chosen = selector_choices(sel, pool, g, opts.progress);
+  auto chosen = selector_choices(sel, pool, g, opts.run.progress);
   const PoolValues pv = pool_values(rep, pool, g.n);
   SelectionReport sr;
   sr.selector = sel.spec;

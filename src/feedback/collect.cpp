@@ -47,7 +47,7 @@ Summary collect(const data::Dataset& ds, const tasks::Task& task, const retrieva
                 const text::Tokenizer& tok, const CollectOptions& opts) {
   const auto start = std::chrono::steady_clock::now();
   if (!ds.has_outputs) throw Error("feedback needs gold outputs, and " + ds.task + " " + ds.split + " has none");
-  const std::size_t n_examples = opts.limit ? std::min(opts.limit, ds.examples.size()) : ds.examples.size();
+  const std::size_t n_examples = opts.run.limit ? std::min(opts.run.limit, ds.examples.size()) : ds.examples.size();
   tasks::PromptOptions popts;
   popts.reference_quirks = opts.reference_quirks;
   popts.max_length = opts.max_length ? opts.max_length : (opts.kind == Kind::Retriever ? 256 : 512);
@@ -55,9 +55,9 @@ Summary collect(const data::Dataset& ds, const tasks::Task& task, const retrieva
   // Build every prompt first (cheap), so progress has a total and batches are even.
   std::vector<std::unique_ptr<retrieval::Retriever>> pool;
   if (opts.kind == Kind::Retriever) {
-    for (const auto& spec : opts.retrievers) pool.push_back(retrieval::make_retriever(spec, opts.seed, task.uses_corpus()));
+    for (const auto& spec : opts.retrievers) pool.push_back(retrieval::make_retriever(spec, opts.run.seed, task.uses_corpus()));
   } else {
-    pool.push_back(retrieval::make_retriever(opts.initial_retriever, opts.seed, task.uses_corpus()));
+    pool.push_back(retrieval::make_retriever(opts.initial_retriever, opts.run.seed, task.uses_corpus()));
   }
   // Each pool member's candidate source; distinct sources are asked once per example.
   const std::vector<std::string> specs =
@@ -73,7 +73,7 @@ Summary collect(const data::Dataset& ds, const tasks::Task& task, const retrieva
   }
   for (const auto* s : sources) s->prefetch(std::span<const Example>(ds.examples.data(), n_examples));
   std::vector<std::vector<Item>> per_example(n_examples);
-  parallel_for(n_examples, opts.threads, [&](std::size_t e) {
+  parallel_for(n_examples, opts.run.threads, [&](std::size_t e) {
     const Example& ex = ds.examples[e];
     std::vector<std::vector<Document>> cand_sets(sources.size());
     for (std::size_t s = 0; s < sources.size(); ++s) cand_sets[s] = sources[s]->candidates(ex);
@@ -100,12 +100,12 @@ Summary collect(const data::Dataset& ds, const tasks::Task& task, const retrieva
 
   llm::CachedModel cached(model, cache);
   const std::string model_id = model.info().id, ds_key = dataset_key(ds), kind = kind_name(opts.kind);
-  const std::size_t batch = std::max<std::size_t>(1, opts.batch);
+  const std::size_t batch = std::max<std::size_t>(1, opts.run.batch);
   const std::size_t n_batches = (work.size() + batch - 1) / batch;
-  Progress progress("feedback " + kind, work.size(), opts.progress);
+  Progress progress("feedback " + kind, work.size(), opts.run.progress);
   std::mutex mu;
   double value_sum = 0;
-  parallel_for(n_batches, opts.threads, [&](std::size_t b) {
+  parallel_for(n_batches, opts.run.threads, [&](std::size_t b) {
     const std::size_t lo = b * batch, hi = std::min(work.size(), lo + batch);
     std::vector<store::FeedbackRecord> records;
     if (opts.kind == Kind::Likelihood) {

@@ -167,11 +167,7 @@ std::vector<PearlRequest> pearl_requests(const data::Dataset& ds, const tasks::T
   co.top_l = opts.top_l;
   co.max_length = opts.max_length ? opts.max_length : 512;
   co.reference_quirks = opts.reference_quirks;
-  co.seed = opts.seed;
-  co.threads = opts.threads;
-  co.batch = opts.batch;
-  co.progress = opts.progress;
-  co.limit = opts.limit;
+  co.run = opts.run;
   co.source_for = opts.source_for;
   const auto fs = feedback::collect(ds, task, source_in, aux, store, tok, co);
   const std::string key = feedback::dataset_key(ds), model_id = aux.info().id;
@@ -180,14 +176,14 @@ std::vector<PearlRequest> pearl_requests(const data::Dataset& ds, const tasks::T
 
   const retrieval::CandidateSource* src = opts.source_for ? opts.source_for(opts.initial_retriever) : nullptr;
   const retrieval::CandidateSource& source = src ? *src : source_in;
-  auto initial = initial_retriever(task, opts.initial_retriever, opts.seed);
+  auto initial = initial_retriever(task, opts.initial_retriever, opts.run.seed);
   tasks::PromptOptions po;
   po.max_length = co.max_length;
   po.reference_quirks = opts.reference_quirks;
-  const std::size_t n = opts.limit ? std::min(opts.limit, ds.examples.size()) : ds.examples.size();
+  const std::size_t n = opts.run.limit ? std::min(opts.run.limit, ds.examples.size()) : ds.examples.size();
   std::vector<PearlRequest> out(n);
   std::vector<std::string> few_prompt(n), missing(n);
-  parallel_for(n, opts.threads, [&](std::size_t e) {
+  parallel_for(n, opts.run.threads, [&](std::size_t e) {
     const Example& ex = ds.examples[e];
     const auto cands = source.candidates(ex);
     retrieval::Query q{ex.id, ex.user, task.query(ex)};
@@ -204,7 +200,7 @@ std::vector<PearlRequest> pearl_requests(const data::Dataset& ds, const tasks::T
       r.docs.push_back(task.document_text(cands[i]));
       r.label.push_back(it->second);
     }
-    const auto f = few_shot_indices(cands.size(), ranking.indices, opts.few_shot, opts.seed, ex.id);
+    const auto f = few_shot_indices(cands.size(), ranking.indices, opts.few_shot, opts.run.seed, ex.id);
     std::vector<const Document*> docs;
     for (auto i : f) docs.push_back(&cands[i]);
     few_prompt[e] = task.prompt(ex, docs, tok, po);
@@ -214,9 +210,9 @@ std::vector<PearlRequest> pearl_requests(const data::Dataset& ds, const tasks::T
       throw Error("Pearl: no likelihood feedback for example " + ds.examples[e].id + ", document " + missing[e]);
   // The few-shot term log p(y | phi_p(x, F)), one per example, through the cache.
   llm::CachedModel cached(aux, store);
-  const std::size_t batch = std::max<std::size_t>(1, opts.batch), nb = (n + batch - 1) / batch;
+  const std::size_t batch = std::max<std::size_t>(1, opts.run.batch), nb = (n + batch - 1) / batch;
   std::vector<double> base(n, 0);
-  parallel_for(nb, opts.threads, [&](std::size_t b) {
+  parallel_for(nb, opts.run.threads, [&](std::size_t b) {
     std::vector<llm::ScoreRequest> reqs;
     for (std::size_t e = b * batch; e < std::min(n, (b + 1) * batch); ++e) reqs.push_back({few_prompt[e], ds.examples[e].output});
     const auto s = cached.score(reqs);
@@ -242,11 +238,11 @@ PearlDevResult pearl_dev(const data::Dataset& ds, const tasks::Task& task, const
   if (opts.k == 0) throw UsageError("Pearl's prompt needs k >= 1 documents");
   const retrieval::CandidateSource* src = opts.source_for ? opts.source_for(opts.initial_retriever) : nullptr;
   const retrieval::CandidateSource& source = src ? *src : source_in;
-  auto initial = initial_retriever(task, opts.initial_retriever, opts.seed);
+  auto initial = initial_retriever(task, opts.initial_retriever, opts.run.seed);
   tasks::PromptOptions po;
   po.max_length = opts.max_length;
   po.reference_quirks = opts.reference_quirks;
-  const std::size_t n = opts.limit ? std::min(opts.limit, ds.examples.size()) : ds.examples.size();
+  const std::size_t n = opts.run.limit ? std::min(opts.run.limit, ds.examples.size()) : ds.examples.size();
   std::vector<double> s1(n, 0);
   std::vector<std::string> first_prompt(n), revision_prompt(n);
   std::vector<bool> has(n, false);
@@ -279,8 +275,8 @@ PearlDevResult pearl_dev(const data::Dataset& ds, const tasks::Task& task, const
   llm::CachedModel cached(model, store);
   auto generate_all = [&](const std::vector<std::string>& prompts) {
     std::vector<std::string> outs(prompts.size());
-    const std::size_t batch = std::max<std::size_t>(1, opts.batch), nb = (prompts.size() + batch - 1) / batch;
-    parallel_for(nb, opts.threads, [&](std::size_t b) {
+    const std::size_t batch = std::max<std::size_t>(1, opts.run.batch), nb = (prompts.size() + batch - 1) / batch;
+    parallel_for(nb, opts.run.threads, [&](std::size_t b) {
       std::vector<llm::Prompt> ps;
       for (std::size_t i = b * batch; i < std::min(prompts.size(), (b + 1) * batch); ++i) ps.push_back({prompts[i]});
       const auto g = cached.generate(ps, opts.generate);

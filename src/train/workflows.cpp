@@ -26,7 +26,7 @@ std::vector<RopgExample> ropg_split(const Bench& b, const SplitSource& s, const 
   co.initial_retriever = wf.initial;
   co.top_l = wf.top_l;
   co.max_length = wf.feedback_max_length;
-  co.seed = wf.options.fit.seed;
+  co.run.seed = wf.options.fit.seed;
   collect_feedback(b, s, co);
   return ropg_examples(*s.dataset, b.task, source_of(s, wf.initial), b.store, b.model.info().id, wf.initial, wf.top_l,
                        wf.options.fit.seed, s.limit);
@@ -39,7 +39,7 @@ std::vector<RspgExample> rspg_split(const Bench& b, const SplitSource& s, const 
   co.retrievers = o.pool;
   co.k = o.k;
   co.max_length = o.prompt_max_length;
-  co.seed = o.fit.seed;
+  co.run.seed = o.fit.seed;
   collect_feedback(b, s, co);
   RspgDataOptions d;
   d.pool = o.pool;
@@ -67,9 +67,9 @@ nlohmann::json pearl_dev_json(const PearlDevResult& dv, const std::string& split
 }  // namespace
 
 feedback::Summary collect_feedback(const Bench& b, const SplitSource& s, feedback::CollectOptions co) {
-  co.threads = b.threads;
-  co.progress = b.progress;
-  co.limit = s.limit;
+  co.run.threads = b.threads;
+  co.run.progress = b.progress;
+  co.run.limit = s.limit;
   co.source_for = s.source_for;
   const auto& ds = *s.dataset;
   auto r = feedback::collect(ds, b.task, *s.base, b.model, b.store, b.tok, co);
@@ -111,10 +111,10 @@ RspgRun run_rspg(const Bench& b, const SplitSource& train, const SplitSource& de
 PearlRun run_pearl(const Bench& b, const SplitSource& train, const SplitSource& dev, PearlWorkflow wf) {
   auto& lo = wf.labels;
   auto& o = wf.options;
-  lo.seed = o.fit.seed;
-  lo.threads = b.threads;
-  lo.progress = b.progress;
-  lo.limit = train.limit;
+  lo.run.seed = o.fit.seed;
+  lo.run.threads = b.threads;
+  lo.run.progress = b.progress;
+  lo.run.limit = train.limit;
   lo.source_for = train.source_for;
   PearlRun run;
   const auto reqs = pearl_requests(*train.dataset, b.task, *train.base, b.model, b.store, b.tok, lo, &run.labels);
@@ -136,9 +136,9 @@ PearlRun run_pearl(const Bench& b, const SplitSource& train, const SplitSource& 
   dvo.initial_retriever = lo.initial_retriever;
   dvo.top_l = lo.top_l;
   dvo.k = wf.k;
-  dvo.seed = o.fit.seed;
-  dvo.threads = b.threads;
-  dvo.limit = dev.limit;
+  dvo.run.seed = o.fit.seed;
+  dvo.run.threads = b.threads;
+  dvo.run.limit = dev.limit;
   dvo.source_for = dev.source_for;
   run.dev = pearl_dev(*dev.dataset, b.task, *dev.base,
                       [&](const std::string& q, std::span<const std::string> docs) { return ce->score(q, docs); }, b.model,

@@ -54,7 +54,7 @@ TEST(Evaluate, RetrievalOfTheUsersOwnHistoryHelpsTheReader) {
   text::WhitespaceTokenizer tok;
   eval::EvalOptions o;
   o.retrievers = {"none", "bm25"};
-  o.progress = false;
+  o.run.progress = false;
   auto rep = eval::evaluate(ds, *task, source, reader, tok, o);
   ASSERT_EQ(rep.results.size(), 2u);
   EXPECT_EQ(rep.examples, 12u);
@@ -95,7 +95,7 @@ TEST(Evaluate, AnotherUsersDocumentNeverReachesThePrompt) {
   text::WhitespaceTokenizer tok;
   eval::EvalOptions o;
   o.retrievers = {"bm25"};
-  o.progress = false;
+  o.run.progress = false;
   EXPECT_THROW(eval::evaluate(ds, *task, source, reader, tok, o), PrivacyError);
 }
 
@@ -132,8 +132,8 @@ TEST(Evaluate, SourceForGivesEachRetrieverItsOwnCandidatesAskedOncePerExample) {
   text::WhitespaceTokenizer tok;
   eval::EvalOptions o;
   o.retrievers = {"bm25", "recency", "rrf(bm25,recency)"};
-  o.progress = false;
-  o.limit = 4;
+  o.run.progress = false;
+  o.run.limit = 4;
   o.source_for = [&](const std::string& spec) -> const retrieval::CandidateSource* {
     return spec == "bm25" ? nullptr : &fixed;  // null: the source given to evaluate()
   };
@@ -158,8 +158,8 @@ TEST(Evaluate, SelectorsChooseAPoolMemberPerExampleAndAreComparedWithQppAndOracl
   text::WhitespaceTokenizer tok;
   eval::EvalOptions o;
   o.retrievers = {"none", "recency", "bm25"};
-  o.progress = false;
-  o.threads = 1;
+  o.run.progress = false;
+  o.run.threads = 1;
   std::vector<std::vector<std::string>> seen_prompts, seen_outputs;
   // "first": always none; "post": picks the member whose output is longest (reads outputs).
   o.selectors.push_back({"first", {"none", "bm25"}, [](std::span<const std::string>, std::span<const std::string>) {

@@ -84,9 +84,9 @@ struct Fixture {
 feedback::CollectOptions opts(feedback::Kind kind) {
   feedback::CollectOptions o;
   o.kind = kind;
-  o.progress = false;
-  o.threads = 1;
-  o.batch = 2;
+  o.run.progress = false;
+  o.run.threads = 1;
+  o.run.batch = 2;
   return o;
 }
 

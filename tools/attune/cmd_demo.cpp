@@ -49,9 +49,7 @@ void add_demo(CLI::App& app, int& rc) {
     auto source = engine::make_source(d, *task, *st, r->quiet);
     std::printf("== 2. feedback: per-document utility of the BM25 top-16 with the reference reader\n");
     feedback::CollectOptions fo;
-    fo.seed = r->seed;
-    fo.threads = r->threads;
-    fo.progress = !r->quiet;
+    r->apply(fo.run);
     const auto run = st->run_begin("demo", "{}", r->seed);
     auto s = feedback::collect(dev, *task, *source, *model, *st, *tok, fo);
     std::printf("   %zu records (%zu model calls, %zu from cache), mean utility (ROUGE-1) %.4f\n", s.records,
@@ -59,9 +57,7 @@ void add_demo(CLI::App& app, int& rc) {
     std::printf("== 3. eval on dev (k = 4)\n");
     eval::EvalOptions eo;
     eo.retrievers = {"none", "random", "recency", "bm25", "rrf(bm25,recency)"};
-    eo.seed = r->seed;
-    eo.threads = r->threads;
-    eo.progress = !r->quiet;
+    r->apply(eo.run);
     llm::CachedModel cached(*model, *st);
     auto report = eval::evaluate(dev, *task, *source, cached, *tok, eo);
     std::fputs(eval::format_table(report).c_str(), stdout);

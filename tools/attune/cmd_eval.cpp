@@ -27,7 +27,7 @@ void add_eval(CLI::App& app, int& rc) {
   cmd->add_option("--llm", *llm_spec, "language model: reference, local:DIR, openai:URL#MODEL")->capture_default_str();
   cmd->add_option("--k", o->k, "documents per prompt")->capture_default_str();
   cmd->add_option("--max-length", o->max_length, "prompt budget in tokens")->capture_default_str();
-  cmd->add_option("--limit", o->limit, "only the first N examples (0 = all)")->capture_default_str();
+  cmd->add_option("--limit", o->run.limit, "only the first N examples (0 = all)")->capture_default_str();
   cmd->add_option("--max-new-tokens", o->generate.max_new_tokens, "generation length cap")->capture_default_str();
   cmd->add_option("--beams", o->generate.beams, "beam width (1 = greedy)")->capture_default_str();
   cmd->add_flag("--no-reference-quirks", *no_quirks, "build prompts as the paper states, not as the LaMP code does");
@@ -40,9 +40,7 @@ void add_eval(CLI::App& app, int& rc) {
   cmd->callback([=, &rc] {
     o->retrievers = retrieval::split_specs(*specs);
     o->reference_quirks = !*no_quirks;
-    o->seed = r->seed;
-    o->threads = r->threads;
-    o->progress = !r->quiet;
+    r->apply(o->run);
     o->generate.seed = r->seed;
     auto task = load_task(*d);
     auto ds = load_dataset(*d);
@@ -76,7 +74,7 @@ void add_eval(CLI::App& app, int& rc) {
     o->source_for = sources.lookup();
     auto model = engine::make_llm(*llm_spec, *d, task.get(), r->models());
     nlohmann::json args = {{"data", d->data}, {"task", d->task}, {"split", d->split}, {"retrievers", o->retrievers},
-                           {"selectors", selector_specs}, {"llm", *llm_spec}, {"k", o->k}, {"max_length", o->max_length}, {"limit", o->limit}};
+                           {"selectors", selector_specs}, {"llm", *llm_spec}, {"k", o->k}, {"max_length", o->max_length}, {"limit", o->run.limit}};
     const auto run = st->run_begin("eval", args.dump(), r->seed);
     llm::CachedModel cached(*model, *st);
     llm::LanguageModel& m = *no_cache ? static_cast<llm::LanguageModel&>(*model) : cached;

@@ -28,14 +28,12 @@ void add_feedback(CLI::App& app, int& rc) {
   cmd->add_option("--k", o->k, "documents per prompt (retriever kind)")->capture_default_str();
   cmd->add_option("--max-length", o->max_length, "prompt budget (0 = 512 for doc/likelihood, 256 for retriever)")
       ->capture_default_str();
-  cmd->add_option("--limit", o->limit, "only the first N examples (0 = all)")->capture_default_str();
-  cmd->add_option("--batch", o->batch, "LLM calls per batch and per transaction")->capture_default_str();
+  cmd->add_option("--limit", o->run.limit, "only the first N examples (0 = all)")->capture_default_str();
+  cmd->add_option("--batch", o->run.batch, "LLM calls per batch and per transaction")->capture_default_str();
   cmd->callback([=, &rc] {
     o->kind = feedback::parse_kind(*kind);
     o->retrievers = retrieval::split_specs(*pool);
-    o->seed = r->seed;
-    o->threads = r->threads;
-    o->progress = !r->quiet;
+    r->apply(o->run);
     auto task = load_task(*d);
     auto ds = load_dataset(*d);
     auto tok = engine::budget_tokenizer(r->tokenizer, *llm_spec);
@@ -49,7 +47,7 @@ void add_feedback(CLI::App& app, int& rc) {
     auto model = engine::make_llm(*llm_spec, *d, task.get(), r->models());
     nlohmann::json args = {{"data", d->data}, {"task", d->task}, {"split", d->split}, {"kind", *kind},
                            {"llm", *llm_spec}, {"top_l", o->top_l}, {"initial", o->initial_retriever},
-                           {"retrievers", o->retrievers}, {"k", o->k}, {"limit", o->limit}};
+                           {"retrievers", o->retrievers}, {"k", o->k}, {"limit", o->run.limit}};
     const auto run = st->run_begin("feedback", args.dump(), r->seed);
     auto s = feedback::collect(ds, *task, *sources.base, *model, *st, *tok, *o);
     nlohmann::json summary = {{"task", d->task},          {"split", d->split},      {"kind", *kind},

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "attune/core/run_control.h"
 #include "attune/engine/data_spec.h"
 #include "attune/engine/models.h"
 #include "attune/engine/sources.h"
@@ -35,6 +36,12 @@ struct RunOptions {
   std::string dtype = "float32"; // neural models: float32 | float16 | bfloat16
   void add(CLI::App& app);
   engine::ModelOptions models() const { return {device, dtype}; }
+  // The run's seed, threads and progress into a job's RunControl (its batch and limit are the verb's).
+  void apply(RunControl& run) const {
+    run.seed = seed;
+    run.threads = threads;
+    run.progress = !quiet;
+  }
 };
 
 // The engine's factories, under the names the verbs use.

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "attune/core/run_control.h"
 #include "attune/data/dataset.h"
 #include "attune/llm/language_model.h"
 #include "attune/retrieval/candidates.h"
@@ -32,11 +33,7 @@ struct EvalOptions {
   std::size_t max_length = 256;       // prompt budget (LAMP.md: 256 for evaluation)
   bool reference_quirks = true;
   llm::GenerateOptions generate;
-  std::uint64_t seed = 0;
-  std::size_t threads = 0;
-  std::size_t batch = 32;
-  bool progress = true;
-  std::size_t limit = 0;              // only the first N examples (0 = all)
+  RunControl run;                     // seed, threads, batch, progress, limit (first N examples)
   double alpha = 0.05;                // significance level of the table's marks
   // Where each retriever's candidates come from: null (or a null answer) = the `source`
   // given to evaluate(). The CLI gives dense:DIR its own dense first stage on corpus tasks.

@@ -23,6 +23,8 @@
 #include "attune/tasks/task.h"
 #include "attune/text/tokenizer.h"
 
+#include "attune/core/run_control.h"
+
 namespace attune::store {
 class Store;
 }  // namespace attune::store
@@ -42,11 +44,7 @@ struct CollectOptions {
   std::size_t max_length = 0;              // prompt budget; 0 = the kind's default (512 / 256)
   bool reference_quirks = true;
   llm::GenerateOptions generate;
-  std::uint64_t seed = 0;
-  std::size_t threads = 0;                 // 0 = all cores
-  std::size_t batch = 32;                  // LLM calls per batch (and per transaction)
-  bool progress = true;
-  std::size_t limit = 0;                   // only the first N examples (0 = all)
+  RunControl run;                          // seed, threads, batch, progress, limit (first N examples)
   // Where a retriever's candidates come from (by spec: initial_retriever, or each of the
   // pool): null (or a null answer) = the `source` given to collect(). See eval::EvalOptions.
   std::function<const retrieval::CandidateSource*(const std::string& spec)> source_for;

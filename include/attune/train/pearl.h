@@ -23,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "attune/core/run_control.h"
 #include "attune/data/dataset.h"
 #include "attune/llm/language_model.h"
 #include "attune/retrieval/candidates.h"
@@ -104,11 +105,7 @@ struct PearlLabelOptions {
   std::size_t few_shot = 1;      // |F|
   std::size_t max_length = 0;    // prompt budget; 0 = 512 (the per-item feedback budget)
   bool reference_quirks = true;
-  std::uint64_t seed = 0;
-  std::size_t threads = 0;
-  std::size_t batch = 32;
-  bool progress = true;
-  std::size_t limit = 0;
+  RunControl run;                // seed, threads, batch, progress, limit (first N examples)
   std::function<const retrieval::CandidateSource*(const std::string& spec)> source_for;
 };
 
@@ -184,10 +181,7 @@ struct PearlDevOptions {
   std::size_t max_length = 256;  // prompt budget (evaluation)
   bool reference_quirks = true;
   llm::GenerateOptions generate;
-  std::uint64_t seed = 0;
-  std::size_t threads = 0;
-  std::size_t batch = 32;
-  std::size_t limit = 0;
+  RunControl run;                // seed, threads, batch, limit (first N examples); no progress lines
   std::function<const retrieval::CandidateSource*(const std::string& spec)> source_for;
 };
 
