@@ -34,6 +34,8 @@ struct EpochRecord {
   std::size_t epoch = 0;  // 1-based
   double loss = 0;
   std::optional<DevValue> dev;
+  // dev->values[key]; 0 without a dev set.
+  double dev_value(const std::string& key) const { return dev ? dev->values.value(key, 0.0) : 0.0; }
 };
 
 // What the loop knows of the run so far (passed to the learner's hooks).
@@ -130,6 +132,18 @@ struct FitResult {
   std::optional<DevValue> initial_dev;  // before training (absent on resume)
   double seconds = 0;
 };
+
+// What the results of dev-selected methods (RopgResult, RspgResult) take from a fit: steps,
+// the kept epoch, this process's losses and the time; their epochs come from `epoch(record)`.
+template <class Result, class ToEpoch>
+void fill_result(const FitResult& f, Result& r, ToEpoch epoch) {
+  r.steps_done = f.steps_done;
+  r.total_steps = f.state.total_steps;
+  for (const auto& e : f.state.epochs) r.epochs.push_back(epoch(e));
+  r.best_epoch = f.state.best_epoch;
+  r.losses = f.losses;
+  r.seconds = f.seconds;
+}
 
 // The output folder's checks fit() starts with, for trainers to run before loading anything:
 // UsageError when opts.out holds a run and resume is off, or resume is on without a checkpoint.

@@ -257,16 +257,11 @@ RopgResult train_ropg(const std::vector<RopgExample>& train_in, const std::vecto
   RopgLearner learner(train, dev, o);
   const auto f = fit(learner, o.fit);
   RopgResult res;
-  res.steps_done = f.steps_done;
-  res.total_steps = f.state.total_steps;
+  fill_result(f, res, [](const EpochRecord& e) {
+    return RopgEpoch{e.epoch, e.loss, e.dev_value("dev_top1"), e.dev_value("dev_expected")};
+  });
   res.init_dev_top1 = learner.initial("dev_top1");
   res.init_dev_expected = learner.initial("dev_expected");
-  for (const auto& e : f.state.epochs)
-    res.epochs.push_back({e.epoch, e.loss, e.dev ? e.dev->values.value("dev_top1", 0.0) : 0.0,
-                          e.dev ? e.dev->values.value("dev_expected", 0.0) : 0.0});
-  res.best_epoch = f.state.best_epoch;
-  res.losses = f.losses;
-  res.seconds = f.seconds;
   return res;
 }
 

@@ -205,16 +205,11 @@ RspgResult train_rspg(const std::vector<RspgExample>& train, const std::vector<R
   RspgLearner learner(train, dev, o);
   const auto f = fit(learner, o.fit);
   RspgResult res;
-  res.steps_done = f.steps_done;
-  res.total_steps = f.state.total_steps;
+  fill_result(f, res, [](const EpochRecord& e) {
+    return RspgEpoch{e.epoch, e.loss, e.dev_value("dev_success"), e.dev_value("dev_utility")};
+  });
   res.init_dev_success = learner.initial("dev_success");
   res.init_dev_utility = learner.initial("dev_utility");
-  for (const auto& e : f.state.epochs)
-    res.epochs.push_back({e.epoch, e.loss, e.dev ? e.dev->values.value("dev_success", 0.0) : 0.0,
-                          e.dev ? e.dev->values.value("dev_utility", 0.0) : 0.0});
-  res.best_epoch = f.state.best_epoch;
-  res.losses = f.losses;
-  res.seconds = f.seconds;
   return res;
 }
 
