@@ -69,7 +69,7 @@ void resolve_pools(Plan& p, const EvalOptions& opts) {
 Plan plan(const data::Dataset& ds, const tasks::Task& task, const retrieval::CandidateSource& source,
           const EvalOptions& opts) {
   if (!ds.has_outputs) throw Error("eval needs gold outputs, and " + ds.task + " " + ds.split + " has none");
-  if (opts.retrievers.empty()) throw UsageError("eval needs at least one retriever");
+  opts.validate();
   Plan p;
   p.n = opts.run.limit ? std::min(opts.run.limit, ds.examples.size()) : ds.examples.size();
   p.recall = task.uses_corpus();
@@ -191,6 +191,14 @@ EvalReport score(const data::Dataset& ds, const tasks::Task& task, const llm::La
 }
 
 }  // namespace
+
+void EvalOptions::validate() const {
+  if (retrievers.empty()) throw FieldError<UsageError>("retrievers", "eval needs at least one retriever");
+  if (!(alpha > 0 && alpha < 1)) throw FieldError<UsageError>("alpha", "alpha = " + std::to_string(alpha) + ": must be in (0, 1)");
+  if (!(qpp_sigma_percent >= 0 && qpp_sigma_percent <= 100))
+    throw FieldError<UsageError>("qpp_sigma_percent",
+                                 "qpp_sigma_percent = " + std::to_string(qpp_sigma_percent) + ": must be in [0, 100]");
+}
 
 EvalReport evaluate(const data::Dataset& ds, const tasks::Task& task, const retrieval::CandidateSource& source,
                     llm::LanguageModel& model, const text::Tokenizer& tok, const EvalOptions& opts) {

@@ -42,10 +42,19 @@ struct Item {
 
 }  // namespace
 
+void CollectOptions::validate() const {
+  if (kind == Kind::Retriever) {
+    if (retrievers.empty()) throw FieldError<UsageError>("retrievers", "retriever feedback needs a pool of at least one retriever");
+  } else if (top_l == 0) {
+    throw FieldError<UsageError>("top_l", "top_l = 0: " + kind_name(kind) + " feedback needs at least one candidate");
+  }
+}
+
 Summary collect(const data::Dataset& ds, const tasks::Task& task, const retrieval::CandidateSource& source,
                 llm::LanguageModel& model, store::LlmCache& cache, store::FeedbackLog& log,
                 const text::Tokenizer& tok, const CollectOptions& opts) {
   const auto start = std::chrono::steady_clock::now();
+  opts.validate();
   if (!ds.has_outputs) throw Error("feedback needs gold outputs, and " + ds.task + " " + ds.split + " has none");
   const std::size_t n_examples = opts.run.limit ? std::min(opts.run.limit, ds.examples.size()) : ds.examples.size();
   tasks::PromptOptions popts;

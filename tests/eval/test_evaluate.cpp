@@ -226,3 +226,32 @@ TEST(Evaluate, SelectorsChooseAPoolMemberPerExampleAndAreComparedWithQppAndOracl
     EXPECT_NE(std::string(e.what()).find("dense:x"), std::string::npos) << e.what();
   }
 }
+
+namespace attune::eval {
+namespace {
+
+TEST(EvalOptionsValidate, NamesTheFieldAndItsValue) {
+  EvalOptions ok;
+  EXPECT_NO_THROW(ok.validate());
+  auto expect = [](EvalOptions o, const std::string& field, const std::string& text) {
+    try {
+      o.validate();
+      FAIL() << field;
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+      EXPECT_EQ(dynamic_cast<const NamesField&>(e).field(), field);
+    }
+  };
+  EvalOptions none = ok;
+  none.retrievers.clear();
+  expect(none, "retrievers", "at least one retriever");
+  EvalOptions alpha = ok;
+  alpha.alpha = 1.5;
+  expect(alpha, "alpha", "alpha = 1.5");
+  EvalOptions sigma = ok;
+  sigma.qpp_sigma_percent = -1;
+  expect(sigma, "qpp_sigma_percent", "qpp_sigma_percent = -1");
+}
+
+}  // namespace
+}  // namespace attune::eval

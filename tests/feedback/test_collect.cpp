@@ -197,3 +197,32 @@ TEST(Feedback, RefusesDataWithoutGolds) {
   auto store = store::open_sqlite(temp_store("nogold"));
   EXPECT_THROW(feedback::collect(f.ds, *f.task, f.source, f.reader, *store, f.tok, opts(feedback::Kind::Doc)), Error);
 }
+
+namespace attune::feedback {
+namespace {
+
+TEST(CollectOptionsValidate, RefusesNoCandidatesAndAnEmptyPoolNamingTheField) {
+  CollectOptions doc;
+  EXPECT_NO_THROW(doc.validate());
+  doc.top_l = 0;
+  try {
+    doc.validate();
+    FAIL();
+  } catch (const UsageError& e) {
+    EXPECT_EQ(dynamic_cast<const NamesField&>(e).field(), "top_l");
+  }
+  CollectOptions pool;
+  pool.kind = Kind::Retriever;
+  pool.top_l = 0;  // not used by the retriever kind
+  EXPECT_NO_THROW(pool.validate());
+  pool.retrievers.clear();
+  try {
+    pool.validate();
+    FAIL();
+  } catch (const UsageError& e) {
+    EXPECT_EQ(dynamic_cast<const NamesField&>(e).field(), "retrievers");
+  }
+}
+
+}  // namespace
+}  // namespace attune::feedback

@@ -41,6 +41,7 @@ void add_eval(CLI::App& app, int& rc) {
     o->retrievers = retrieval::split_specs(*specs);
     o->reference_quirks = !*no_quirks;
     r->apply(o->run);
+    o->validate();  // option errors before any work
     o->generate.seed = r->seed;
     auto task = load_task(*d);
     auto ds = load_dataset(*d);

@@ -34,6 +34,7 @@ void add_feedback(CLI::App& app, int& rc) {
     o->kind = feedback::parse_kind(*kind);
     o->retrievers = retrieval::split_specs(*pool);
     r->apply(o->run);
+    o->validate();  // option errors before any work
     auto task = load_task(*d);
     auto ds = load_dataset(*d);
     auto tok = engine::budget_tokenizer(r->tokenizer, *llm_spec);

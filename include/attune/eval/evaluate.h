@@ -44,6 +44,10 @@ struct EvalOptions {
   std::vector<SelectorSpec> selectors;
   std::size_t qpp_k = 0;
   double qpp_sigma_percent = 50;  // x of sigma_x%
+
+  // FieldError<UsageError> naming the field and its value: no retriever, alpha outside
+  // (0, 1), qpp_sigma_percent outside [0, 100].
+  void validate() const;
 };
 
 struct ExampleResult {

@@ -48,6 +48,10 @@ struct CollectOptions {
   // Where a retriever's candidates come from (by spec: initial_retriever, or each of the
   // pool): null (or a null answer) = the `source` given to collect(). See eval::EvalOptions.
   std::function<const retrieval::CandidateSource*(const std::string& spec)> source_for;
+
+  // FieldError<UsageError> naming the field and its value: top_l 0 (doc, likelihood) or an
+  // empty pool (retriever).
+  void validate() const;
 };
 
 struct Summary {
