@@ -13,7 +13,7 @@ namespace attune::engine {
 
 namespace fs = std::filesystem;
 
-std::unique_ptr<retrieval::CandidateSource> make_source(const DataSpec& d, const tasks::Task& task, store::Store& store,
+std::unique_ptr<retrieval::CandidateSource> make_source(const DataSpec& d, const tasks::Task& task, store::BlobStore& store,
                                                         bool quiet, std::size_t n) {
   if (!task.uses_corpus()) return std::make_unique<retrieval::ProfileCandidates>(task);
   if (d.data.empty()) throw FieldError<UsageError>("data", "task " + task.name() + " searches a corpus: name its directory");
@@ -49,7 +49,7 @@ std::function<const retrieval::CandidateSource*(const std::string&)> Sources::lo
   return [this](const std::string& spec) { return &for_spec(spec); };
 }
 
-Sources make_sources(const DataSpec& d, const tasks::Task& task, store::Store& store, const ModelOptions& models,
+Sources make_sources(const DataSpec& d, const tasks::Task& task, store::BlobStore& store, const ModelOptions& models,
                      bool quiet, const std::vector<std::string>& specs, std::size_t n) {
   Sources out;
   out.base = make_source(d, task, store, quiet, n);

@@ -85,7 +85,7 @@ std::string model_fingerprint(const fs::path& dir) {
 
 DenseCorpusCandidates::DenseCorpusCandidates(const tasks::Task& task, std::vector<Document> corpus,
                                              std::shared_ptr<const models::TextEncoder> encoder,
-                                             std::string weights_key, store::Store* store, DenseCorpusOptions opts)
+                                             std::string weights_key, store::BlobStore* store, DenseCorpusOptions opts)
     : task_(task), corpus_(std::move(corpus)), encoder_(std::move(encoder)), opts_(std::move(opts)) {
   if (!encoder_) throw UsageError("dense corpus search needs an encoder");
   opts_.chunk = std::max<std::size_t>(1, opts_.chunk);
@@ -102,7 +102,7 @@ DenseCorpusCandidates::DenseCorpusCandidates(const tasks::Task& task, std::vecto
 DenseCorpusCandidates::~DenseCorpusCandidates() = default;
 
 std::unique_ptr<DenseCorpusCandidates> DenseCorpusCandidates::open(const tasks::Task& task, std::vector<Document> corpus,
-                                                                   const fs::path& model_dir, store::Store* store,
+                                                                   const fs::path& model_dir, store::BlobStore* store,
                                                                    const models::EncoderOptions& eo,
                                                                    DenseCorpusOptions opts) {
   auto encoder = shared_encoder(model_dir.string(), eo);
@@ -113,7 +113,7 @@ std::unique_ptr<DenseCorpusCandidates> DenseCorpusCandidates::open(const tasks::
                                                  std::move(opts));
 }
 
-void DenseCorpusCandidates::build(store::Store* store) {
+void DenseCorpusCandidates::build(store::BlobStore* store) {
   const std::size_t N = corpus_.size(), D = encoder_->dim(), C = opts_.chunk;
   auto emb = std::make_shared<CorpusEmbeddings>();
   emb->dim = D;

@@ -11,7 +11,7 @@
 namespace attune::train {
 
 std::vector<RopgExample> ropg_examples(const data::Dataset& ds, const tasks::Task& task,
-                                       const retrieval::CandidateSource& source, store::Store& store,
+                                       const retrieval::CandidateSource& source, store::FeedbackLog& store,
                                        const std::string& model_id, const std::string& initial_retriever,
                                        std::size_t top_l, std::uint64_t seed, std::size_t limit) {
   // The same ranking feedback::collect used, so the ids match the records.

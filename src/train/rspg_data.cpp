@@ -19,7 +19,7 @@ RspgVariant parse_rspg_variant(const std::string& s) {
 std::string rspg_variant_name(RspgVariant v) { return v == RspgVariant::Pre ? "rspg-pre" : "rspg-post"; }
 
 std::vector<RspgExample> rspg_examples(const data::Dataset& ds, const tasks::Task& task,
-                                       const retrieval::CandidateSource& source, store::Store& store,
+                                       const retrieval::CandidateSource& source, store::FeedbackLog& store,
                                        const std::string& model_id, const text::Tokenizer& tok,
                                        const RspgDataOptions& o) {
   if (o.pool.size() < 2) throw UsageError("RSPG needs a pool of at least 2 retrievers");

@@ -16,7 +16,7 @@ namespace attune::engine {
 
 // Profile candidates on per-profile tasks; on corpus tasks the corpus BM25 top-n (the
 // index is built once and kept in the store as a blob). `quiet`: no progress line.
-std::unique_ptr<retrieval::CandidateSource> make_source(const DataSpec& d, const tasks::Task& task, store::Store& store,
+std::unique_ptr<retrieval::CandidateSource> make_source(const DataSpec& d, const tasks::Task& task, store::BlobStore& store,
                                                         bool quiet, std::size_t n = 100);
 
 // Per-profile tasks: the profile for every retriever. Corpus tasks: the BM25 top-n (`base`)
@@ -32,7 +32,7 @@ struct Sources {
   // For eval::EvalOptions::source_for / feedback::CollectOptions::source_for.
   std::function<const retrieval::CandidateSource*(const std::string&)> lookup() const;
 };
-Sources make_sources(const DataSpec& d, const tasks::Task& task, store::Store& store, const ModelOptions& models,
+Sources make_sources(const DataSpec& d, const tasks::Task& task, store::BlobStore& store, const ModelOptions& models,
                      bool quiet, const std::vector<std::string>& specs, std::size_t n = 100);
 
 }  // namespace attune::engine

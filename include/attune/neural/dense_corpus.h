@@ -49,12 +49,12 @@ class DenseCorpusCandidates final : public retrieval::CandidateSource {
   // DenseRetriever (publish_embeddings) while this object lives.
   DenseCorpusCandidates(const tasks::Task& task, std::vector<Document> corpus,
                         std::shared_ptr<const models::TextEncoder> encoder, std::string weights_key,
-                        store::Store* store, DenseCorpusOptions opts = {});
+                        store::BlobStore* store, DenseCorpusOptions opts = {});
   ~DenseCorpusCandidates() override;
   // Loads the encoder of `model_dir` (shared_encoder) and keys the cache by its
   // model_fingerprint and the embedding options of `eo`.
   static std::unique_ptr<DenseCorpusCandidates> open(const tasks::Task& task, std::vector<Document> corpus,
-                                                     const std::filesystem::path& model_dir, store::Store* store,
+                                                     const std::filesystem::path& model_dir, store::BlobStore* store,
                                                      const models::EncoderOptions& eo = {}, DenseCorpusOptions opts = {});
 
   // The dense top-n passages for task.query(ex), best first (owner ""). Answers come from
@@ -78,7 +78,7 @@ class DenseCorpusCandidates final : public retrieval::CandidateSource {
   const std::string& cache_key() const { return key_; }
 
  private:
-  void build(store::Store* store);
+  void build(store::BlobStore* store);
   std::vector<index::VectorHits> search_texts(const std::vector<std::string>& texts, std::size_t k) const;
 
   const tasks::Task& task_;

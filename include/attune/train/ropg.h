@@ -82,7 +82,7 @@ RopgResult train_ropg(const std::vector<RopgExample>& train, const std::vector<R
 // document when a utility is missing (run `attune feedback --kind doc` first; `attune
 // train` does it for you).
 std::vector<RopgExample> ropg_examples(const data::Dataset& ds, const tasks::Task& task,
-                                       const retrieval::CandidateSource& source, store::Store& store,
+                                       const retrieval::CandidateSource& source, store::FeedbackLog& store,
                                        const std::string& model_id, const std::string& initial_retriever,
                                        std::size_t top_l, std::uint64_t seed, std::size_t limit = 0);
 

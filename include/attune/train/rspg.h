@@ -86,7 +86,7 @@ struct RspgDataOptions {
   std::function<const retrieval::CandidateSource*(const std::string& spec)> source_for;
 };
 std::vector<RspgExample> rspg_examples(const data::Dataset& ds, const tasks::Task& task,
-                                       const retrieval::CandidateSource& source, store::Store& store,
+                                       const retrieval::CandidateSource& source, store::FeedbackLog& store,
                                        const std::string& model_id, const text::Tokenizer& tok,
                                        const RspgDataOptions& opts);
 
