@@ -7,6 +7,7 @@
 #include "attune/neural/dense.h"
 #include "attune/retrieval/retriever.h"
 #include "attune/neural/selector.h"
+#include "attune/core/file.h"
 #include "common.h"
 
 namespace attune::cli {
@@ -82,7 +83,7 @@ void add_eval(CLI::App& app, int& rc) {
     auto report = eval::evaluate(ds, *task, *sources.base, m, *tok, *o);
     std::fputs(eval::format_table(report).c_str(), stdout);
     std::fflush(stdout);
-    if (!out->empty()) write_file(*out, eval::to_json(report));
+    if (!out->empty()) write_file_atomic(*out, eval::to_json(report));
     nlohmann::json summary = nlohmann::json::parse(eval::to_json(report));
     summary.erase("per_example");
     summary["llm_counters"] = llm_counters_json(m);  // the model's requests, retries, ... and cache hits

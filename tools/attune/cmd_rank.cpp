@@ -3,6 +3,7 @@
 
 #include "attune/core/parallel.h"
 #include "attune/neural/dense.h"
+#include "attune/core/file.h"
 #include "common.h"
 
 namespace attune::cli {
@@ -39,7 +40,7 @@ void add_rank(CLI::App& app, int& rc) {
     });
     std::string text;
     for (auto& l : lines) text += l + "\n";
-    write_file(*out, text);
+    write_file_atomic(*out, text);
     rc = 0;
   });
 }

@@ -81,6 +81,4 @@ void print_llm_counters(const llm::LanguageModel& model, bool quiet) {
   std::fprintf(stderr, "%s\n", line.c_str());
 }
 
-void write_file(const fs::path& path, const std::string& text) { write_file_atomic(path, text); }
-
 }  // namespace attune::cli

@@ -56,9 +56,6 @@ using engine::train_outputs;
 nlohmann::json llm_counters_json(const llm::LanguageModel& model);
 void print_llm_counters(const llm::LanguageModel& model, bool quiet);
 
-// Writes text to a file atomically (temp file + rename); Error naming the path.
-void write_file(const std::filesystem::path& path, const std::string& text);
-
 // Replaces `--config FILE` in a verb's arguments by the file's options (config_file.cpp: a
 // TOML subset, key = value; the command line wins). UsageError naming the file and line.
 std::vector<std::string> expand_config(const std::vector<std::string>& args);
