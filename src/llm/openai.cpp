@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <csignal>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -58,14 +59,47 @@ long parse_integer(std::string_view v, const std::string& key, const std::string
 
 }  // namespace
 
-OpenAIOptions parse_openai_spec(std::string_view spec) {
-  const std::string where = "language model \"" + std::string(spec) + "\": ";
+std::string redact_url_passwords(std::string_view text) {
+  std::string out(text);
+  for (std::size_t from = 0;;) {
+    const auto scheme = out.find("://", from);
+    if (scheme == std::string::npos) break;
+    const std::size_t start = scheme + 3;
+    const std::size_t end = out.find_first_of("/?#", start);
+    const std::string_view authority = std::string_view(out).substr(start, end == std::string::npos ? std::string::npos : end - start);
+    const auto at = authority.rfind('@');
+    const auto colon = authority.find(':');
+    if (at != std::string_view::npos && colon != std::string_view::npos && colon < at) {
+      out.replace(start + colon + 1, at - colon - 1, "***");
+      from = start + colon + 4;
+    } else {
+      from = start;
+    }
+  }
+  return out;
+}
+
+OpenAIOptions parse_openai_spec(std::string_view spec_in) {
+  const std::string where = "language model \"" + redact_url_passwords(spec_in) + "\": ";
+  OpenAIOptions o;
+  // USER:PASSWORD@ goes to basic auth; the spec parsed below (and every message) has none.
+  std::string stripped(spec_in);
+  if (const auto scheme = stripped.find("://"); scheme != std::string::npos) {
+    const std::size_t start = scheme + 3;
+    const std::size_t end = std::min(stripped.find_first_of("/?#", start), stripped.size());
+    const auto at = stripped.rfind('@', end - 1);
+    if (end > start && at != std::string::npos && at >= start) {
+      o.userinfo = stripped.substr(start, at - start);
+      if (o.userinfo.empty()) throw UsageError(where + "empty user name before '@' in the base URL");
+      stripped.erase(start, at - start + 1);
+    }
+  }
+  const std::string_view spec = stripped;
   std::string_view s = spec;
   if (starts_with(s, "openai:")) s.remove_prefix(7);
   const auto hash = s.find('#');
   if (hash == std::string_view::npos)
     throw UsageError(where + "expected openai:BASE_URL#MODEL (no '#' before the model name)");
-  OpenAIOptions o;
   std::string_view url = s.substr(0, hash), rest = s.substr(hash + 1);
   const auto q = rest.find('?');
   o.model = std::string(rest.substr(0, q));
@@ -136,12 +170,17 @@ OpenAIOptions parse_openai_spec(std::string_view spec) {
         const long r = parse_integer(value, key, where);
         if (r < 0 || r > 100) throw UsageError(where + "setting retries=" + std::string(value) + " must be in 0..100");
         o.retries = static_cast<int>(r);
+      } else if (key == "max_response") {
+        const long m = parse_integer(value, key, where);
+        if (m < 1024 || m > (1L << 30))
+          throw UsageError(where + "setting max_response=" + std::string(value) + " must be in 1024..1073741824 bytes");
+        o.max_response = static_cast<std::size_t>(m);
       } else if (key == "backoff") {
         o.backoff = parse_number(value, key, where);
         if (o.backoff < 0) throw UsageError(where + "setting backoff=" + std::string(value) + " must be >= 0 seconds");
       } else {
         throw UsageError(where + "unknown setting \"" + key +
-                         "\" (expected api, concurrency, timeout, retries or backoff)");
+                         "\" (expected api, concurrency, timeout, max_response, retries or backoff)");
       }
       if (amp == std::string_view::npos) break;
       settings = settings.substr(amp + 1);
@@ -197,6 +236,73 @@ std::string server_message(const std::string& body) {
 
 }  // namespace
 
+namespace {
+
+// Whole-request deadlines: a socket timeout bounds each read, not the request, so a server
+// that trickles one byte at a time could hold a request forever. One thread watches the
+// attempts in flight and shuts the socket of any past its deadline (Client::stop is meant
+// to be called from another thread); the blocked request then returns an error.
+class Deadlines {
+ public:
+  ~Deadlines() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      quit_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+  std::uint64_t arm(httplib::Client* c, Clock::time_point deadline) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+    const std::uint64_t id = ++next_;
+    live_.emplace(id, Entry{deadline, c, false});
+    cv_.notify_all();
+    return id;
+  }
+  // Forgets the attempt; true when its deadline fired (the socket was shut).
+  bool disarm(std::uint64_t id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = live_.find(id);
+    const bool fired = it != live_.end() && it->second.fired;
+    if (it != live_.end()) live_.erase(it);
+    return fired;
+  }
+
+ private:
+  struct Entry {
+    Clock::time_point deadline;
+    httplib::Client* client;
+    bool fired;
+  };
+  void loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!quit_) {
+      auto next = Clock::time_point::max();
+      const auto now = Clock::now();
+      for (auto& [id, e] : live_) {
+        if (e.fired) continue;
+        if (e.deadline <= now) {
+          e.fired = true;
+          e.client->stop();  // disarm() waits for mu_, so the client outlives this call
+        } else {
+          next = std::min(next, e.deadline);
+        }
+      }
+      if (next == Clock::time_point::max()) cv_.wait(lock);
+      else cv_.wait_until(lock, next);
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::uint64_t, Entry> live_;
+  std::uint64_t next_ = 0;
+  bool quit_ = false;
+  std::thread thread_;
+};
+
+}  // namespace
+
 struct OpenAIModel::Impl {
   OpenAIOptions o;
   std::string host;    // scheme://host[:port]
@@ -211,8 +317,9 @@ struct OpenAIModel::Impl {
   std::mutex rng_mu;
   std::mt19937_64 rng{0x6f70656e6169ULL};
 
-  std::atomic<std::uint64_t> requests{0}, retries{0}, failures{0}, timeouts{0}, prompt_tokens{0},
+  std::atomic<std::uint64_t> requests{0}, retries{0}, failures{0}, timeouts{0}, oversized{0}, prompt_tokens{0},
       completion_tokens{0}, straddling{0};
+  Deadlines deadlines;  // declared after the pool: destroyed (joined) before the clients
   std::atomic<double> request_seconds{0}, backoff_seconds{0}, queue_seconds{0};
 
   std::unique_ptr<httplib::Client> acquire() {
@@ -234,6 +341,10 @@ struct OpenAIModel::Impl {
     c->set_write_timeout(t);
     c->set_keep_alive(true);
     c->set_tcp_nodelay(true);  // headers and body go in separate writes: no Nagle delay
+    if (!o.userinfo.empty()) {
+      const auto colon = o.userinfo.find(':');
+      c->set_basic_auth(o.userinfo.substr(0, colon), colon == std::string::npos ? "" : o.userinfo.substr(colon + 1));
+    }
     return c;
   }
   // keep = false drops the connection (after an error its state is unknown).
@@ -263,30 +374,55 @@ struct OpenAIModel::Impl {
       auto client = acquire();
       ++requests;
       const auto t0 = Clock::now();
-      auto res = client->Post(path, headers, payload, "application/json");
+      httplib::Request req;
+      req.method = "POST";
+      req.path = path;
+      req.headers = headers;
+      req.body = payload;
+      req.set_header("Content-Type", "application/json");
+      std::string received;
+      bool too_large = false;
+      const auto deadline = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.timeout));
+      req.content_receiver = [&](const char* data, std::size_t n, std::uint64_t, std::uint64_t) {
+        if (received.size() + n > o.max_response) {
+          too_large = true;
+          return false;
+        }
+        received.append(data, n);
+        return Clock::now() < deadline;
+      };
+      const std::uint64_t watch = deadlines.arm(client.get(), deadline);
+      auto res = client->send(req);
+      const bool expired = deadlines.disarm(watch) || Clock::now() >= deadline;
       const double dt = seconds_since(t0);
       request_seconds.fetch_add(dt);
       double retry_after = -1;
       bool retryable = true;
-      if (!res) {
+      if (too_large) {
         release(std::move(client), false);
-        const auto err = res.error();
-        const bool timed_out = err == httplib::Error::ConnectionTimeout ||
+        ++oversized;
+        throw Error(url + ": the answer is larger than max_response=" + std::to_string(o.max_response) +
+                    " bytes (raise it in the spec: ...?max_response=BYTES)");
+      }
+      if (!res || expired) {
+        release(std::move(client), false);
+        const auto err = res ? httplib::Error::Read : res.error();
+        const bool timed_out = expired || err == httplib::Error::ConnectionTimeout ||
                                ((err == httplib::Error::Read || err == httplib::Error::Write) && dt >= 0.9 * o.timeout);
         if (timed_out) {
           ++timeouts;
-          char buf[64];
-          std::snprintf(buf, sizeof buf, "no answer within the timeout of %gs", o.timeout);
+          char buf[96];
+          std::snprintf(buf, sizeof buf, "no complete answer within the timeout of %gs", o.timeout);
           last = buf;
         } else {
           last = httplib::to_string(err);
         }
-        retryable = err == httplib::Error::Connection || err == httplib::Error::Read || err == httplib::Error::Write ||
-                    err == httplib::Error::ConnectionTimeout || err == httplib::Error::Unknown ||
-                    err == httplib::Error::SSLConnection;
+        retryable = timed_out || err == httplib::Error::Connection || err == httplib::Error::Read ||
+                    err == httplib::Error::Write || err == httplib::Error::ConnectionTimeout ||
+                    err == httplib::Error::Unknown || err == httplib::Error::SSLConnection;
       } else {
         const int status = res->status;
-        std::string text = std::move(res->body);
+        std::string text = std::move(received);
         const std::string ra = res->get_header_value("Retry-After");
         release(std::move(client), true);
         if (status >= 200 && status < 300) {
@@ -411,14 +547,46 @@ struct OpenAIModel::Impl {
                                                                   std::to_string(lps.size()));
     const std::size_t P = utf8_code_points(req.prompt);
     const std::size_t T = P + utf8_code_points(req.target);
+    // The echoed text must be what was sent: choices[0].text (prompt + target + the one
+    // generated token), else the tokens' texts joined.
+    const json* toks = lp.contains("tokens") && lp["tokens"].is_array() ? &lp["tokens"] : nullptr;
+    if (toks && toks->size() != lps.size())
+      malformed(endpoint, "choices[0].logprobs.tokens", "has " + std::to_string(toks->size()) +
+                                                            " entries but token_logprobs has " + std::to_string(lps.size()));
+    const std::string sent = req.prompt + req.target;
+    if (c.contains("text") && c["text"].is_string()) {
+      if (!starts_with(c["text"].get_ref<const std::string&>(), sent))
+        malformed(endpoint, "choices[0].text", "does not begin with the prompt and target that were sent (is echo ignored?)");
+    } else if (toks) {
+      std::string joined;
+      for (const auto& t : *toks) {
+        if (!t.is_string()) malformed(endpoint, "choices[0].logprobs.tokens", "holds a non-string token");
+        joined += t.get<std::string>();
+        if (joined.size() >= sent.size()) break;
+      }
+      if (!starts_with(joined, sent))
+        malformed(endpoint, "choices[0].logprobs.tokens", "do not spell the prompt and target that were sent");
+    }
     std::vector<std::size_t> off(offs.size());
     for (std::size_t i = 0; i < offs.size(); ++i) {
+      const std::string field = "choices[0].logprobs.text_offset[" + std::to_string(i) + "]";
       if (!offs[i].is_number_integer() || offs[i].get<long long>() < 0)
-        malformed(endpoint, "choices[0].logprobs.text_offset[" + std::to_string(i) + "]", "is not a non-negative integer");
+        malformed(endpoint, field, "is not a non-negative integer");
       off[i] = offs[i].get<std::size_t>();
-      if (i && off[i] < off[i - 1])
-        malformed(endpoint, "choices[0].logprobs.text_offset[" + std::to_string(i) + "]", "decreases");
+      if (i && off[i] < off[i - 1]) malformed(endpoint, field, "decreases");
+      // Two tokens at one offset: only a text-less piece (a byte-fallback fragment) may
+      // share its successor's offset.
+      if (i && off[i] == off[i - 1]) {
+        const bool empty_piece = toks && (*toks)[i - 1].is_string() && (*toks)[i - 1].get_ref<const std::string&>().empty();
+        if (!empty_piece && !(i == 1 && lps[0].is_null()))
+          malformed(endpoint, field, "repeats the offset of token " + std::to_string(i - 1));
+      }
+      if (off[i] > T + 1024) malformed(endpoint, field, "lies past the end of the echoed text");
     }
+    for (std::size_t i = 0; i < lps.size(); ++i)
+      if (lps[i].is_number() && !(lps[i].get<double>() <= 0.0))
+        malformed(endpoint, "choices[0].logprobs.token_logprobs[" + std::to_string(i) + "]",
+                  "is " + lps[i].dump() + ": a log-probability must be <= 0");
     double total = 0;
     std::size_t counted = 0, straddles = 0;
     for (std::size_t i = 0; i < off.size() && off[i] < T; ++i) {
@@ -498,6 +666,7 @@ std::vector<std::pair<std::string, double>> OpenAIModel::counters() const {
           {"retries", static_cast<double>(m.retries)},
           {"failures", static_cast<double>(m.failures)},
           {"timeouts", static_cast<double>(m.timeouts)},
+          {"oversized", static_cast<double>(m.oversized)},
           {"prompt_tokens", static_cast<double>(m.prompt_tokens)},
           {"completion_tokens", static_cast<double>(m.completion_tokens)},
           {"straddling_tokens", static_cast<double>(m.straddling)},

@@ -60,7 +60,14 @@ double token_logprob(std::size_t i) { return -(static_cast<double>(i) + 1) / 4; 
 
 class FakeServer {
  public:
-  enum class Mode { normal, garbage, no_logprobs, no_offsets, unauthorized, no_choices };
+  enum class Mode {
+    normal, garbage, no_logprobs, no_offsets, unauthorized, no_choices,
+    trickle,           // a valid 38-byte answer, one byte every 50 ms
+    endless,           // a chunked 200 that never ends
+    positive_logprob,  // echo whose target token has log-probability +0.5
+    repeated_offset,   // two non-empty tokens at one offset
+    wrong_echo,        // echoes a text other than the one sent
+  };
   std::atomic<int> fail_429{0}, fail_500{0};
   std::atomic<int> delay_ms{0};
   std::atomic<Mode> mode{Mode::normal};
@@ -130,6 +137,23 @@ class FakeServer {
       case Mode::no_choices:
         res.set_content(R"({"object":"text_completion"})", "application/json");
         return;
+      case Mode::trickle:
+        res.set_chunked_content_provider("application/json", [](std::size_t offset, httplib::DataSink& sink) {
+          static const std::string body = R"({"choices":[{"text":"slow but sure"}]})";
+          if (offset >= body.size()) {
+            sink.done();
+            return true;
+          }
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+          return sink.write(body.data() + offset, 1);
+        });
+        return;
+      case Mode::endless:
+        res.set_chunked_content_provider("application/json", [](std::size_t, httplib::DataSink& sink) {
+          static const std::string chunk(1 << 16, 'x');
+          return sink.write(chunk.data(), chunk.size());
+        });
+        return;
       default:
         break;
     }
@@ -163,9 +187,13 @@ class FakeServer {
     lps.push_back(-9.0);
     offs.push_back(utf8_code_points_of(prompt));
     top.push_back({{".", -9.0}});
+    if (mode == Mode::positive_logprob) lps[lps.size() - 2] = 0.5;
+    if (mode == Mode::repeated_offset && offs.size() > 2) offs[offs.size() - 2] = offs[offs.size() - 3];
+    std::string echoed = prompt + ".";
+    if (mode == Mode::wrong_echo) echoed = "something else entirely.";
     json logprobs = {{"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", top}};
     if (mode != Mode::no_offsets) logprobs["text_offset"] = offs;
-    choice = {{"index", 0}, {"text", prompt + "."}, {"finish_reason", "length"}};
+    choice = {{"index", 0}, {"text", echoed}, {"finish_reason", "length"}};
     if (mode != Mode::no_logprobs) choice["logprobs"] = logprobs;
     res.set_content(json({{"choices", {choice}},
                           {"usage", {{"prompt_tokens", toks.size()}, {"completion_tokens", 1}}}})
@@ -483,4 +511,94 @@ TEST_F(OpenAI, ConcurrencyLimitIsSharedByAllThreads) {
   EXPECT_LE(server.max_in_flight.load(), 3);
   EXPECT_GT(server.max_in_flight.load(), 1);
   EXPECT_EQ(counter(*m, "requests"), 40);
+}
+
+TEST_F(OpenAI, TheTimeoutBoundsTheWholeRequestNotEachRead) {
+  // 38 bytes at one per 50 ms take 1.9 s; every single read is quick.
+  server.mode = FakeServer::Mode::trickle;
+  auto m = llm::make_openai_model(server.spec("timeout=0.5&retries=1&backoff=0.001"));
+  std::vector<llm::Prompt> ps = {{"x"}};
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto e = error_of([&] { m->generate(ps, {}); });
+  const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_NE(e.find("within the timeout of 0.5s"), std::string::npos) << e;
+  EXPECT_NE(e.find("2 attempts"), std::string::npos) << e;
+  EXPECT_LT(dt, 2.5);
+  EXPECT_EQ(counter(*m, "timeouts"), 2);
+  // The same answer within a long enough deadline is accepted.
+  auto patient = llm::make_openai_model(server.spec("timeout=10"));
+  EXPECT_EQ(patient->generate(ps, {})[0].text, "slow but sure");
+  EXPECT_EQ(counter(*patient, "timeouts"), 0);
+}
+
+TEST_F(OpenAI, AnEndlessAnswerIsCutAtMaxResponseAndNotRetried) {
+  server.mode = FakeServer::Mode::endless;
+  auto m = llm::make_openai_model(server.spec("max_response=1048576&backoff=0.001"));
+  std::vector<llm::Prompt> ps = {{"x"}};
+  const auto e = error_of([&] { m->generate(ps, {}); });
+  EXPECT_NE(e.find("larger than max_response=1048576 bytes"), std::string::npos) << e;
+  EXPECT_EQ(counter(*m, "oversized"), 1);
+  EXPECT_EQ(counter(*m, "retries"), 0);
+  EXPECT_EQ(server.hits.load(), 1);
+  // A normal answer over the limit is refused the same way; under it, accepted.
+  server.mode = FakeServer::Mode::normal;
+  auto small = llm::make_openai_model(server.spec("max_response=1024"));
+  std::vector<llm::Prompt> big = {{std::string(2000, 'a')}};
+  EXPECT_NE(error_of([&] { small->generate(big, {}); }).find("max_response=1024"), std::string::npos);
+  EXPECT_EQ(small->generate(ps, {})[0].text, "gen:x");
+}
+
+TEST(OpenAISpec, MaxResponseIsBounded) {
+  EXPECT_EQ(llm::parse_openai_spec("openai:http://h/v1#m").max_response, std::size_t{16} << 20);
+  EXPECT_EQ(llm::parse_openai_spec("openai:http://h/v1#m?max_response=4096").max_response, 4096u);
+  EXPECT_THROW(llm::parse_openai_spec("openai:http://h/v1#m?max_response=10"), UsageError);
+  EXPECT_THROW(llm::parse_openai_spec("openai:http://h/v1#m?max_response=99999999999"), UsageError);
+}
+
+TEST_F(OpenAI, ImpossibleLogprobAnswersAreMalformed) {
+  auto m = llm::make_openai_model(server.spec("backoff=0.001"));
+  std::vector<llm::ScoreRequest> reqs = {{"café au lait avec", " du sucre svp"}};
+  const double good = m->score(reqs)[0];
+  EXPECT_LT(good, 0);
+  server.mode = FakeServer::Mode::positive_logprob;
+  auto e = error_of([&] { m->score(reqs); });
+  EXPECT_NE(e.find("malformed response"), std::string::npos) << e;
+  EXPECT_NE(e.find("a log-probability must be <= 0"), std::string::npos) << e;
+  server.mode = FakeServer::Mode::repeated_offset;
+  e = error_of([&] { m->score(reqs); });
+  EXPECT_NE(e.find("text_offset["), std::string::npos) << e;
+  EXPECT_NE(e.find("repeats the offset"), std::string::npos) << e;
+  server.mode = FakeServer::Mode::wrong_echo;
+  e = error_of([&] { m->score(reqs); });
+  EXPECT_NE(e.find("choices[0].text"), std::string::npos) << e;
+  EXPECT_NE(e.find("does not begin with the prompt and target"), std::string::npos) << e;
+}
+
+TEST_F(OpenAI, UrlPasswordsGoToBasicAuthAndAreNeverPrinted) {
+  const std::string spec =
+      "openai:http://bob:s3cret@127.0.0.1:" + std::to_string(server.port()) + "/v1#tiny-model";
+  auto m = llm::make_openai_model(spec);
+  EXPECT_EQ(m->info().id.find("s3cret"), std::string::npos) << m->info().id;
+  EXPECT_EQ(m->info().id.find("bob"), std::string::npos) << m->info().id;
+  std::vector<llm::Prompt> ps = {{"x"}};
+  EXPECT_EQ(m->generate(ps, {})[0].text, "gen:x");
+  {
+    std::lock_guard<std::mutex> lock(server.mu);
+    EXPECT_EQ(server.last_auth, "Basic Ym9iOnMzY3JldA==");  // base64("bob:s3cret")
+  }
+  server.mode = FakeServer::Mode::unauthorized;
+  auto e = error_of([&] { m->generate(ps, {}); });
+  EXPECT_NE(e.find("HTTP 401"), std::string::npos) << e;
+  EXPECT_EQ(e.find("s3cret"), std::string::npos) << e;
+  // Spec errors show the URL with the password masked.
+  for (const std::string bad : {"openai:http://bob:s3cret@h:80x/v1#m", "openai:http://bob:s3cret@h/v1#m?colour=red",
+                                "openai:http://bob:s3cret@h/v1"}) {
+    try {
+      llm::parse_openai_spec(bad);
+      ADD_FAILURE() << "no error for " << bad;
+    } catch (const UsageError& err) {
+      EXPECT_EQ(std::string(err.what()).find("s3cret"), std::string::npos) << err.what();
+    }
+  }
+  EXPECT_EQ(llm::redact_url_passwords("see http://u:pw@h:1/v1 and https://a:b@c"), "see http://u:***@h:1/v1 and https://a:***@c");
 }

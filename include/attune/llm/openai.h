@@ -4,13 +4,20 @@
 // stays out of this header.
 //
 // Spec: openai:BASE_URL#MODEL[?key=value&key=value...]
-//   BASE_URL     http://HOST[:PORT][/PATH] or https://... (e.g. http://127.0.0.1:8000/v1);
-//                requests go to BASE_URL/completions and BASE_URL/chat/completions
+//   BASE_URL     http://[USER:PASSWORD@]HOST[:PORT][/PATH] or https://... (e.g.
+//                http://127.0.0.1:8000/v1); requests go to BASE_URL/completions and
+//                BASE_URL/chat/completions. USER:PASSWORD is sent as HTTP basic auth and
+//                never printed: messages and the model id show the URL without it
 //   MODEL        the server's model name (the request's "model")
 //   api          completions (default) | chat — the endpoint generate() uses; score()
 //                always uses /completions (echo + logprobs)
 //   concurrency  requests in flight at once per model object, shared by all threads (8)
-//   timeout      seconds per request: connect, read and write (60)
+//   timeout      seconds per attempt, a whole-request deadline: connecting, sending and
+//                reading the complete answer must finish within it, however the server
+//                trickles its bytes (60); an attempt past it counts in `timeouts`
+//   max_response largest answer body accepted, in bytes (16777216 = 16 MiB; 1024 ..
+//                1073741824): a longer one (endless chunked bodies included) is cut off,
+//                counted in `oversized` and is an error, never retried or cached
 //   retries      retries after the first attempt on 429, 5xx, connection errors and
 //                timeouts (5)
 //   backoff      base delay of the exponential backoff in seconds (0.5); the delay before
@@ -28,7 +35,12 @@
 // temperature:0} and sums choices[0].logprobs.token_logprobs over the echoed tokens that
 // lie in the target, located by text_offset (code points of the echoed text). A token that
 // straddles the prompt/target boundary counts for the target (counter straddling_tokens).
-// The generated token is ignored. An empty target scores 0 without a request.
+// The generated token is ignored. An empty target scores 0 without a request. Answers
+// that cannot be true are malformed responses (an Error, not a number): a positive
+// log-probability, two tokens at one offset (unless the earlier token's text is empty, as
+// for a byte-fallback piece), offsets past the echoed text, or an echoed text
+// (choices[0].text, else the concatenated logprobs.tokens) that does not begin with
+// prompt + target.
 #include <memory>
 #include <string>
 #include <string_view>
@@ -48,13 +60,18 @@ struct OpenAIOptions {
   int retries = 5;
   double backoff = 0.5;  // seconds
   double backoff_cap = 30;
+  std::size_t max_response = std::size_t{16} << 20;  // bytes of one answer body
+  std::string userinfo;  // "USER:PASSWORD" from the URL (basic auth); never printed
   std::string api_key;   // from ATTUNE_API_KEY (make_openai_model / parse_openai_spec do not read it)
 };
 
 // Parses "openai:BASE_URL#MODEL[?settings]" (the "openai:" prefix is optional). Strict:
 // UsageError naming the bad part for a missing '#' or model, a non-http(s) URL, an unknown
-// setting or a bad number.
+// setting or a bad number. Messages show the spec with any password replaced by "***".
 OpenAIOptions parse_openai_spec(std::string_view spec);
+
+// `text` with the password of every "scheme://USER:PASSWORD@" replaced by "***".
+std::string redact_url_passwords(std::string_view text);
 
 class OpenAIModel final : public LanguageModel {
  public:
@@ -65,7 +82,7 @@ class OpenAIModel final : public LanguageModel {
   std::vector<double> score(std::span<const ScoreRequest> requests) override;
   // "openai:BASE_URL#MODEL?api=API": what changes the answers, not the key or the limits.
   ModelInfo info() const override;
-  // requests, retries, failures, timeouts, prompt_tokens, completion_tokens,
+  // requests, retries, failures, timeouts, oversized, prompt_tokens, completion_tokens,
   // straddling_tokens, request_seconds, backoff_seconds, queue_seconds.
   std::vector<std::pair<std::string, double>> counters() const override;
   const OpenAIOptions& options() const { return opts_; }
