@@ -337,6 +337,17 @@ LoadedBert load_bert(const fs::path& dir, const torch::Device& device, bool clas
   else if (weights.contains("bert.embeddings.word_embeddings.weight")) prefix = "bert.";
   else throw Error(weights.source().string() + ": missing tensor \"embeddings.word_embeddings.weight\" (also tried \"bert.\")");
   const bool with_pooler = weights.contains(prefix + "pooler.dense.weight");
+  {  // sizes against the weights before anything is allocated
+    const ConfigCheck chk(cfgf, weights, prefix);
+    chk.tensor("embeddings.word_embeddings.weight", {{cfg.vocab_size, "vocab_size"}, {cfg.hidden_size, "hidden_size"}});
+    chk.tensor("embeddings.position_embeddings.weight",
+               {{cfg.max_positions, "max_position_embeddings"}, {cfg.hidden_size, "hidden_size"}});
+    chk.layers("encoder.layer.{}.attention.self.query.weight", cfg.num_layers, "num_hidden_layers");
+    chk.tensor("encoder.layer.0.intermediate.dense.weight",
+               {{cfg.intermediate_size, "intermediate_size"}, {cfg.hidden_size, "hidden_size"}});
+    if (classifier && cfg.num_labels > 0 && weights.contains("classifier.weight"))
+      ConfigCheck(cfgf, weights).tensor("classifier.weight", {{cfg.num_labels, "num_labels"}, {cfg.hidden_size, "hidden_size"}});
+  }
   LoadedBert out;
   out.model = BertModel(cfg, with_pooler);
   LoadOptions lo;

@@ -5,6 +5,7 @@
 
 #include "attune/core/error.h"
 #include "attune/core/file.h"
+#include "attune/models/safetensors.h"
 
 namespace attune::models {
 
@@ -96,6 +97,57 @@ std::vector<std::int64_t> ConfigFile::integers(const std::string& key) const {
     fail(key, "expected an integer or a list of integers");
   }
   return out;
+}
+
+}  // namespace attune::models
+
+namespace attune::models {
+
+namespace {
+std::string layer_name(const std::string& pattern, std::int64_t i) {
+  std::string s = pattern;
+  const auto at = s.find("{}");
+  if (at != std::string::npos) s.replace(at, 2, std::to_string(i));
+  return s;
+}
+std::string dims_str(const std::vector<std::int64_t>& d) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
+  return s + "]";
+}
+}  // namespace
+
+void ConfigCheck::at_least(std::int64_t value, const std::string& field, std::int64_t min) const {
+  if (value < min) c_.fail(field, std::to_string(value) + " must be at least " + std::to_string(min));
+}
+
+void ConfigCheck::tensor(const std::string& name, const std::vector<Dim>& dims) const {
+  const std::string full = prefix_ + name;
+  if (!w_.contains(full))
+    throw Error(w_.source().string() + ": missing tensor \"" + full + "\" (which " + c_.source() + " describes)");
+  const auto& shape = w_.get(full).shape;
+  std::vector<std::int64_t> want;
+  for (const auto& d : dims) want.push_back(d.value);
+  if (shape.size() != dims.size())
+    throw Error(c_.source() + ": tensor \"" + full + "\" in " + w_.source().string() + " has shape " + dims_str(shape) +
+                ", expected " + std::to_string(dims.size()) + " dimensions " + dims_str(want));
+  for (std::size_t i = 0; i < dims.size(); ++i)
+    if (shape[i] != dims[i].value)
+      c_.fail(dims[i].field, "gives " + std::to_string(dims[i].value) + " but tensor \"" + full + "\" in " +
+                                 w_.source().string() + " has shape " + dims_str(shape) + " (expected " + dims_str(want) +
+                                 ")");
+}
+
+void ConfigCheck::layers(const std::string& pattern, std::int64_t n, const std::string& field) const {
+  at_least(n, field);
+  std::int64_t have = 0;
+  while (have < n && w_.contains(prefix_ + layer_name(pattern, have))) ++have;
+  if (have < n)
+    c_.fail(field, std::to_string(n) + " layers, but " + w_.source().string() + " holds " + std::to_string(have) +
+                       " (missing tensor \"" + prefix_ + layer_name(pattern, have) + "\")");
+  if (w_.contains(prefix_ + layer_name(pattern, n)))
+    c_.fail(field, std::to_string(n) + " layers, but " + w_.source().string() + " holds more (tensor \"" + prefix_ +
+                       layer_name(pattern, n) + "\")");
 }
 
 }  // namespace attune::models

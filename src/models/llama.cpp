@@ -242,8 +242,24 @@ Llama::~Llama() = default;
 torch::nn::Module& Llama::module() { return *net_; }
 
 std::shared_ptr<Llama> Llama::load(const fs::path& dir, torch::Device device, torch::Dtype dtype) {
-  auto cfg = LlamaConfig::from(ConfigFile::load(dir));
+  const auto file = ConfigFile::load(dir);
+  auto cfg = LlamaConfig::from(file);
   auto weights = WeightSet::open(dir);
+  {  // sizes against the weights before anything is allocated
+    const ConfigCheck chk(file, weights);
+    chk.at_least(cfg.head_dim, "head_dim");
+    chk.at_least(cfg.max_positions, "max_position_embeddings");
+    chk.tensor("model.embed_tokens.weight", {{cfg.vocab_size, "vocab_size"}, {cfg.hidden_size, "hidden_size"}});
+    chk.layers("model.layers.{}.self_attn.q_proj.weight", cfg.num_layers, "num_hidden_layers");
+    chk.tensor("model.layers.0.self_attn.q_proj.weight",
+               {{cfg.num_heads * cfg.head_dim, "num_attention_heads x head_dim"}, {cfg.hidden_size, "hidden_size"}});
+    chk.tensor("model.layers.0.self_attn.k_proj.weight",
+               {{cfg.num_kv_heads * cfg.head_dim, "num_key_value_heads x head_dim"}, {cfg.hidden_size, "hidden_size"}});
+    chk.tensor("model.layers.0.mlp.gate_proj.weight",
+               {{cfg.intermediate_size, "intermediate_size"}, {cfg.hidden_size, "hidden_size"}});
+    if (!cfg.tie_embeddings && weights.contains("lm_head.weight"))
+      chk.tensor("lm_head.weight", {{cfg.vocab_size, "vocab_size"}, {cfg.hidden_size, "hidden_size"}});
+  }
   auto m = std::make_shared<Llama>(cfg, device, dtype);
   LoadOptions lo;
   if (cfg.tie_embeddings) lo.optional.insert("lm_head.weight");

@@ -383,8 +383,25 @@ T5::~T5() = default;
 torch::nn::Module& T5::module() { return *net_; }
 
 std::shared_ptr<T5> T5::load(const fs::path& dir, torch::Device device, torch::Dtype dtype) {
-  auto cfg = T5Config::from(ConfigFile::load(dir));
+  const auto file = ConfigFile::load(dir);
+  auto cfg = T5Config::from(file);
   auto weights = WeightSet::open(dir);
+  {  // sizes against the weights before anything is allocated
+    const ConfigCheck chk(file, weights);
+    std::string shared = "shared.weight";
+    for (const char* alias : {"encoder.embed_tokens.weight", "decoder.embed_tokens.weight"})
+      if (!weights.contains(shared) && weights.contains(alias)) shared = alias;
+    chk.tensor(shared, {{cfg.vocab_size, "vocab_size"}, {cfg.d_model, "d_model"}});
+    chk.layers("encoder.block.{}.layer.0.SelfAttention.q.weight", cfg.num_layers, "num_layers");
+    chk.layers("decoder.block.{}.layer.0.SelfAttention.q.weight", cfg.num_decoder_layers, "num_decoder_layers");
+    chk.tensor("encoder.block.0.layer.0.SelfAttention.q.weight",
+               {{cfg.num_heads * cfg.d_kv, "num_heads x d_kv"}, {cfg.d_model, "d_model"}});
+    chk.tensor("encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight",
+               {{cfg.num_buckets, "relative_attention_num_buckets"}, {cfg.num_heads, "num_heads"}});
+    chk.tensor(cfg.feed_forward_proj.rfind("gated-", 0) == 0 ? "encoder.block.0.layer.1.DenseReluDense.wi_0.weight"
+                                                               : "encoder.block.0.layer.1.DenseReluDense.wi.weight",
+               {{cfg.d_ff, "d_ff"}, {cfg.d_model, "d_model"}});
+  }
   auto m = std::make_shared<T5>(cfg, device, dtype);
   LoadOptions lo;
   lo.optional.insert("shared.weight");  // may be stored under an embed_tokens alias only

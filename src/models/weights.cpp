@@ -118,7 +118,11 @@ std::string load_module(torch::nn::Module& module, const WeightSet& weights, con
     if (c10::IntArrayRef(view.shape) != dst.sizes())
       throw Error(weights.source().string() + ": tensor \"" + full + "\" has shape " + shape_str(view.shape) +
                   " but the model (from config.json) expects " + shape_str(dst.sizes()));
-    dst.copy_(to_tensor(view, dst.scalar_type()));
+    auto src = to_tensor(view, dst.scalar_type());
+    if (src.is_floating_point() && !torch::isfinite(src).all().item<bool>())
+      throw Error(weights.source().string() + ": tensor \"" + full + "\" holds NaN or infinite values (a broken or "
+                  "diverged checkpoint); refusing to run it");
+    dst.copy_(src);
   };
   for (auto& item : params) copy_in(item.key(), item.value(), false);
   for (auto& item : buffers) copy_in(item.key(), item.value(), true);

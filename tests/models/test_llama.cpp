@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -214,7 +215,41 @@ TEST(Llama, SaveLoadRoundTripAndConfigErrors) {
     Llama::load(dir, torch::kCPU);
     FAIL() << "expected a shape error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("model.layers.0.mlp.gate_proj.weight\" has shape [24, 16] but the model (from config.json) expects [25, 16]"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("field \"intermediate_size\": gives 25 but tensor \"model.layers.0.mlp.gate_proj.weight\""), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("has shape [24, 16] (expected [25, 16])"), std::string::npos) << e.what();
+  }
+  // Absurd sizes are refused against the weights' header before anything is allocated
+  // (these used to allocate 13-15 GB), naming config.json and the field.
+  auto expect_refused = [&](const std::string& json, const std::vector<std::string>& parts) {
+    std::ofstream(dir / "config.json") << json;
+    try {
+      Llama::load(dir, torch::kCPU);
+      ADD_FAILURE() << "no error for " << json;
+    } catch (const Error& e) {
+      for (const auto& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
+    }
+  };
+  const std::string head = R"({"model_type": "llama", "vocab_size": 11, "hidden_size": 16, "intermediate_size": 24, "num_attention_heads": 4, "num_key_value_heads": 2, "tie_word_embeddings": true, )";
+  expect_refused(head + R"("num_hidden_layers": 1000000})",
+                 {(dir / "config.json").string(), "field \"num_hidden_layers\": 1000000 layers", "holds 2", "model.layers.2."});
+  expect_refused(head + R"("num_hidden_layers": 2, "head_dim": 1000000})",
+                 {"config.json", "num_attention_heads x head_dim", "gives 4000000", "q_proj.weight"});
+  expect_refused(head + R"("num_hidden_layers": 0})", {"config.json", "num_hidden_layers", "must be at least 1"});
+  expect_refused(head + R"("num_hidden_layers": 1})", {"num_hidden_layers", "holds more", "model.layers.1."});
+  // NaN weights are refused naming the tensor, not run into garbage.
+  std::ofstream(dir / "config.json") << head + R"("num_hidden_layers": 2})";
+  {
+    auto nan = Llama::random(tiny_config(), 17);
+    torch::NoGradGuard g;
+    nan->module().named_parameters()["model.norm.weight"].fill_(std::nan(""));
+    fs::remove_all(dir);
+    nan->save(dir);
+  }
+  try {
+    Llama::load(dir, torch::kCPU);
+    ADD_FAILURE() << "NaN weights were loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("\"model.norm.weight\" holds NaN"), std::string::npos) << e.what();
   }
   fs::remove_all(dir);
 }

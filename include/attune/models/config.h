@@ -45,3 +45,35 @@ class ConfigFile {
 };
 
 }  // namespace attune::models
+
+namespace attune::models {
+
+class WeightSet;
+
+// Compares config.json with the tensors the weights hold, before any module is built: a
+// size the weights do not have (num_hidden_layers: 1000000, head_dim: 1000000) would
+// otherwise allocate until the process is killed. Errors name config.json, the field, the
+// tensor and the weights file.
+class ConfigCheck {
+ public:
+  // A tensor dimension and the config field(s) it comes from ("num_attention_heads x head_dim").
+  struct Dim {
+    std::int64_t value;
+    std::string field;
+  };
+  ConfigCheck(const ConfigFile& config, const WeightSet& weights, std::string prefix = "")
+      : c_(config), w_(weights), prefix_(std::move(prefix)) {}
+  // `value` of `field` must be at least `min` (sizes of 0 or less build an empty or broken model).
+  void at_least(std::int64_t value, const std::string& field, std::int64_t min = 1) const;
+  // prefix + name holds exactly these dims.
+  void tensor(const std::string& name, const std::vector<Dim>& dims) const;
+  // prefix + pattern with "{}" replaced by i exists for every i < n and not for i = n.
+  void layers(const std::string& pattern, std::int64_t n, const std::string& field) const;
+
+ private:
+  const ConfigFile& c_;
+  const WeightSet& w_;
+  std::string prefix_;
+};
+
+}  // namespace attune::models
