@@ -3,7 +3,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <unistd.h>
 
 #include "attune/core/error.h"
@@ -30,27 +29,59 @@ std::string read_file(const fs::path& file) {
   return out;
 }
 
-void write_file_atomic(const fs::path& path, std::string_view bytes) {
-  const fs::path tmp = path.string() + ".tmp" + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    if (!out) throw Error(path.string() + ": cannot write");
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.flush();
-    if (!out) {
-      out.close();
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      throw Error(path.string() + ": write failed");
-    }
-  }
+namespace {
+
+// Writes all of `bytes` to `f`, then flushes; false on any failure (errno set).
+bool write_all(std::FILE* f, std::string_view bytes) {
+  if (!bytes.empty() && std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size()) return false;
+  return std::fflush(f) == 0;
+}
+
+// A device, FIFO or socket: written in place (replacing it would turn /dev/null into a file).
+void write_in_place(const fs::path& path, std::string_view bytes) {
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f) throw Error(path.string() + ": cannot write: " + std::strerror(errno));
+  const bool ok = write_all(f, bytes);
+  const int err = errno;
+  if (std::fclose(f) != 0 || !ok) throw Error(path.string() + ": write failed: " + std::strerror(ok ? errno : err));
+}
+
+}  // namespace
+
+void write_file_atomic(const fs::path& path_in, std::string_view bytes) {
   std::error_code ec;
+  fs::path path = path_in;
+  // Write through links: replace what they point at (a dangling link's target is created).
+  for (int hops = 0; fs::is_symlink(fs::symlink_status(path, ec)); ++hops) {
+    const fs::path target = fs::read_symlink(path, ec);
+    if (ec || hops == 40) throw Error(path_in.string() + ": cannot resolve the symbolic link" + (ec ? ": " + ec.message() : ""));
+    path = target.is_absolute() ? target : path.parent_path() / target;
+  }
+  const auto st = fs::status(path, ec);
+  if (fs::exists(st)) {
+    if (fs::is_directory(st)) throw Error(path_in.string() + ": is a directory, expected a file");
+    if (!fs::is_regular_file(st)) return write_in_place(path, bytes);
+  }
+  const fs::path tmp = path.string() + ".tmp" + std::to_string(::getpid());
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) throw Error(path_in.string() + ": cannot write: " + std::strerror(errno));
+  const bool ok = write_all(f, bytes);
+  const int err = errno;
+  const bool closed = std::fclose(f) == 0;
+  if (!ok || !closed) {
+    std::remove(tmp.c_str());
+    throw Error(path_in.string() + ": write failed: " + std::strerror(ok ? EIO : err));
+  }
   fs::rename(tmp, path, ec);
   if (ec) {
-    std::error_code ignored;
-    fs::remove(tmp, ignored);
-    throw Error(path.string() + ": " + ec.message());
+    std::remove(tmp.c_str());
+    throw Error(path_in.string() + ": " + ec.message());
   }
+}
+
+void write_output(const std::string& path, std::string_view bytes) {
+  if (path != "-") return write_file_atomic(path, bytes);
+  if (!write_all(stdout, bytes)) throw Error(std::string("standard output: write failed: ") + std::strerror(errno));
 }
 
 }  // namespace attune

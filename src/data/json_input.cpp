@@ -315,26 +315,4 @@ std::optional<std::string> FieldReader::optional_string(const char* key) const {
   return it->get<std::string>();
 }
 
-// ---- writing ----------------------------------------------------------------------------
-
-void write_file_atomic(const fs::path& file, std::string_view content) {
-  fs::path tmp = file;
-  tmp += ".tmp-" + std::to_string(::getpid());
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) throw Error("cannot write " + file.string() + ": " + std::strerror(errno));
-  bool ok = std::fwrite(content.data(), 1, content.size(), f) == content.size();
-  int err = errno;
-  ok = (std::fclose(f) == 0) && ok;
-  if (!ok) {
-    std::remove(tmp.c_str());
-    throw Error("cannot write " + file.string() + ": " + std::strerror(err ? err : EIO));
-  }
-  std::error_code ec;
-  fs::rename(tmp, file, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    throw Error("cannot write " + file.string() + ": " + ec.message());
-  }
-}
-
 }  // namespace attune::data::detail

@@ -75,8 +75,4 @@ std::string number_text(const json& v);
 // True for "YYYY-MM-DD" with month 01-12 and day 01-31.
 bool valid_date_shape(std::string_view s);
 
-// Writes `content` to `file` through a temporary file in the same directory and a rename,
-// so a reader never sees half a file. Error naming the file when it cannot.
-void write_file_atomic(const std::filesystem::path& file, std::string_view content);
-
 }  // namespace attune::data::detail

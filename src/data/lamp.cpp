@@ -193,7 +193,7 @@ void write_lamp(const Dataset& ds, const fs::path& questions, const fs::path& ou
     q += dump_checked(rec, questions.string() + " (example " + json_quote(ex.id) + ")");
   }
   q += "\n]\n";
-  detail::write_file_atomic(questions, q);
+  write_file_atomic(questions, q);
   if (!ds.has_outputs) return;
 
   std::string o = "{\"task\": " + dump_checked(ojson(ds.task), outputs.string()) + ", \"golds\": [\n";
@@ -205,7 +205,7 @@ void write_lamp(const Dataset& ds, const fs::path& questions, const fs::path& ou
     o += dump_checked(g, outputs.string() + " (example " + json_quote(ds.examples[i].id) + ")");
   }
   o += "\n]}\n";
-  detail::write_file_atomic(outputs, o);
+  write_file_atomic(outputs, o);
 }
 
 }  // namespace attune::data

@@ -210,10 +210,16 @@ void write_safetensors(const fs::path& path, const std::vector<NamedTensor>& ten
   std::string h = header.dump();
   while ((8 + h.size()) % 8) h.push_back(' ');  // align the data to 8 bytes, as the format recommends
   fs::path tmp = path;
-  tmp += ".tmp";
+  tmp += ".tmp" + std::to_string(::getpid());
+  // A failed write leaves nothing behind: no temporary file, the old file untouched.
+  auto fail = [&](const std::string& what) {
+    std::error_code ignored;
+    fs::remove(tmp, ignored);
+    throw Error(path.string() + ": " + what);
+  };
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw Error(tmp.string() + ": cannot write");
+    if (!out) fail("cannot write");
     unsigned char len[8];
     std::uint64_t n = h.size();
     for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>((n >> (8 * i)) & 0xff);
@@ -221,9 +227,14 @@ void write_safetensors(const fs::path& path, const std::vector<NamedTensor>& ten
     out.write(h.data(), static_cast<std::streamsize>(h.size()));
     for (auto* t : order) out.write(reinterpret_cast<const char*>(t->bytes.data()), static_cast<std::streamsize>(t->bytes.size()));
     out.flush();
-    if (!out) throw Error(tmp.string() + ": write failed");
+    if (!out) {
+      out.close();
+      fail("write failed (disk full?)");
+    }
   }
-  fs::rename(tmp, path);
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) fail(ec.message());
 }
 
 float half_to_float(std::uint16_t h) {

@@ -19,11 +19,11 @@ void add_rank(CLI::App& app, int& rc) {
   r->add(*cmd);
   cmd->add_option("--retriever", *spec, "retriever spec: none, random, recency, bm25, dense:DIR, cross:DIR, rrf(A,B,...)")->capture_default_str();
   cmd->add_option("--k", *k, "documents per query (0 = all)")->capture_default_str();
-  cmd->add_option("--out", *out, "output JSONL file")->required();
+  cmd->add_option("--out", *out, "output JSONL file (\"-\": standard output)")->required();
   cmd->callback([=, &rc] {
     auto task = load_task(*d);
     auto ds = load_dataset(*d);
-    auto st = store::open_sqlite(r->store);
+    auto st = store::open_sqlite(r->store_file());
     neural::register_retrievers(r->device);  // dense:/cross: models run on --device
     auto ret = retrieval::make_retriever(*spec, r->seed, task->uses_corpus());
     // Corpus tasks: dense:DIR searches the whole corpus itself (see make_sources).
@@ -40,7 +40,7 @@ void add_rank(CLI::App& app, int& rc) {
     });
     std::string text;
     for (auto& l : lines) text += l + "\n";
-    write_file_atomic(*out, text);
+    write_output(*out, text);
     rc = 0;
   });
 }

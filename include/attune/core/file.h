@@ -13,6 +13,13 @@ std::string read_file(const std::filesystem::path& path);
 // Replaces `path` with `bytes` atomically: a temporary file beside it (unique to this
 // process), then a rename, so readers see the old or the new file, never a part. Error
 // naming the path when it cannot be written; the temporary file is removed then.
+// A symlink is written through: its final target is replaced, the link stays. A path that
+// exists and is not a regular file (a device such as /dev/null, a FIFO) is written to in
+// place, never replaced; a directory is an Error.
 void write_file_atomic(const std::filesystem::path& path, std::string_view bytes);
+
+// Where users name an output file (--out): "-" writes to standard output (Error when the
+// write or flush fails, e.g. a full disk or /dev/full), anything else is write_file_atomic.
+void write_output(const std::string& path, std::string_view bytes);
 
 }  // namespace attune
