@@ -12,39 +12,13 @@
 #include "attune/models/llama.h"
 #include "attune/models/t5.h"
 #include "attune/models/weights.h"
+#include "attune/core/model_hash.h"
 #include "attune/text/subword.h"
 
 namespace attune::models {
 
 namespace fs = std::filesystem;
 
-namespace {
-// Content identity of a model folder without reading gigabytes of weights.
-std::string model_hash(const fs::path& dir) {
-  Hasher h;
-  for (auto name : {"config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt",
-                    "generation_config.json", "model.safetensors.index.json"}) {
-    fs::path p = dir / name;
-    h.add(name).add(fs::exists(p) ? read_file(p) : std::string());
-  }
-  std::vector<fs::path> weights;
-  for (auto& e : fs::directory_iterator(dir))
-    if (e.path().extension() == ".safetensors") weights.push_back(e.path());
-  std::sort(weights.begin(), weights.end());
-  for (auto& w : weights) {
-    const auto size = fs::file_size(w);
-    std::ifstream in(w, std::ios::binary);
-    const std::size_t chunk = 1 << 20;
-    std::string head(std::min<std::uintmax_t>(size, chunk), '\0');
-    in.read(head.data(), static_cast<std::streamsize>(head.size()));
-    std::string tail(std::min<std::uintmax_t>(size, chunk), '\0');
-    in.seekg(static_cast<std::streamoff>(size - tail.size()));
-    in.read(tail.data(), static_cast<std::streamsize>(tail.size()));
-    h.add(w.filename().string()).add(static_cast<std::uint64_t>(size)).add(head).add(tail);
-  }
-  return h.hex().substr(0, 16);
-}
-}  // namespace
 
 struct LocalModel::Impl {
   fs::path dir;
@@ -118,8 +92,10 @@ std::unique_ptr<LocalModel> LocalModel::load(const fs::path& dir, const LocalOpt
   impl->bos = impl->tok->bos_id();
   if (!impl->bos && cfg.has("bos_token_id") && cfg.json()["bos_token_id"].is_number_integer())
     impl->bos = static_cast<std::int32_t>(cfg.integer("bos_token_id"));
-  impl->id = "local:" + fs::absolute(dir).lexically_normal().filename().string() + "@" + model_hash(dir);
-  if (impl->id.find(":@") != std::string::npos) impl->id = "local:" + fs::absolute(dir).lexically_normal().parent_path().filename().string() + "@" + model_hash(dir);
+  const std::string hash = model_content_hash(dir).substr(0, 32);
+  const fs::path abs = fs::absolute(dir).lexically_normal();
+  const std::string name = abs.filename().empty() ? abs.parent_path().filename().string() : abs.filename().string();
+  impl->id = "local:" + name + "@" + hash;
   return std::unique_ptr<LocalModel>(new LocalModel(std::move(impl)));
 }
 

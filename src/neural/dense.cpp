@@ -4,7 +4,7 @@
 #include <map>
 #include <numeric>
 
-#include "attune/core/hash.h"
+#include "attune/core/sha256.h"
 
 namespace attune::neural {
 namespace {
@@ -59,6 +59,8 @@ std::shared_ptr<const CorpusEmbeddings> published_embeddings(const std::string& 
   return it == s.embeddings.end() ? nullptr : it->second.lock();
 }
 
+std::string text_key(std::string_view text) { return sha256_hex(text); }
+
 DenseRetriever::DenseRetriever(std::shared_ptr<const models::TextEncoder> encoder) : encoder_(std::move(encoder)) {}
 
 std::size_t DenseRetriever::cached() const {
@@ -69,7 +71,7 @@ std::size_t DenseRetriever::cached() const {
 Ranking DenseRetriever::do_rank(const retrieval::Query& q, std::span<const Document> c, std::size_t) const {
   if (c.empty()) return {};
   const std::size_t D = encoder_->dim();
-  std::vector<std::uint64_t> keys(c.size());
+  std::vector<std::string> keys(c.size());
   std::vector<std::vector<float>> vecs(c.size());
   std::vector<std::string> missing;
   std::vector<std::size_t> missing_at;
@@ -77,9 +79,10 @@ Ranking DenseRetriever::do_rank(const retrieval::Query& q, std::span<const Docum
   {
     std::lock_guard lock(mu_);
     for (std::size_t i = 0; i < c.size(); ++i) {
-      keys[i] = hash64(c[i].text);
+      keys[i] = text_key(c[i].owner + '\0' + c[i].text);
       if (auto it = cache_.find(keys[i]); it != cache_.end()) vecs[i] = it->second;
-      else if (const float* v = corpus && corpus->dim == D ? corpus->find(keys[i]) : nullptr) vecs[i].assign(v, v + D);
+      else if (const float* v = corpus && corpus->dim == D ? corpus->find(text_key(c[i].text)) : nullptr)
+        vecs[i].assign(v, v + D);
       else {
         missing.push_back(c[i].text);
         missing_at.push_back(i);

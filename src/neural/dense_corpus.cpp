@@ -1,5 +1,7 @@
 #include "attune/neural/dense_corpus.h"
 
+#include "attune/core/model_hash.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -43,45 +45,7 @@ bool decode_chunk(const std::string& blob, std::size_t n, std::size_t dim, float
 
 }  // namespace
 
-std::string model_fingerprint(const fs::path& dir) {
-  std::vector<std::string> files;
-  bool weights = false;
-  try {
-    for (const auto& e : fs::directory_iterator(dir)) {
-      if (!e.is_regular_file()) continue;
-      const auto ext = e.path().extension().string();
-      if (ext == ".safetensors" || ext == ".bin") {
-        files.push_back(e.path().filename().string());
-        weights = true;
-      }
-    }
-  } catch (const fs::filesystem_error& e) {
-    throw Error(dir.string() + ": cannot list the model folder (" + e.code().message() + ")");
-  }
-  if (!weights) throw Error(dir.string() + ": no weights file (*.safetensors) to fingerprint");
-  for (const char* f : {"config.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt", "merges.txt",
-                        "special_tokens_map.json", "modules.json", "sentence_bert_config.json", "1_Pooling/config.json"})
-    if (fs::is_regular_file(dir / f)) files.push_back(f);
-  std::sort(files.begin(), files.end());
-  Hasher h;
-  h.add("model-fingerprint-v1");
-  std::vector<char> buf(1 << 20);
-  for (const auto& f : files) {
-    std::ifstream in(dir / f, std::ios::binary);
-    if (!in) throw Error((dir / f).string() + ": cannot open");
-    h.add(f);
-    std::uint64_t total = 0;
-    while (in) {
-      in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-      const auto got = static_cast<std::size_t>(in.gcount());
-      if (got == 0) break;
-      h.add(std::string_view(buf.data(), got));
-      total += got;
-    }
-    h.add(total);
-  }
-  return h.hex();
-}
+std::string model_fingerprint(const fs::path& dir) { return model_content_hash(dir); }
 
 DenseCorpusCandidates::DenseCorpusCandidates(const tasks::Task& task, std::vector<Document> corpus,
                                              std::shared_ptr<const models::TextEncoder> encoder,
@@ -158,7 +122,7 @@ void DenseCorpusCandidates::build(store::BlobStore* store) {
     progress.finish();
   }
   emb->row_of.reserve(N);
-  for (std::size_t i = 0; i < N; ++i) emb->row_of.emplace(hash64(corpus_[i].text), static_cast<std::uint32_t>(i));
+  for (std::size_t i = 0; i < N; ++i) emb->row_of.emplace(text_key(corpus_[i].text), static_cast<std::uint32_t>(i));
   index_ = index::make_vector_index(opts_.index, D, opts_.index_options);
   index_->add(emb->rows.data(), N);
   emb_ = std::move(emb);

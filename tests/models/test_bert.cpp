@@ -332,6 +332,12 @@ TEST(LoadBert, ErrorsNameTheFileAndTensorOrKey) {
   write_config(dir, more);
   expect_error_containing([&] { models::load_bert(dir, torch::Device(torch::kCPU)); },
                           {dir.string(), "missing tensor", "encoder.layer.2.attention.self.query.weight"});
+  // An absurd layer count is refused from the weights' header, before any allocation.
+  auto huge = cfg;
+  huge["num_hidden_layers"] = 1000000;
+  write_config(dir, huge);
+  expect_error_containing([&] { models::load_bert(dir, torch::Device(torch::kCPU)); },
+                          {"config.json", "\"num_hidden_layers\": 1000000 layers", "holds 2"});
   // A wider feed-forward than the weights.
   auto wide = cfg;
   wide["intermediate_size"] = 20;
@@ -443,6 +449,17 @@ TEST(DenseRetriever, RanksAnExactDuplicateFirstAndEmbedsEachTextOnce) {
     EXPECT_NEAR(ranking.scores[0], 1.0, 1e-5);  // cosine of a text with itself
   }
   EXPECT_EQ(r.cached(), texts.size());  // six queries, each text embedded once
+  // Another user's documents with the same texts are not served from u's entries (no
+  // cross-user timing or collision channel); each user's own repeats still hit the cache.
+  std::vector<Document> theirs;
+  for (std::size_t i = 0; i < texts.size(); ++i) theirs.push_back({"e" + std::to_string(i), "v", texts[i], {}, {}});
+  const auto mine = r.rank({"qv", "v", texts[0]}, theirs, 3);
+  EXPECT_EQ(r.cached(), 2 * texts.size());
+  EXPECT_EQ(mine.indices, (r.rank({"qu", "u", texts[0]}, cands, 3).indices));  // same vectors, same order
+  r.rank({"qv2", "v", texts[1]}, theirs, 3);
+  EXPECT_EQ(r.cached(), 2 * texts.size());
+  EXPECT_NE(neural::text_key("a"), neural::text_key("b"));
+  EXPECT_EQ(neural::text_key("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
   fs::remove_all(dir);
 }
 

@@ -4,6 +4,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -18,16 +19,19 @@ namespace attune::neural {
 std::shared_ptr<const models::TextEncoder> shared_encoder(const std::string& dir, const models::EncoderOptions& opts = {});
 
 // Passage embeddings computed elsewhere (the dense corpus first stage: every passage of the
-// corpus), looked up by text. Row-major rows.size() / dim x dim.
+// corpus), looked up by text. Row-major rows.size() / dim x dim. Keys are SHA-256 digests
+// of the text (text_key): a document cannot be made to collide with another's.
 struct CorpusEmbeddings {
   std::size_t dim = 0;
   std::vector<float> rows;
-  std::unordered_map<std::uint64_t, std::uint32_t> row_of;  // hash64(text) -> row
-  const float* find(std::uint64_t text_hash) const {
-    auto it = row_of.find(text_hash);
+  std::unordered_map<std::string, std::uint32_t> row_of;  // text_key(text) -> row
+  const float* find(const std::string& key) const {
+    auto it = row_of.find(key);
     return it == row_of.end() ? nullptr : rows.data() + static_cast<std::size_t>(it->second) * dim;
   }
 };
+// The collision-resistant key of a text in the embedding caches (a SHA-256 digest).
+std::string text_key(std::string_view text);
 // Makes `e` visible to every DenseRetriever whose encoder id is `encoder_id` for as long as
 // the caller keeps it alive (held weakly): they read passages from it instead of running
 // the encoder again. Thread-safe.
@@ -36,10 +40,13 @@ std::shared_ptr<const CorpusEmbeddings> published_embeddings(const std::string& 
 
 // Bi-encoder retrieval (dense:MODEL_DIR): score = <embed(query), embed(document text)>,
 // exact inner product over the candidates (cosine when the model normalises). Candidate
-// embeddings are cached in memory by document text, so a profile or corpus passage seen
-// by several queries is embedded once; the cache is shared by concurrent rank() calls.
-// Passages whose embeddings were published for this encoder (publish_embeddings: the dense
-// corpus first stage) are not embedded again. Ties keep candidate order.
+// embeddings are cached in memory, so a profile or corpus passage seen by several queries
+// is embedded once; the cache is shared by concurrent rank() calls. The cache is scoped by
+// the document's owner and keyed by a SHA-256 of its text: one user's documents never
+// answer (or time) a lookup for another user's, and no crafted text can take another
+// text's entry. Passages whose embeddings were published for this encoder
+// (publish_embeddings: the dense corpus first stage, shared data) are not embedded again.
+// Ties keep candidate order.
 class DenseRetriever final : public retrieval::Retriever {
  public:
   explicit DenseRetriever(std::shared_ptr<const models::TextEncoder> encoder);
@@ -53,9 +60,8 @@ class DenseRetriever final : public retrieval::Retriever {
  private:
   std::shared_ptr<const models::TextEncoder> encoder_;
   mutable std::mutex mu_;
-  // hash64(text) -> embedding; a collision would only swap two documents' vectors and the
-  // key is 64 bits, so texts are not kept.
-  mutable std::unordered_map<std::uint64_t, std::vector<float>> cache_;
+  // text_key(owner + '\0' + text) -> embedding.
+  mutable std::unordered_map<std::string, std::vector<float>> cache_;
 };
 
 // Cross-encoder reranking (cross:MODEL_DIR): score = model(query, document text) for every

@@ -22,11 +22,10 @@
 
 namespace attune::neural {
 
-// A content fingerprint of a model folder (32 hex digits): the bytes of its weights
-// (*.safetensors, *.bin) and of the files that change its embeddings (config.json, the
-// tokenizer files, modules.json, sentence_bert_config.json, 1_Pooling/config.json).
-// Sizes and dates are not trusted: retraining in place changes the fingerprint. Error
-// when the folder has no weights file.
+// A content fingerprint of a model folder: core/model_hash.h's model_content_hash, a
+// SHA-256 over every file of the folder read in full (digests cached by size, time and
+// inode). Retraining in place changes the fingerprint. Error when the folder has no
+// weights file.
 std::string model_fingerprint(const std::filesystem::path& dir);
 
 struct DenseCorpusOptions {
