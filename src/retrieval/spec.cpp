@@ -1,5 +1,6 @@
 #include "attune/retrieval/spec.h"
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -19,6 +20,11 @@ std::string_view trim(std::string_view s) {
   return s.substr(b, s.find_last_not_of(ws) - b + 1);
 }
 
+std::atomic<bool>& incomplete_flag() {
+  static std::atomic<bool> allowed{false};
+  return allowed;
+}
+
 // attune_model.json of a folder written by `attune train`; null when `spec` is not a folder.
 nlohmann::json read_model_marker(std::string_view spec) {
   namespace fs = std::filesystem;
@@ -33,6 +39,21 @@ nlohmann::json read_model_marker(std::string_view spec) {
   nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object() || !j.contains("kind") || !j["kind"].is_string() || j["kind"].get<std::string>().empty())
     throw Error(marker.string() + ": expected {\"kind\": \"dense\" | \"cross\" | ..., \"method\": ...}");
+  if (j.contains("complete") && !j["complete"].is_boolean())
+    throw Error(marker.string() + ": \"complete\" must be true or false");
+  if (!j.value("complete", true) && !incomplete_models_allowed()) {
+    std::string progress;
+    try {
+      std::ifstream tin(dir / "attune_train.json");
+      const auto t = nlohmann::json::parse(tin);
+      if (t.contains("steps") && t.contains("total_steps"))
+        progress = " (step " + t["steps"].dump() + " of " + t["total_steps"].dump() + ")";
+    } catch (const std::exception&) {
+    }
+    throw UsageError("retriever spec \"" + std::string(spec) + "\" is a training run that did not finish" + progress +
+                     ": finish it with attune train --resume --out " + std::string(spec) +
+                     ", or pass --allow-incomplete to use the epoch it has kept so far");
+  }
   if (j.contains("rerank")) {
     const auto& r = j["rerank"];
     if (!r.is_object() || !r.contains("initial") || !r["initial"].is_string() || !r.contains("top_l") ||
@@ -223,5 +244,8 @@ std::string rerank_initial(std::string_view spec) {
   // Textual, as before the tree: a Pearl folder is not "rerank(...)" until expanded.
   return s.kind == Kind::Rerank && s.folder.empty() ? to_string(s.children.at(0)) : "";
 }
+
+void allow_incomplete_models(bool allow) { incomplete_flag() = allow; }
+bool incomplete_models_allowed() { return incomplete_flag(); }
 
 }  // namespace attune::retrieval

@@ -3,6 +3,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <numeric>
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include "attune/core/error.h"
 #include "attune/core/rng.h"
@@ -12,11 +17,47 @@ namespace attune::train {
 
 namespace fs = std::filesystem;
 
+OutputLock::OutputLock(const fs::path& out) {
+  std::error_code ec;
+  fs::create_directories(out, ec);
+  if (ec) throw FieldError<UsageError>("out", out.string() + ": cannot create the output folder: " + ec.message());
+  const fs::path file = out / kFile;
+  fd_ = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw FieldError<UsageError>("out", file.string() + ": cannot open: " + std::strerror(errno));
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    char pid[32] = {0};
+    const auto n = ::pread(fd_, pid, sizeof pid - 1, 0);
+    ::close(fd_);
+    fd_ = -1;
+    std::string holder = n > 0 ? std::string(pid, static_cast<std::size_t>(n)) : std::string();
+    while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+    throw FieldError<UsageError>("out", out.string() + " is being written by another attune run" +
+                                            (holder.empty() ? std::string() : " (pid " + holder + ")") +
+                                            ": wait for it to finish or choose another output folder");
+  }
+  const std::string me = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd_, 0) == 0) (void)!::pwrite(fd_, me.data(), me.size(), 0);
+}
+
+OutputLock::~OutputLock() {
+  if (fd_ >= 0) ::close(fd_);  // releases the flock
+}
+
 void Checkpointer::prepare(bool resume) const {
   const fs::path ckpt = dir(), fresh = out_ / "checkpoint.new";
   if (!resume) {
+    std::error_code ec;
+    const auto st = fs::status(out_, ec);
+    if (!fs::exists(st)) return;
+    if (!fs::is_directory(st))
+      throw FieldError<UsageError>("out", out_.string() + " exists and is not a folder: choose a new output folder");
     if (fs::exists(ckpt) || fs::exists(fresh) || fs::exists(out_ / "attune_train.json"))
-      throw FieldError<UsageError>("out", out_.string() + " already holds a training run: resume it or choose another output folder");
+      throw FieldError<UsageError>("out", out_.string() + " already holds a training run: resume it (--resume) or choose another output folder");
+    for (const auto& e : fs::directory_iterator(out_, ec))
+      if (e.path().filename() != OutputLock::kFile)
+        throw FieldError<UsageError>("out", out_.string() + " is not empty (it holds " + e.path().filename().string() +
+                                                "): training writes a whole model folder and never over files it did "
+                                                "not make; choose a new or empty output folder");
     return;
   }
   if (!fs::exists(ckpt / "state.json") && fs::exists(fresh / "state.json")) {
@@ -52,7 +93,16 @@ void write_model_marker(const fs::path& out, const std::string& kind, const std:
                         const nlohmann::json& extra) {
   nlohmann::json j = {{"kind", kind}, {"method", method}};
   j.update(extra);
+  j["complete"] = false;  // until train::fit finishes the run (mark_model_complete)
   models::write_json_file(out / "attune_model.json", j);
+}
+
+void mark_model_complete(const fs::path& out) {
+  const fs::path marker = out / "attune_model.json";
+  if (!fs::exists(marker)) return;
+  auto j = models::read_json_file(marker);
+  j["complete"] = true;
+  models::write_json_file(marker, j);
 }
 
 std::string format_duration(double s) {

@@ -13,11 +13,27 @@
 
 namespace attune::train {
 
+// Exclusive hold of a training output folder for one process: OUT/.attune.lock, locked
+// with flock (released by the kernel when the process dies, so a killed run never leaves
+// a stale lock). Creates OUT. UsageError (field "out") when another process holds it.
+class OutputLock {
+ public:
+  explicit OutputLock(const std::filesystem::path& out);
+  ~OutputLock();
+  OutputLock(const OutputLock&) = delete;
+  OutputLock& operator=(const OutputLock&) = delete;
+  static constexpr const char* kFile = ".attune.lock";
+
+ private:
+  int fd_ = -1;
+};
+
 class Checkpointer {
  public:
   explicit Checkpointer(std::filesystem::path out) : out_(std::move(out)) {}
-  // Without resume: UsageError when OUT already holds a run. With resume: finishes an
-  // interrupted swap, and UsageError when there is no checkpoint.
+  // Without resume: UsageError when OUT already holds a run, or is not a folder, or holds
+  // anything else (training never writes over files it did not make). With resume:
+  // finishes an interrupted swap, and UsageError when there is no checkpoint.
   void prepare(bool resume) const;
   // state.json of the checkpoint; UsageError naming the option when its "options" differ
   // from `signature` (a resumed run must use the same options).
@@ -32,8 +48,12 @@ class Checkpointer {
 
 // OUT/attune_model.json {"kind": "dense" | "cross" | "selector", "method": ..., + extra}:
 // what makes a trained folder usable as a plain retriever spec (retrieval::make_retriever).
+// Written with "complete": false; a folder whose run has not finished is refused as a
+// retriever spec (retrieval/spec.h) until mark_model_complete.
 void write_model_marker(const std::filesystem::path& out, const std::string& kind, const std::string& method,
                         const nlohmann::json& extra = nlohmann::json::object());
+// Sets "complete": true in OUT/attune_model.json (when there is one): the run finished.
+void mark_model_complete(const std::filesystem::path& out);
 
 // "1h02m", "3m05s", "4.2s".
 std::string format_duration(double seconds);

@@ -88,6 +88,7 @@ FitResult fit(Learner& learner, const FitOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   o.validate();
   const nlohmann::json sig = learner.signature();
+  const OutputLock lock(o.out);  // before the checks: two runs on one folder cannot both pass them
   Checkpointer ckpt(o.out);
   ckpt.prepare(o.resume);
 
@@ -193,8 +194,10 @@ FitResult fit(Learner& learner, const FitOptions& o) {
     if (stop) break;
   }
   res.steps_done = start + res.losses.size();
-  if (res.steps_done == total)
+  if (res.steps_done == total) {
     learner.finish(st, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    mark_model_complete(o.out);
+  }
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;
 }

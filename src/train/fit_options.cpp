@@ -20,6 +20,18 @@ template <class T>
 
 void FitOptions::validate() const {
   if (out.empty()) throw FieldError<UsageError>("fit.out", "fit.out is empty: a training run needs an output folder");
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path o = fs::weakly_canonical(fs::absolute(out, ec), ec);
+  for (const auto& in : inputs) {
+    if (in.empty()) continue;
+    const fs::path i = fs::weakly_canonical(fs::absolute(in, ec), ec);
+    const auto rel = o.lexically_relative(i);
+    if (o == i || (!rel.empty() && *rel.begin() != ".."))
+      throw FieldError<UsageError>("fit.out", "fit.out = " + out.string() + " is " + (o == i ? "" : "inside ") +
+                                                  "the model folder the run starts from (" + in.string() +
+                                                  "): training would overwrite it; choose another output folder");
+  }
   if (epochs == 0) bad("epochs", epochs, "must be positive");
   if (batch_size == 0) bad("batch_size", batch_size, "must be positive");
   if (micro_batch == 0) bad("micro_batch", micro_batch, "must be positive");

@@ -322,7 +322,11 @@ class PearlLearner final : public Learner {
 }  // namespace
 
 void PearlOptions::validate() const {
-  fit.validate();
+  {
+    FitOptions f = fit;  // out may not be the folder the run reads
+    f.inputs.push_back(init);
+    f.validate();
+  }
   if (init.empty())
     throw FieldError<UsageError>("init", "Pearl needs an encoder to start from (a model folder, e.g. one made by attune pretrain-encoder)");
   if (!(tau > 0) || !std::isfinite(tau)) throw FieldError<UsageError>("pearl_tau", "tau = " + std::to_string(tau) + ": must be a positive number");

@@ -232,7 +232,11 @@ class RopgLearner final : public DevSelectedLearner {
 }  // namespace
 
 void RopgOptions::validate() const {
-  fit.validate();
+  {
+    FitOptions f = fit;  // out may not be the folder the run reads
+    f.inputs.push_back(init);
+    f.validate();
+  }
   if (init.empty())
     throw FieldError<UsageError>("init", "ROPG needs an encoder to start from (a dense model folder, e.g. one made by attune pretrain-encoder)");
   if (!(target_temperature > 0) || !std::isfinite(target_temperature))

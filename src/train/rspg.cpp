@@ -189,7 +189,11 @@ class RspgLearner final : public DevSelectedLearner {
 }  // namespace
 
 void RspgOptions::validate() const {
-  fit.validate();
+  {
+    FitOptions f = fit;  // out may not be the folder the run reads
+    f.inputs.push_back(init);
+    f.validate();
+  }
   if (init.empty()) throw FieldError<UsageError>("init", "RSPG needs an encoder to start from (a model folder)");
   if (pool.size() < 2)
     throw FieldError<UsageError>("pool", "RSPG needs a pool of at least 2 retrievers (pool has " + std::to_string(pool.size()) + ")");

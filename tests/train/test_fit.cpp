@@ -5,9 +5,12 @@
 
 #include <cmath>
 #include <fstream>
+#include <functional>
+#include <iterator>
 #include <unistd.h>
 
 #include "attune/core/error.h"
+#include "checkpoint.h"
 #include "fit.h"
 
 namespace attune::train {
@@ -207,6 +210,71 @@ TEST_F(Fit, OutputFolderRulesAndOptionErrorsNameTheField) {
       EXPECT_EQ(std::string(e.what()).find("--"), std::string::npos) << e.what();  // no CLI flag names
     }
   }
+}
+
+TEST_F(Fit, TrainingNeverWritesOverForeignFilesOrItsInputsAndLocksItsFolder) {
+  auto message = [](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no usage error)");
+  };
+  // A non-empty folder that is not a run of ours: refused, its files untouched.
+  auto o = options("foreign");
+  fs::create_directories(o.out);
+  std::ofstream(o.out / "config.json") << "{\"mine\": true}";
+  ToyLearner a(o);
+  auto e = message([&] { fit(a, o); });
+  EXPECT_NE(e.find("is not empty (it holds config.json)"), std::string::npos) << e;
+  std::ifstream in(o.out / "config.json");
+  std::string kept((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(kept, "{\"mine\": true}");
+  // An empty existing folder is fine.
+  auto empty = options("empty");
+  fs::create_directories(empty.out);
+  ToyLearner b(empty);
+  EXPECT_NO_THROW(fit(b, empty));
+  // out = the folder the run starts from, or a folder inside it.
+  auto same = options("init");
+  same.inputs = {root_ / "init"};
+  e = message([&] { same.validate(); });
+  EXPECT_NE(e.find("is the model folder the run starts from"), std::string::npos) << e;
+  same.out = root_ / "init" / "." / "sub";
+  e = message([&] { same.validate(); });
+  EXPECT_NE(e.find("is inside the model folder the run starts from"), std::string::npos) << e;
+  same.out = root_ / "init2";
+  EXPECT_NO_THROW(same.validate());
+  // A second run on a folder another run holds is refused, naming the holder.
+  auto locked = options("locked");
+  {
+    const OutputLock held(locked.out);
+    ToyLearner c(locked);
+    e = message([&] { fit(c, locked); });
+    EXPECT_NE(e.find("is being written by another attune run (pid " + std::to_string(::getpid()) + ")"), std::string::npos) << e;
+  }
+  ToyLearner d(locked);  // released: the folder (holding only the lock file) can be used
+  EXPECT_NO_THROW(fit(d, locked));
+}
+
+TEST_F(Fit, TheModelMarkerSaysCompleteOnlyOnceTheRunFinished) {
+  auto o = options("marked");
+  o.stop_after = 2;  // as if killed after two steps
+  ToyLearner a(o);
+  fit(a, o);
+  write_model_marker(o.out, "dense", "toy");  // what a learner's save_kept writes
+  auto marker = [&] {
+    std::ifstream in(o.out / "attune_model.json");
+    return nlohmann::json::parse(in);
+  };
+  EXPECT_EQ(marker()["complete"], false);
+  o.resume = true;
+  o.stop_after = 0;
+  ToyLearner b(o);
+  fit(b, o);
+  EXPECT_EQ(marker()["complete"], true);
+  EXPECT_EQ(marker()["kind"], "dense");
 }
 
 TEST_F(Fit, ANonFiniteLossIsAnErrorNamingTheStep) {

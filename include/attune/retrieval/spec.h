@@ -49,7 +49,12 @@ struct RetrieverSpec {
 // Parses one spec. UsageError naming the spec when it is malformed or unknown, or when it
 // is a folder without attune_model.json; Error for a malformed attune_model.json. Whether
 // a PREFIX is registered is make_retriever's question, not the parser's.
+// A trained folder whose run did not finish (attune_model.json "complete": false: killed,
+// or stopped early) is a UsageError naming its progress, unless allow_incomplete_models(true)
+// (the CLI's --allow-incomplete) was called in this process.
 RetrieverSpec parse_retriever_spec(std::string_view spec);
+void allow_incomplete_models(bool allow);
+bool incomplete_models_allowed();
 
 // The canonical text: no white space around the parts, L in decimal, a node read from a
 // folder as that folder; parse_retriever_spec(to_string(s)) == s (while the folder's

@@ -7,13 +7,19 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "attune/core/device.h"
 
 namespace attune::train {
 
 struct FitOptions {
-  std::filesystem::path out;          // the trained model folder (its checkpoint in out/checkpoint)
+  // The trained model folder (its checkpoint in out/checkpoint). It must be new or empty,
+  // unless `resume` continues the run in it; a run holds out/.attune.lock while it writes.
+  std::filesystem::path out;
+  // Model folders the run reads (the --init encoder): `out` may be none of them, nor lie
+  // inside one, since training would overwrite the weights it starts from.
+  std::vector<std::filesystem::path> inputs;
   std::size_t epochs = 10;            // passes over the training items
   std::size_t batch_size = 64;        // items per optimiser step (the effective batch)
   std::size_t micro_batch = 8;        // items per forward/backward (gradient accumulation)
