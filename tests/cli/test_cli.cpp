@@ -171,6 +171,50 @@ TEST_F(Cli, RankWritesOneLinePerQuery) {
   EXPECT_EQ(n, 72u);  // 36 users x 2 dev queries
 }
 
+TEST_F(Cli, OutputsGoToStdoutWithADashAndFailedStdoutWritesExitOne) {
+  auto r = run("rank --data " + kSample + " --task commit_subject --split dev --retriever bm25 --k 2 --out - --store s.db");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::string line;
+  std::size_t n = 0;
+  while (std::getline(lines, line)) {
+    EXPECT_EQ(nlohmann::json::parse(line)["ranking"].size(), 2u);
+    ++n;
+  }
+  EXPECT_EQ(n, 72u);
+  EXPECT_FALSE(fs::exists(dir_ / "-"));
+  // A symlinked --out is written through.
+  write("real.jsonl", "");
+  fs::create_symlink("real.jsonl", dir_ / "link.jsonl");
+  ASSERT_EQ(run("rank --data " + kSample + " --task commit_subject --split dev --retriever bm25 --k 2 --out link.jsonl --store s.db").rc, 0);
+  EXPECT_TRUE(fs::is_symlink(fs::symlink_status(dir_ / "link.jsonl")));
+  EXPECT_EQ(slurp(dir_ / "real.jsonl"), r.out);
+  // Every verb that prints fails (exit 1) when standard output cannot be written.
+  const std::string bin = std::string(ATTUNE_BINARY_DIR) + "/tools/attune/attune";
+  for (const std::string verb :
+       {"eval --data " + kSample + " --task commit_subject --split dev --retrievers none --quiet --store s.db",
+        "import --data " + kSample + " --task commit_subject --store s.db"}) {
+    const std::string cmd = "cd '" + dir_.string() + "' && '" + bin + "' " + verb + " > /dev/full 2>err.txt";
+    const int status = std::system(cmd.c_str());
+    EXPECT_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 1) << verb;
+    EXPECT_NE(slurp(dir_ / "err.txt").find("standard output"), std::string::npos) << verb << ": " << slurp(dir_ / "err.txt");
+  }
+}
+
+TEST_F(Cli, AStoreThatKeepsNothingIsRefused) {
+  for (const std::string store : {"''", ":memory:", "file::memory:?cache=shared", "'file:x.db?mode=memory'"}) {
+    auto r = run("import --data " + kSample + " --task commit_subject --store " + store);
+    EXPECT_EQ(r.rc, 2) << store;
+    EXPECT_NE(r.err.find("--store"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(store == "''" ? "is empty" : "in-memory database"), std::string::npos) << r.err;
+  }
+  auto e = run("eval --data " + kSample + " --task commit_subject --split dev --retrievers none --quiet --store ''");
+  EXPECT_EQ(e.rc, 2);
+  EXPECT_NE(e.err.find("--store is empty"), std::string::npos) << e.err;
+  EXPECT_EQ(run("import --data " + kSample + " --task commit_subject --store kept.db").rc, 0);
+  EXPECT_TRUE(fs::exists(dir_ / "kept.db"));
+}
+
 TEST_F(Cli, DemoRunsTheWholeLoopAndIsCachedTheSecondTime) {
   auto r = run("demo --store demo.db --quiet");
   ASSERT_EQ(r.rc, 0) << r.err;
@@ -400,6 +444,18 @@ TEST_F(Cli, TrainRopgThenEvalTheTrainedFolder) {
   ASSERT_EQ(e.rc, 0) << e.err;
   auto rep = nlohmann::json::parse(slurp(dir_ / "e.json"));
   for (auto spec : {"kd", "rl"}) EXPECT_TRUE(rep["results"].contains(spec)) << rep["results"].dump();
+  // A run that did not finish (killed: "complete": false) is refused as a spec unless asked.
+  auto marker = nlohmann::json::parse(slurp(dir_ / "kd" / "attune_model.json"));
+  EXPECT_EQ(marker["complete"], true);
+  marker["complete"] = false;
+  write("kd/attune_model.json", marker.dump());
+  auto inc = run("eval " + data + " --split dev --retrievers bm25,kd --llm reference --quiet --limit 5");
+  EXPECT_EQ(inc.rc, 2);
+  EXPECT_NE(inc.err.find("is a training run that did not finish (step 4 of 4)"), std::string::npos) << inc.err;
+  EXPECT_NE(inc.err.find("--allow-incomplete"), std::string::npos) << inc.err;
+  EXPECT_EQ(run("eval " + data + " --split dev --retrievers bm25,kd --llm reference --quiet --limit 5 --allow-incomplete").rc, 0);
+  marker["complete"] = true;
+  write("kd/attune_model.json", marker.dump());
   // Refusals: the folder holds a run; unknown or unbuilt methods; no --init; a plain folder as a spec.
   EXPECT_EQ(run("train --method ropg-kd " + data + " --init enc --out kd --device cpu --quiet").rc, 2);
   auto resumed = run("train --config kd.toml " + data + " --init enc --out kd --resume --seed 5 --device cpu --quiet");

@@ -31,7 +31,7 @@ void add_demo(CLI::App& app, int& rc) {
     }
     if (!fs::exists(fs::path(d.data) / d.task))
       throw Error("no sample data at " + d.data + " (write it with `attune sample --out " + d.data + "`)");
-    auto st = store::open_sqlite(r->store);
+    auto st = store::open_sqlite(r->store_file());
     auto task = load_task(d);
     auto tok = engine::budget_tokenizer(r->tokenizer, std::string("reference"));
     std::printf("== 1. import (%s -> %s)\n", d.data.c_str(), r->store.c_str());
@@ -50,7 +50,7 @@ void add_demo(CLI::App& app, int& rc) {
     std::printf("== 2. feedback: per-document utility of the BM25 top-16 with the reference reader\n");
     feedback::CollectOptions fo;
     r->apply(fo.run);
-    const auto run = st->run_begin("demo", "{}", r->seed);
+    store::RunScope run(*st, "demo", "{}", r->seed);
     auto s = feedback::collect(dev, *task, *source, *model, *st, *tok, fo);
     std::printf("   %zu records (%zu model calls, %zu from cache), mean utility (ROUGE-1) %.4f\n", s.records,
                 s.model_calls, s.cache_hits, s.mean_value);
@@ -61,7 +61,7 @@ void add_demo(CLI::App& app, int& rc) {
     llm::CachedModel cached(*model, *st);
     auto report = eval::evaluate(dev, *task, *source, cached, *tok, eo);
     std::fputs(eval::format_table(report).c_str(), stdout);
-    st->run_end(run, "ok", "{}");
+    run.end("ok", "{}");
     rc = 0;
   });
 }

@@ -33,7 +33,7 @@ void add_eval(CLI::App& app, int& rc) {
   cmd->add_option("--beams", o->generate.beams, "beam width (1 = greedy)")->capture_default_str();
   cmd->add_flag("--no-reference-quirks", *no_quirks, "build prompts as the paper states, not as the LaMP code does");
   cmd->add_flag("--no-cache", *no_cache, "do not read or write the store's generation cache");
-  cmd->add_option("--out", *out, "write the full JSON report here");
+  cmd->add_option("--out", *out, "write the full JSON report here (\"-\": standard output, after the table)");
   cmd->add_option("--qpp-k", o->qpp_k, "selectors: top documents the QPP baselines read (0 = --k)")->capture_default_str();
   cmd->add_option("--qpp-sigma-percent", o->qpp_sigma_percent, "selectors: x of the sigma_x% baseline")
       ->capture_default_str()
@@ -47,7 +47,7 @@ void add_eval(CLI::App& app, int& rc) {
     auto task = load_task(*d);
     auto ds = load_dataset(*d);
     auto tok = engine::budget_tokenizer(r->tokenizer, *llm_spec);
-    auto st = store::open_sqlite(r->store);
+    auto st = store::open_sqlite(r->store_file());
     neural::register_retrievers(r->device);  // dense:/cross: models run on --device
     // Selector folders (attune train --method rspg-*): their pool joins the retrievers.
     std::vector<std::string> plain;
@@ -77,17 +77,17 @@ void add_eval(CLI::App& app, int& rc) {
     auto model = engine::make_llm(*llm_spec, *d, task.get(), r->models());
     nlohmann::json args = {{"data", d->data}, {"task", d->task}, {"split", d->split}, {"retrievers", o->retrievers},
                            {"selectors", selector_specs}, {"llm", *llm_spec}, {"k", o->k}, {"max_length", o->max_length}, {"limit", o->run.limit}};
-    const auto run = st->run_begin("eval", args.dump(), r->seed);
+    store::RunScope run(*st, "eval", args.dump(), r->seed);
     llm::CachedModel cached(*model, *st);
     llm::LanguageModel& m = *no_cache ? static_cast<llm::LanguageModel&>(*model) : cached;
     auto report = eval::evaluate(ds, *task, *sources.base, m, *tok, *o);
     std::fputs(eval::format_table(report).c_str(), stdout);
     std::fflush(stdout);
-    if (!out->empty()) write_file_atomic(*out, eval::to_json(report));
+    if (!out->empty()) write_output(*out, eval::to_json(report));
     nlohmann::json summary = nlohmann::json::parse(eval::to_json(report));
     summary.erase("per_example");
     summary["llm_counters"] = llm_counters_json(m);  // the model's requests, retries, ... and cache hits
-    st->run_end(run, "ok", summary.dump());
+    run.end("ok", summary.dump());
     if (!r->quiet)
       std::fprintf(stderr, "eval: %zu examples x %zu retrievers in %.1fs (%zu generations cached, %zu new)\n",
                    report.examples, report.results.size(), report.seconds, cached.hits(), cached.misses());

@@ -38,7 +38,7 @@ void add_feedback(CLI::App& app, int& rc) {
     auto task = load_task(*d);
     auto ds = load_dataset(*d);
     auto tok = engine::budget_tokenizer(r->tokenizer, *llm_spec);
-    auto st = store::open_sqlite(r->store);
+    auto st = store::open_sqlite(r->store_file());
     neural::register_retrievers(r->device);  // dense:/cross: models run on --device
     // Corpus tasks: dense:DIR searches the whole corpus itself (see make_sources).
     std::vector<std::string> specs = o->retrievers;
@@ -49,7 +49,7 @@ void add_feedback(CLI::App& app, int& rc) {
     nlohmann::json args = {{"data", d->data}, {"task", d->task}, {"split", d->split}, {"kind", *kind},
                            {"llm", *llm_spec}, {"top_l", o->top_l}, {"initial", o->initial_retriever},
                            {"retrievers", o->retrievers}, {"k", o->k}, {"limit", o->run.limit}};
-    const auto run = st->run_begin("feedback", args.dump(), r->seed);
+    store::RunScope run(*st, "feedback", args.dump(), r->seed);
     auto s = feedback::collect(ds, *task, *sources.base, *model, *st, *tok, *o);
     nlohmann::json summary = {{"task", d->task},          {"split", d->split},      {"kind", *kind},
                               {"llm", model->info().id},  {"examples", s.examples}, {"records", s.records},
@@ -57,7 +57,7 @@ void add_feedback(CLI::App& app, int& rc) {
                               {"mean_value", s.mean_value},   {"seconds", s.seconds}, {"store", r->store},
                               {"seed", r->seed}};
     summary["llm_counters"] = llm_counters_json(*model);
-    st->run_end(run, "ok", summary.dump());
+    run.end("ok", summary.dump());
     std::printf("feedback %s on %s %s: %zu examples, %zu records (%zu model calls, %zu from cache), mean value %.4f, %.1fs -> %s\n",
                 kind->c_str(), d->task.c_str(), d->split.c_str(), s.examples, s.records, s.model_calls, s.cache_hits,
                 s.mean_value, s.seconds, r->store.c_str());

@@ -113,7 +113,7 @@ void add_train(CLI::App& app, int& rc) {
     ro->validate();  // option errors before any work
     auto task = load_task(*d);
     auto tok = engine::budget_tokenizer(r->tokenizer, a->llm);
-    auto st = store::open_sqlite(r->store);
+    auto st = store::open_sqlite(r->store_file());
     neural::register_retrievers(r->device);
     auto model = engine::make_llm(a->llm, *d, task.get(), r->models());
     nlohmann::json args = {{"method", a->method}, {"data", d->data}, {"task", d->task}, {"split", d->split},
@@ -122,7 +122,7 @@ void add_train(CLI::App& app, int& rc) {
                            {"batch_size", ro->fit.batch_size}, {"lr", ro->fit.lr}, {"resume", a->resume}};
     const auto tr = load_workflow_split(*d, *task, *st, *r, {a->initial}, a->limit);
     const auto dev = load_dev_split(*d, *a, *task, *st, *r, {a->initial});
-    const auto run = st->run_begin("train", args.dump(), r->seed);
+    store::RunScope run(*st, "train", args.dump(), r->seed);
 
     train::RopgWorkflow wf;
     wf.initial = a->initial;
@@ -141,7 +141,7 @@ void add_train(CLI::App& app, int& rc) {
       summary["last_loss"] = res.epochs.back().loss;
     }
     const bool finished = res.steps_done == res.total_steps;
-    st->run_end(run, finished ? "ok" : "stopped", summary.dump());
+    run.end(finished ? "ok" : "stopped", summary.dump());
     if (finished)
       std::printf("trained %s on %zu %s %s examples (%zu steps, %.1fs): kept epoch %zu%s -> %s\n", a->method.c_str(),
                   out.train_examples, d->task.c_str(), d->split.c_str(), res.steps_done, res.seconds, res.best_epoch,

@@ -84,7 +84,7 @@ TrainRunner add_pearl_options(CLI::App* train) {
     po.validate();  // option errors before any work
     auto task = load_task(d);
     auto tok = engine::budget_tokenizer(r.tokenizer, a.llm);
-    auto st = store::open_sqlite(r.store);
+    auto st = store::open_sqlite(r.store_file());
     neural::register_retrievers(r.device);
     auto model = engine::make_llm(a.llm, d, task.get(), r.models());
     nlohmann::json args = {{"method", "pearl"}, {"data", d.data}, {"task", d.task}, {"split", d.split},
@@ -99,7 +99,7 @@ TrainRunner add_pearl_options(CLI::App* train) {
       } catch (const Error& e) {
         if (!r.quiet) std::fprintf(stderr, "train: no dev evaluation (%s)\n", e.what());
       }
-    const auto run = st->run_begin("train", args.dump(), r.seed);
+    store::RunScope run(*st, "train", args.dump(), r.seed);
 
     train::PearlWorkflow wf;
     wf.labels.initial_retriever = a.initial;
@@ -129,7 +129,7 @@ TrainRunner add_pearl_options(CLI::App* train) {
       dev_line = buf;
       if (!r.quiet) std::fprintf(stderr, "train: pearl dev%s\n", buf + 5);
     }
-    st->run_end(run, finished ? "ok" : "stopped", summary.dump());
+    run.end(finished ? "ok" : "stopped", summary.dump());
     if (finished)
       std::printf("trained pearl on %zu %s %s requests (%zu kept, %zu lists, %zu steps, %.1fs), y0 %.4f%s -> %s\n",
                   res.requests, d.task.c_str(), d.split.c_str(), res.kept_requests, res.lists, res.steps_done, res.seconds,

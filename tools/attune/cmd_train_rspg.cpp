@@ -52,7 +52,7 @@ TrainRunner add_rspg_options(CLI::App* cmd) {
     o.validate();  // option errors before any work
     auto task = load_task(d);
     auto tok = engine::budget_tokenizer(r.tokenizer, a.llm);
-    auto st = store::open_sqlite(r.store);
+    auto st = store::open_sqlite(r.store_file());
     neural::register_retrievers(r.device);
     for (const auto& s : pool)
       retrieval::make_retriever(s, r.seed, task->uses_corpus());  // validates the pool early
@@ -62,7 +62,7 @@ TrainRunner add_rspg_options(CLI::App* cmd) {
                            {"k", c->k}, {"limit", a.limit}, {"resume", a.resume}};
     const auto tr = load_workflow_split(d, *task, *st, r, pool, a.limit);
     const auto dev = load_dev_split(d, a, *task, *st, r, pool);
-    const auto run = st->run_begin("train", args.dump(), r.seed);
+    store::RunScope run(*st, "train", args.dump(), r.seed);
     const auto out = train::run_rspg(make_bench(*task, *model, *st, *tok, r), tr.view(), dev ? dev->view() : train::SplitSource{}, wf);
     const auto& res = out.result;
     nlohmann::json summary = {{"method", a.method}, {"out", a.out}, {"train_examples", out.train_examples},
@@ -74,7 +74,7 @@ TrainRunner add_rspg_options(CLI::App* cmd) {
       summary["dev_success"] = res.epochs[res.best_epoch - 1].dev_success;
       summary["dev_utility"] = res.epochs[res.best_epoch - 1].dev_utility;
     }
-    st->run_end(run, finished ? "ok" : "stopped", summary.dump());
+    run.end(finished ? "ok" : "stopped", summary.dump());
     if (finished)
       std::printf("trained %s over %zu retrievers on %zu %s %s examples (%zu steps, %.1fs): kept epoch %zu%s -> %s\n",
                   a.method.c_str(), pool.size(), out.train_examples, d.task.c_str(), d.split.c_str(), res.steps_done, res.seconds,

@@ -6,6 +6,7 @@
 
 #include "attune/core/error.h"
 #include "attune/core/file.h"
+#include "attune/retrieval/spec.h"
 
 namespace fs = std::filesystem;
 
@@ -50,6 +51,21 @@ void RunOptions::add(CLI::App& app) {
       ->default_str("auto");
   app.add_option("--dtype", dtype, "neural model precision: float32, float16, bfloat16")->capture_default_str();
   app.add_flag("--quiet", quiet, "no progress on stderr");
+  app.add_flag_function(
+      "--allow-incomplete", [](std::int64_t) { retrieval::allow_incomplete_models(true); },
+      "accept trained folders whose training run did not finish as retriever specs (their best epoch so far)");
+}
+
+const std::string& RunOptions::store_file() const {
+  if (store.empty())
+    throw FieldError<UsageError>("store", "--store is empty (an unset shell variable?): name the SQLite file that keeps "
+                                          "the run's feedback, caches and records");
+  const bool memory = store == ":memory:" || store.rfind("file::memory:", 0) == 0 ||
+                      (store.rfind("file:", 0) == 0 && store.find("mode=memory") != std::string::npos);
+  if (memory)
+    throw FieldError<UsageError>("store", "--store " + store + " is an in-memory database: everything the run computes "
+                                          "(LLM calls, feedback) would be lost at exit; name a file");
+  return store;
 }
 
 nlohmann::json llm_counters_json(const llm::LanguageModel& model) {

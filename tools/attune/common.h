@@ -36,6 +36,10 @@ struct RunOptions {
   std::string dtype = "float32"; // neural models: float32 | float16 | bfloat16
   void add(CLI::App& app);
   engine::ModelOptions models() const { return {device, dtype}; }
+  // --store, checked: UsageError for "" (an unset shell variable) and in-memory databases
+  // (":memory:", "file::memory:", mode=memory), which would discard every LLM call and
+  // feedback record of the run while reporting success.
+  const std::string& store_file() const;
   // The run's seed, threads and progress into a job's RunControl (its batch and limit are the verb's).
   void apply(RunControl& run) const {
     run.seed = seed;
