@@ -342,6 +342,8 @@ LoadedBert load_bert(const fs::path& dir, const torch::Device& device, bool clas
     chk.tensor("embeddings.word_embeddings.weight", {{cfg.vocab_size, "vocab_size"}, {cfg.hidden_size, "hidden_size"}});
     chk.tensor("embeddings.position_embeddings.weight",
                {{cfg.max_positions, "max_position_embeddings"}, {cfg.hidden_size, "hidden_size"}});
+    chk.tensor("embeddings.token_type_embeddings.weight",
+               {{cfg.type_vocab_size, "type_vocab_size"}, {cfg.hidden_size, "hidden_size"}});
     chk.layers("encoder.layer.{}.attention.self.query.weight", cfg.num_layers, "num_hidden_layers");
     chk.tensor("encoder.layer.0.intermediate.dense.weight",
                {{cfg.intermediate_size, "intermediate_size"}, {cfg.hidden_size, "hidden_size"}});

@@ -307,6 +307,27 @@ TEST(SqliteStore, Runs) {
   EXPECT_THROW(s->run_end(9999, "ok", "{}"), Error);
 }
 
+TEST(SqliteStore, ARunScopeLeftByAnErrorIsRecordedAsFailed) {
+  TempDir dir;
+  auto s = open_sqlite(dir / "a.db");
+  try {
+    RunScope run(*s, "eval", "{}", 1);
+    throw Error("the model server went away");
+  } catch (const Error&) {
+  }
+  {
+    RunScope run(*s, "eval", "{}", 2);
+    run.end("ok", R"({"rouge1": 0.5})");
+  }
+  const auto runs = s->runs();
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0].status, "failed");
+  EXPECT_FALSE(runs[0].finished.empty());
+  EXPECT_NE(runs[0].summary_json.find("error"), std::string::npos);
+  EXPECT_EQ(runs[1].status, "ok");
+  EXPECT_EQ(runs[1].summary_json, R"({"rouge1": 0.5})");
+}
+
 TEST(SqliteStore, Blobs) {
   TempDir dir;
   auto s = open_sqlite(dir / "a.db");
