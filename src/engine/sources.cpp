@@ -7,6 +7,7 @@
 #include "attune/core/hash.h"
 #include "attune/index/corpus_index.h"
 #include "attune/neural/dense_corpus.h"
+#include "attune/retrieval/cached_index.h"
 #include "attune/retrieval/spec.h"
 
 namespace attune::engine {
@@ -28,15 +29,7 @@ std::unique_ptr<retrieval::CandidateSource> make_source(const DataSpec& d, const
     h.add(doc.id).add(doc.text);
     texts.push_back(doc.text);
   }
-  const std::string key = "bm25:" + h.hex();
-  index::CorpusIndex idx;
-  if (auto blob = store.blob_get(key)) {
-    idx = index::CorpusIndex::deserialize(*blob);
-  } else {
-    if (!quiet) std::fprintf(stderr, "building the BM25 index of %s (%zu passages), once\n", corpus_file.c_str(), corpus.size());
-    idx = index::CorpusIndex::build(texts);
-    store.blob_put(key, idx.serialize());
-  }
+  auto idx = retrieval::cached_corpus_index(store, "bm25:" + h.hex(), texts, corpus_file.string(), quiet);
   return std::make_unique<retrieval::CorpusCandidates>(task, std::move(corpus), std::move(idx), n);
 }
 
