@@ -4,6 +4,7 @@
 // nlohmann/json stays out of the public headers.
 #include <cstddef>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -66,6 +67,17 @@ class FieldReader {
   const json& obj_;
   std::string file_, record_, prefix_;
 };
+
+// Calls fn(line_number, object) for every non-blank line of a JSONL file's `bytes`, each
+// parsed as one JSON object; errors name the file and "line N" (jsonl.cpp).
+void for_each_line(const std::string& bytes, const std::filesystem::path& file,
+                   const std::function<void(std::size_t, const json&)>& fn);
+
+// The golds of a LaMP outputs file `root`: calls fn(position, id, output, reader of the
+// record) for each, after checking the top level, the id (no duplicates) and the output
+// (lamp.cpp).
+void for_each_gold(const json& root, const std::string& file,
+                   const std::function<void(std::size_t, std::string, std::string, const FieldReader&)>& fn);
 
 // JSON type names for messages: "a string", "an object", "null", ...
 std::string type_name(const json& v);

@@ -17,7 +17,7 @@ using detail::FieldReader;
 using detail::json;
 using detail::type_name;
 
-namespace {
+namespace detail {
 
 // Calls fn(line_number, object) for every non-blank line of `bytes`, each parsed as one
 // JSON object; errors name the file and "line N".
@@ -40,6 +40,12 @@ void for_each_line(const std::string& bytes, const fs::path& file,
     fn(line_no, obj);
   }
 }
+
+}  // namespace detail
+
+namespace {
+
+using detail::for_each_line;
 
 std::string line_record(std::size_t line_no, const std::string& id) {
   return detail::record_name("line", line_no, id);

@@ -1,4 +1,5 @@
 // LaMP reader and writer: {split}_questions.json + {split}_outputs.json (docs/formats.md).
+#include <functional>
 #include <unordered_map>
 
 #include "attune/core/error.h"
@@ -19,6 +20,37 @@ namespace {
 std::string json_quote(const std::string& s) {
   return json(s).dump(-1, ' ', false, json::error_handler_t::replace);
 }
+
+}  // namespace
+
+namespace detail {
+
+void for_each_gold(const json& root, const std::string& file,
+                   const std::function<void(std::size_t, std::string, std::string, const FieldReader&)>& fn) {
+  if (!root.is_object())
+    throw InputError(file, "", "", "expected a JSON object {\"task\", \"golds\"} at the top level, got " + type_name(root));
+  FieldReader top(root, file, "");
+  (void)top.string("task");
+  const json& golds = top.get("golds");
+  if (!golds.is_array()) top.fail("golds", "expected an array of {\"id\", \"output\"}, got " + type_name(golds));
+  std::unordered_map<std::string, std::size_t> first;
+  first.reserve(golds.size());
+  for (std::size_t k = 0; k < golds.size(); ++k) {
+    const json& g = golds[k];
+    std::string bare = "golds[" + std::to_string(k) + "]";
+    if (!g.is_object()) throw InputError(file, bare, "", "expected an object {\"id\", \"output\"}, got " + type_name(g));
+    std::string id = FieldReader(g, file, bare).id("id");
+    FieldReader r(g, file, bare + " (id " + json_quote(id) + ")");
+    std::string output = r.text("output");
+    auto [pos, inserted] = first.emplace(id, k);
+    if (!inserted) r.fail("id", "duplicate gold id (first at golds[" + std::to_string(pos->second) + "])");
+    fn(k, std::move(id), std::move(output), r);
+  }
+}
+
+}  // namespace detail
+
+namespace {
 
 // One profile item: "id", optional "date", every other key a string (or number) field.
 Document read_item(const json& item, const std::string& file, const std::string& record,
@@ -92,33 +124,16 @@ std::vector<Example> read_questions(const json& root, const std::string& file) {
 
 void read_outputs(const json& root, const std::string& file, const std::string& questions_file,
                   std::vector<Example>& examples) {
-  if (!root.is_object())
-    throw InputError(file, "", "", "expected a JSON object {\"task\", \"golds\"} at the top level, got " + type_name(root));
-  FieldReader top(root, file, "");
-  (void)top.string("task");
-  const json& golds = top.get("golds");
-  if (!golds.is_array()) top.fail("golds", "expected an array of {\"id\", \"output\"}, got " + type_name(golds));
-
   std::unordered_map<std::string, std::size_t> index;  // question id -> position
   index.reserve(examples.size());
   for (std::size_t i = 0; i < examples.size(); ++i) index.emplace(examples[i].id, i);
   std::vector<std::ptrdiff_t> gold_of(examples.size(), -1);
-
-  for (std::size_t k = 0; k < golds.size(); ++k) {
-    const json& g = golds[k];
-    std::string bare = "golds[" + std::to_string(k) + "]";
-    if (!g.is_object()) throw InputError(file, bare, "", "expected an object {\"id\", \"output\"}, got " + type_name(g));
-    std::string id = FieldReader(g, file, bare).id("id");
-    const std::string record = bare + " (id " + json_quote(id) + ")";
-    FieldReader r(g, file, record);
-    std::string output = r.text("output");
+  detail::for_each_gold(root, file, [&](std::size_t k, std::string id, std::string output, const FieldReader& r) {
     auto it = index.find(id);
     if (it == index.end()) r.fail("id", "no question with this id in " + questions_file);
-    if (gold_of[it->second] >= 0)
-      r.fail("id", "duplicate gold id (first at golds[" + std::to_string(gold_of[it->second]) + "])");
     gold_of[it->second] = static_cast<std::ptrdiff_t>(k);
     examples[it->second].output = std::move(output);
-  }
+  });
   for (std::size_t i = 0; i < examples.size(); ++i)
     if (gold_of[i] < 0)
       throw InputError(questions_file, detail::record_name("record", i, examples[i].id), "id",

@@ -5,8 +5,10 @@
 
 #include "attune/core/error.h"
 #include "attune/core/hash.h"
+#include "attune/data/golds.h"
 #include "attune/index/corpus_index.h"
 #include "attune/neural/dense_corpus.h"
+#include "attune/retrieval/cached_index.h"
 #include "attune/retrieval/spec.h"
 
 namespace attune::engine {
@@ -19,6 +21,7 @@ std::unique_ptr<retrieval::CandidateSource> make_source(const DataSpec& d, const
   if (d.data.empty()) throw FieldError<UsageError>("data", "task " + task.name() + " searches a corpus: name its directory");
   const fs::path corpus_file = data::find_corpus(d.data);
   auto corpus = data::read_corpus_jsonl(corpus_file);
+  if (corpus.empty()) throw InputError(corpus_file.string(), "", "", "empty corpus: no passages to search");
   Hasher h;
   h.add("corpus-bm25-v1").add(task.name());
   std::vector<std::string> texts;
@@ -28,16 +31,14 @@ std::unique_ptr<retrieval::CandidateSource> make_source(const DataSpec& d, const
     h.add(doc.id).add(doc.text);
     texts.push_back(doc.text);
   }
-  const std::string key = "bm25:" + h.hex();
-  index::CorpusIndex idx;
-  if (auto blob = store.blob_get(key)) {
-    idx = index::CorpusIndex::deserialize(*blob);
-  } else {
-    if (!quiet) std::fprintf(stderr, "building the BM25 index of %s (%zu passages), once\n", corpus_file.c_str(), corpus.size());
-    idx = index::CorpusIndex::build(texts);
-    store.blob_put(key, idx.serialize());
-  }
+  auto idx = retrieval::cached_corpus_index(store, "bm25:" + h.hex(), texts, corpus_file.string(), quiet);
   return std::make_unique<retrieval::CorpusCandidates>(task, std::move(corpus), std::move(idx), n);
+}
+
+void check_gold_docs(const DataSpec& d, const data::Dataset& ds, const retrieval::CandidateSource& base) {
+  const auto* corpus = dynamic_cast<const retrieval::CorpusCandidates*>(&base);
+  if (!corpus) return;
+  data::check_gold_docs(ds, corpus->corpus(), data::find_corpus(d.data));
 }
 
 const retrieval::CandidateSource& Sources::for_spec(const std::string& spec) const {

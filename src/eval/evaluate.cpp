@@ -69,6 +69,9 @@ void resolve_pools(Plan& p, const EvalOptions& opts) {
 Plan plan(const data::Dataset& ds, const tasks::Task& task, const retrieval::CandidateSource& source,
           const EvalOptions& opts) {
   if (!ds.has_outputs) throw Error("eval needs gold outputs, and " + ds.task + " " + ds.split + " has none");
+  if (ds.examples.empty())
+    throw Error((ds.sources.empty() ? "" : ds.sources.front().string() + ": ") + "no examples: " + ds.task + " " +
+                ds.split + " is empty, and an evaluation of nothing would be a table of zeros");
   opts.validate();
   Plan p;
   p.n = opts.run.limit ? std::min(opts.run.limit, ds.examples.size()) : ds.examples.size();

@@ -1,6 +1,10 @@
 #include "attune/retrieval/candidates.h"
 
+#include <cstdio>
 #include <unordered_set>
+
+#include "attune/core/error.h"
+#include "attune/retrieval/cached_index.h"
 
 namespace attune::retrieval {
 
@@ -13,6 +17,26 @@ std::vector<Document> ProfileCandidates::candidates(const Example& ex) const {
 CorpusCandidates::CorpusCandidates(const tasks::Task& task, std::vector<Document> corpus, index::CorpusIndex index,
                                    std::size_t n)
     : task_(task), corpus_(std::move(corpus)), index_(std::move(index)), n_(n) {}
+
+index::CorpusIndex cached_corpus_index(store::BlobStore& store, const std::string& key,
+                                       const std::vector<std::string>& texts, const std::string& what, bool quiet) {
+  if (auto blob = store.blob_get(key)) {
+    try {
+      auto idx = index::CorpusIndex::deserialize(*blob);
+      if (idx.size() != texts.size())
+        throw Error("it indexes " + std::to_string(idx.size()) + " documents, the corpus has " + std::to_string(texts.size()));
+      return idx;
+    } catch (const Error& e) {
+      std::fprintf(stderr, "warning: the stored BM25 index of %s did not verify (%s); building it again\n", what.c_str(),
+                   e.what());
+    }
+  } else if (!quiet) {
+    std::fprintf(stderr, "building the BM25 index of %s (%zu passages), once\n", what.c_str(), texts.size());
+  }
+  auto idx = index::CorpusIndex::build(texts);
+  store.blob_put(key, idx.serialize());
+  return idx;
+}
 
 std::vector<Document> CorpusCandidates::candidates(const Example& ex) const {
   std::vector<Document> out;

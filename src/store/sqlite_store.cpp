@@ -3,6 +3,8 @@
 // method is one transaction (a killed process leaves all of a call or none of it).
 #include <sqlite3.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <mutex>
 #include <unordered_map>
 
@@ -20,6 +22,11 @@ namespace {
 
 // Bump when the schema changes, and add a migration from the previous version in open().
 constexpr int kSchemaVersion = 1;
+// PRAGMA application_id of an attune store: "ATUN". Stores from before it was set have 0
+// and attune's tables (kTables); they are accepted and marked on the next open.
+constexpr std::int64_t kApplicationId = 0x4154554e;
+// The tables of kSchema, sorted.
+constexpr const char* kTables[] = {"blobs", "datasets", "documents", "examples", "feedback", "llm_cache", "runs", "users"};
 
 constexpr const char* kSchema = R"sql(
 CREATE TABLE datasets (
@@ -261,16 +268,16 @@ class SqliteStore final : public Store {
   explicit SqliteStore(const fs::path& path) : db_(path) {
     db_.open();
     // journal_mode answers "wal" (or "memory" for ":memory:"); the others are plain settings.
-    int version = 0;
     try {
-      db_.exec("PRAGMA journal_mode=WAL");
-      db_.exec("PRAGMA foreign_keys=ON");
-      db_.exec("PRAGMA synchronous=NORMAL");
-      version = user_version();
+      (void)user_version();
     } catch (const Error&) {  // e.g. "file is not a database"
       throw Error("cannot open store " + db_.path().string() + ": " + sqlite3_errmsg(db_.handle()));
     }
-    migrate(version);
+    check_file();  // another program's database is refused before anything is written to it
+    db_.exec("PRAGMA journal_mode=WAL");
+    db_.exec("PRAGMA foreign_keys=ON");
+    db_.exec("PRAGMA synchronous=NORMAL");
+    migrate();
   }
 
   ImportResult import_dataset(const data::Dataset& ds) override {
@@ -550,25 +557,73 @@ class SqliteStore final : public Store {
   }
 
  private:
-  int user_version() {
-    Stmt q(db_, "PRAGMA user_version");
+  std::int64_t pragma_int(const char* name) {
+    Stmt q(db_, std::string("PRAGMA ") + name);
     q.step();
-    return static_cast<int>(q.int64(0));
+    return q.int64(0);
+  }
+  int user_version() { return static_cast<int>(pragma_int("user_version")); }
+
+  // The tables of the file (SQLite's own left out), sorted.
+  std::vector<std::string> table_names() {
+    Stmt q(db_, "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name");
+    std::vector<std::string> out;
+    while (q.step()) out.push_back(q.text(0));
+    return out;
   }
 
-  // Creates the schema in a fresh file (under a write lock, so two processes opening a new
-  // store at once do not both create it) and refuses files from a newer attune.
-  void migrate(int v) {
-    if (v == kSchemaVersion) return;
+  [[noreturn]] void not_ours(const std::string& why) {
+    throw Error("cannot open store " + db_.path().string() + ": not an attune store (" + why +
+                "); attune does not add its tables to another program's database: name a new file for the store");
+  }
+
+  // What the file is: refuses another program's database and stores from a newer attune;
+  // true when it needs writing (a fresh file gets the schema, an unmarked attune store its mark).
+  bool check_file() {
+    const std::int64_t app = pragma_int("application_id");
+    const int v = user_version();
+    if (app != 0 && app != kApplicationId) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "0x%08llx", static_cast<unsigned long long>(static_cast<std::uint32_t>(app)));
+      not_ours(std::string("its application_id is ") + buf + ", attune's is 0x4154554e");
+    }
+    if (app == 0) {
+      const auto tables = table_names();
+      if (!tables.empty()) {
+        // Stores written before the mark existed: attune's tables and a schema version.
+        std::vector<std::string> missing;
+        for (const char* t : kTables)
+          if (!std::binary_search(tables.begin(), tables.end(), std::string(t))) missing.push_back(t);
+        if (v == 0 || !missing.empty()) {
+          std::string list;
+          for (std::size_t i = 0; i < tables.size() && i < 5; ++i) list += (i ? ", " : "") + tables[i];
+          if (tables.size() > 5) list += ", ...";
+          not_ours("it has the tables " + list + " but not attune's schema" +
+                   (missing.empty() ? std::string(" version") : " (no table " + missing.front() + ")"));
+        }
+      } else if (v != 0) {
+        not_ours("an empty database with user_version " + std::to_string(v));
+      }
+    }
     if (v > kSchemaVersion)
       throw Error("cannot open store " + db_.path().string() + ": schema version " + std::to_string(v) +
                   " is newer than this attune's (" + std::to_string(kSchemaVersion) + ")");
+    return app != kApplicationId || v != kSchemaVersion;
+  }
+
+  // Creates the schema in a fresh file and marks it as attune's (PRAGMA application_id),
+  // under a write lock so two processes opening a new store at once do not both create it;
+  // marks a store of an earlier attune that has the schema but no mark. Refuses another
+  // program's database and a store from a newer attune (check_file).
+  void migrate() {
+    if (!check_file()) return;
     Transaction tx(db_);
-    v = user_version();
-    if (v == 0) {
+    if (!check_file()) return;  // another process did it meanwhile (the transaction rolls back)
+    if (user_version() == 0) {
       db_.exec(kSchema);
       db_.exec(("PRAGMA user_version=" + std::to_string(kSchemaVersion)).c_str());
     }
+    db_.exec(("PRAGMA application_id=" + std::to_string(kApplicationId)).c_str());
     tx.commit();
   }
 

@@ -4,6 +4,7 @@
 
 #include "attune/core/error.h"
 #include "attune/core/strings.h"
+#include "attune/tasks/labels.h"
 #include "spec_task.h"
 
 namespace attune::tasks {
@@ -25,6 +26,16 @@ int lamp_number(std::string_view name) {
 std::vector<std::string> task_names() {
   return {"lamp1", "lamp2", "lamp3", "lamp4", "lamp5", "lamp6", "lamp7",
           "commit_subject", "commit_area", "commit_pick", "qa", "factcheck", "slot"};
+}
+
+bool takes_labels(std::string_view name) {
+  std::string n(name);
+  if (lamp_number(name)) return detail::lamp_spec(lamp_number(name)).scoring == detail::Scoring::kClassification;
+  if (name == "commit_subject" || name == "commit_area" || name == "commit_pick")
+    return detail::commit_spec(name).scoring == detail::Scoring::kClassification;
+  if (name == "qa" || name == "factcheck" || name == "slot")
+    return detail::corpus_spec(name).scoring == detail::Scoring::kClassification;
+  throw UsageError("unknown task \"" + n + "\" (known: " + join(task_names(), ", ") + ")");
 }
 
 std::unique_ptr<Task> make_task(std::string_view name, std::vector<std::string> labels) {

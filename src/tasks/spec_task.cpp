@@ -126,13 +126,30 @@ int SpecTask::label_index(const std::string& stripped) const {
   return it == spec_.labels.end() ? -1 : static_cast<int>(it - spec_.labels.begin());
 }
 
+namespace {
+
+// The index of a gold in spec.labels; Error when it is not a label.
+int gold_index(const TaskSpec& spec, const std::string& stripped) {
+  const auto it = std::find(spec.labels.begin(), spec.labels.end(), stripped);
+  if (it == spec.labels.end()) {
+    std::string list;
+    for (std::size_t k = 0; k < spec.labels.size() && k < 8; ++k) list += (k ? ", " : "") + spec.labels[k];
+    if (spec.labels.size() > 8) list += ", ...";
+    throw Error("task " + spec.name + ": gold output \"" + stripped + "\" is not one of its " +
+                std::to_string(spec.labels.size()) + " labels (" + list + ")");
+  }
+  return static_cast<int>(it - spec.labels.begin());
+}
+
+}  // namespace
+
 bool SpecTask::correct(std::string_view output, std::string_view gold) const {
   const std::string o = strip(output), g = strip(gold);
   if (spec_.labels.empty()) return o == g;
   // The reference maps both sides to label indices; a non-label output is -1 and never
-  // right (LaMP golds are always labels, so this matches it there).
-  const int p = label_index(o);
-  return p != -1 && p == label_index(g);
+  // right. A gold that is not a label is refused: it would make a right answer wrong.
+  const int gi = gold_index(spec_, g);
+  return label_index(o) == gi;
 }
 
 std::pair<double, double> SpecTask::ordinal_pair(std::string_view output,
@@ -193,7 +210,7 @@ MetricValues SpecTask::aggregate(const std::vector<std::string>& outputs,
       for (std::size_t i = 0; i < n; ++i) {
         hits[i] = correct(outputs[i], golds[i]) ? 1.0 : 0.0;
         pred[i] = label_index(strip(outputs[i]));
-        gold[i] = label_index(strip(golds[i]));
+        gold[i] = spec_.labels.empty() ? -1 : gold_index(spec_, strip(golds[i]));
       }
       v["accuracy"] = mean(hits);
       if (has_metric("f1"))

@@ -156,6 +156,135 @@ TEST_F(Cli, MetricsOnLiteralFiles) {
   EXPECT_NE(r.err.find("\"b\""), std::string::npos) << r.err;
 }
 
+// Classification metrics score against the dataset's labels.json (beside the golds), not a
+// built-in list that disagrees with the data; a gold outside the effective list is refused.
+TEST_F(Cli, MetricsReadTheDatasetsLabelsAndRefuseGoldsOutsideThem) {
+  write("area/dev_outputs.json",
+        R"({"task": "commit_area", "golds": [{"id": "a", "output": "net"}, {"id": "b", "output": "fs"}, {"id": "c", "output": "mm"}]})");
+  write("p.jsonl", "{\"id\": \"a\", \"output\": \"net\"}\n{\"id\": \"b\", \"output\": \"fs\"}\n{\"id\": \"c\", \"output\": \"mm\"}\n");
+  // Without a list beside the golds: git's built-in list, which has none of these labels.
+  auto r = run("metrics --task commit_area --predictions p.jsonl --golds area/dev_outputs.json");
+  EXPECT_EQ(r.rc, 1);
+  for (const char* part : {"area/dev_outputs.json: golds[0] (id \"a\"): field \"output\": gold \"net\" is not one of the 15 labels",
+                           "the built-in list of commit_area", "labels.json"})
+    EXPECT_NE(r.err.find(part), std::string::npos) << part << " in " << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  // The dataset's own list beside the golds: perfect predictions score 1.
+  write("area/labels.json", R"(["net", "fs", "mm", "sched"])");
+  r = run("metrics --task commit_area --predictions p.jsonl --golds area/dev_outputs.json");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_DOUBLE_EQ(j["accuracy"].get<double>(), 1.0);
+  // sched has no support and no prediction: F1 0 for it (sklearn's zero_division=0), 3/4.
+  EXPECT_DOUBLE_EQ(j["f1"].get<double>(), 0.75);
+  // A --labels list missing one of the data's labels refuses, naming the list.
+  write("short.json", R"(["net", "fs"])");
+  r = run("metrics --task commit_area --predictions p.jsonl --golds area/dev_outputs.json --labels short.json");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("golds[2] (id \"c\"): field \"output\": gold \"mm\" is not one of the 2 labels of commit_area (from short.json)"),
+            std::string::npos) << r.err;
+  // An out-of-set prediction is wrong and nobody's positive: mm loses its only TP (F1 0).
+  write("p2.jsonl", "{\"id\": \"a\", \"output\": \"net\"}\n{\"id\": \"b\", \"output\": \"fs\"}\n{\"id\": \"c\", \"output\": \"memory\"}\n");
+  r = run("metrics --task commit_area --predictions p2.jsonl --golds area/dev_outputs.json");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  j = nlohmann::json::parse(r.out);
+  EXPECT_NEAR(j["accuracy"].get<double>(), 2.0 / 3.0, 1e-12);
+  EXPECT_DOUBLE_EQ(j["f1"].get<double>(), 0.5);
+  // --labels on a task without labels is a usage error.
+  r = run("metrics --task lamp4 --predictions p.jsonl --golds area/dev_outputs.json --labels short.json");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("takes no label list (option --labels)"), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, MetricsGoldsDuplicatesIntegerIdsNumbersAndEmpty) {
+  write("dup.json", R"({"task": "LaMP_3", "golds": [{"id": "a", "output": "5"}, {"id": "a", "output": "5"}]})");
+  write("p.jsonl", "{\"id\": \"a\", \"output\": \"5\"}\n");
+  auto r = run("metrics --task lamp3 --predictions p.jsonl --golds dup.json");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("dup.json: golds[1] (id \"a\"): field \"id\": duplicate gold id (first at golds[0])"), std::string::npos) << r.err;
+  // Integer ids and numeric outputs, in the golds and in the predictions.
+  write("g.json", R"({"task": "LaMP_3", "golds": [{"id": 1, "output": 5}, {"id": "2", "output": 1}]})");
+  write("n.jsonl", "{\"id\": 1, \"output\": 4}\n{\"id\": 2, \"output\": \"1\"}\n");
+  r = run("metrics --task lamp3 --predictions n.jsonl --golds g.json");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_DOUBLE_EQ(nlohmann::json::parse(r.out)["mae"].get<double>(), 0.5);
+  write("pd.jsonl", "{\"id\": 1, \"output\": 4}\n{\"id\": \"1\", \"output\": 4}\n");
+  r = run("metrics --task lamp3 --predictions pd.jsonl --golds g.json");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("pd.jsonl: line 2 (id \"1\"): field \"id\": duplicate id (first on line 1)"), std::string::npos) << r.err;
+  write("empty.json", R"({"task": "LaMP_3", "golds": []})");
+  r = run("metrics --task lamp3 --predictions n.jsonl --golds empty.json");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("empty.json: no golds"), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, DataAndQuestionsTogetherAreAUsageError) {
+  const std::string g = kSample + "/commit_subject/";
+  auto r = run("import --data " + kSample + " --task commit_subject --questions " + g + "dev_questions.json --store s.db");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("--data"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--questions"), std::string::npos) << r.err;
+  r = run("eval --data " + kSample + " --task commit_subject --outputs " + g + "dev_outputs.json --quiet --store s.db");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("--outputs"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--questions"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir_ / "s.db"));
+}
+
+TEST_F(Cli, EmptyQuestionsAndEmptyCorpusAreRefused) {
+  write("q.json", "[]");
+  write("o.json", R"({"task": "LaMP_4", "golds": []})");
+  auto r = run("import --task lamp4 --questions q.json --outputs o.json --store s.db");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("q.json: no examples"), std::string::npos) << r.err;
+  r = run("eval --task lamp4 --questions q.json --outputs o.json --background o.json --quiet --store s.db");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("q.json: no examples"), std::string::npos) << r.err;
+  write("deb/tiny_corpus.jsonl", "\n");
+  write("deb/qa_dev.jsonl", "{\"id\": \"q1\", \"input\": \"Which Debian package is described as: x?\", \"output\": \"p\"}\n");
+  r = run("eval --data deb --task qa --retrievers bm25 --quiet --store s.db");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("deb/tiny_corpus.jsonl: empty corpus"), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, EvalRefusesAGoldDocThatIsNotInTheCorpus) {
+  write("deb/tiny_corpus.jsonl", "{\"id\": \"p1\", \"title\": \"p1\", \"text\": \"a network tool\"}\n"
+                                 "{\"id\": \"p2\", \"title\": \"p2\", \"text\": \"an audio tool\"}\n");
+  write("deb/qa_dev.jsonl",
+        "{\"id\": \"q1\", \"input\": \"Which Debian package is described as: network?\", \"output\": \"p1\", \"gold_doc\": \"p1\"}\n"
+        "{\"id\": \"q2\", \"input\": \"Which Debian package is described as: audio?\", \"output\": \"p2\", \"gold_doc\": \"p-2\"}\n");
+  write("deb/qa_train.jsonl", "{\"id\": \"t1\", \"input\": \"Which Debian package is described as: x?\", \"output\": \"p1\"}\n");
+  auto r = run("eval --data deb --task qa --retrievers bm25 --quiet --store s.db");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("deb/qa_dev.jsonl: line 2 (id \"q2\"): field \"gold_doc\": no passage with id \"p-2\" in the corpus deb/tiny_corpus.jsonl"),
+            std::string::npos) << r.err;
+  write("deb/qa_dev.jsonl",
+        "{\"id\": \"q1\", \"input\": \"Which Debian package is described as: network?\", \"output\": \"p1\", \"gold_doc\": \"p1\"}\n");
+  r = run("eval --data deb --task qa --retrievers bm25 --quiet --store s.db");
+  EXPECT_EQ(r.rc, 0) << r.err;
+}
+
+// eval --questions/--outputs reads labels.json beside the questions (or --labels), as --data does.
+TEST_F(Cli, EvalWithQuestionsFilesReadsTheLabelsBesideThem) {
+  const std::string q = R"([{"id": "a", "input": "x description: fix the net", "profile": [{"id": "1", "description": "net fix", "tag": "net"}]},
+                            {"id": "b", "input": "x description: fix the fs", "profile": [{"id": "2", "description": "fs fix", "tag": "fs"}]}])";
+  const std::string o = R"({"task": "commit_area", "golds": [{"id": "a", "output": "net"}, {"id": "b", "output": "fs"}]})";
+  write("area/dev_questions.json", q);
+  write("area/dev_outputs.json", o);
+  const std::string files = "--task commit_area --questions area/dev_questions.json --outputs area/dev_outputs.json "
+                            "--background area/dev_outputs.json --retrievers none --quiet --store s.db";
+  auto r = run("eval " + files);
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("area/dev_outputs.json: golds[0] (id \"a\"): field \"output\": gold \"net\" is not one of the 15 labels"),
+            std::string::npos) << r.err;
+  write("labels.json", R"(["net", "fs"])");
+  r = run("eval " + files + " --labels labels.json");
+  EXPECT_EQ(r.rc, 0) << r.err;
+  write("area/labels.json", R"(["net", "fs", "mm"])");
+  r = run("eval " + files);
+  EXPECT_EQ(r.rc, 0) << r.err;
+}
+
 TEST_F(Cli, RankWritesOneLinePerQuery) {
   auto r = run("rank --data " + kSample + " --task commit_subject --split dev --retriever bm25 --k 3 --out r.jsonl --store s.db");
   ASSERT_EQ(r.rc, 0) << r.err;

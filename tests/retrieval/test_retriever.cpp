@@ -3,10 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
+#include <optional>
 
 #include "attune/core/error.h"
 #include "attune/core/rng.h"
 #include "attune/index/bm25.h"
+#include "attune/retrieval/cached_index.h"
 #include "attune/retrieval/candidates.h"
 #include "attune/retrieval/retriever.h"
 #include "attune/text/lexical.h"
@@ -360,6 +363,65 @@ TEST(UnionCandidates, FirstSourceFirstThenUnseenDocumentsInOrder) {
   u.prefetch(exs);
   EXPECT_EQ(bm25.prefetched, 3u);
   EXPECT_EQ(dense.prefetched, 3u);
+}
+
+}  // namespace
+}  // namespace attune::retrieval
+
+namespace attune::retrieval {
+namespace {
+
+// An in-memory blob store.
+class MemoryBlobs final : public store::BlobStore {
+ public:
+  std::optional<std::string> blob_get(const std::string& key) override {
+    auto it = blobs.find(key);
+    if (it == blobs.end()) return std::nullopt;
+    return it->second;
+  }
+  void blob_put(const std::string& key, const std::string& value) override {
+    blobs[key] = value;
+    ++puts;
+  }
+  std::map<std::string, std::string> blobs;
+  int puts = 0;
+};
+
+TEST(CachedCorpusIndex, BuiltOnceThenLoaded) {
+  MemoryBlobs store;
+  const std::vector<std::string> texts = {"red apple", "green pear", "red cherry"};
+  auto a = cached_corpus_index(store, "bm25:x", texts, "c_corpus.jsonl", true);
+  EXPECT_EQ(store.puts, 1);
+  testing::internal::CaptureStderr();
+  auto b = cached_corpus_index(store, "bm25:x", texts, "c_corpus.jsonl", true);
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+  EXPECT_EQ(store.puts, 1);
+  EXPECT_EQ(b.serialize(), a.serialize());
+}
+
+TEST(CachedCorpusIndex, CorruptStoredBlobIsRebuiltWithAWarning) {
+  MemoryBlobs store;
+  const std::vector<std::string> texts = {"red apple", "green pear", "red cherry"};
+  const std::string good = cached_corpus_index(store, "bm25:x", texts, "c_corpus.jsonl", true).serialize();
+  const auto corrupt = [&](std::string blob, const char* fault) {
+    store.blobs["bm25:x"] = blob;
+    testing::internal::CaptureStderr();
+    auto idx = cached_corpus_index(store, "bm25:x", texts, "c_corpus.jsonl", true);
+    const std::string err = testing::internal::GetCapturedStderr();
+    EXPECT_NE(err.find("warning: the stored BM25 index of c_corpus.jsonl did not verify"), std::string::npos) << fault << ": " << err;
+    EXPECT_NE(err.find("building it again"), std::string::npos) << err;
+    EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+    EXPECT_EQ(idx.search("red", 0).size(), 2u) << fault;
+    EXPECT_EQ(store.blobs["bm25:x"], good) << fault;  // stored again, verified next time
+  };
+  std::string flipped = good;
+  flipped[flipped.size() / 2] ^= 0x5a;
+  corrupt(flipped, "a flipped byte");
+  corrupt(good.substr(0, good.size() - 3), "truncated");
+  corrupt("", "empty");
+  // A valid blob of another corpus (two documents, not three) does not verify either.
+  MemoryBlobs other;
+  corrupt(cached_corpus_index(other, "k", {"red apple", "red"}, "o", true).serialize(), "another corpus");
 }
 
 }  // namespace

@@ -470,6 +470,86 @@ TEST(SqliteStore, NewerSchemaIsRefused) {
   }
 }
 
+// A raw statement on the file, outside attune.
+void raw_exec(const fs::path& db, const std::string& sql) {
+  sqlite3* h = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+  char* err = nullptr;
+  EXPECT_EQ(sqlite3_exec(h, sql.c_str(), nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");
+  sqlite3_free(err);
+  sqlite3_close(h);
+}
+
+std::string open_error(const fs::path& path) {
+  try {
+    open_sqlite(path);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(SqliteStore, NewStoreIsMarkedAsAttunes) {
+  TempDir dir;
+  auto path = dir / "a.db";
+  { auto s = open_sqlite(path); }
+  EXPECT_EQ(raw_pragma(path, "application_id"), std::to_string(0x4154554e));
+}
+
+TEST(SqliteStore, ForeignDatabaseWithTablesIsRefusedAndLeftAlone) {
+  TempDir dir;
+  auto path = dir / "notes.sqlite";
+  raw_exec(path, "CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT); INSERT INTO notes (body) VALUES ('hi');");
+  const std::string msg = open_error(path);
+  EXPECT_NE(msg.find(path.string()), std::string::npos) << msg;
+  EXPECT_NE(msg.find("not an attune store"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("notes"), std::string::npos) << msg;
+  // Nothing was added: still only the foreign table, in its own journal mode.
+  EXPECT_EQ(raw_count(path, "notes"), 1);
+  EXPECT_EQ(raw_count(path, "sqlite_master"), 1);
+  EXPECT_EQ(raw_pragma(path, "journal_mode"), "delete");
+  EXPECT_EQ(raw_pragma(path, "application_id"), "0");
+}
+
+TEST(SqliteStore, ForeignDatabaseWithAUsersTableAndAVersionIsRefused) {
+  TempDir dir;
+  auto path = dir / "app.db";
+  raw_exec(path, "CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT); PRAGMA user_version=1;");
+  const std::string msg = open_error(path);
+  EXPECT_NE(msg.find("not an attune store"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("no table blobs"), std::string::npos) << msg;
+}
+
+TEST(SqliteStore, OtherApplicationIdIsRefused) {
+  TempDir dir;
+  auto path = dir / "other.db";
+  raw_exec(path, "PRAGMA application_id=1234;");
+  const std::string msg = open_error(path);
+  EXPECT_NE(msg.find("not an attune store"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("its application_id is 0x000004d2"), std::string::npos) << msg;
+}
+
+TEST(SqliteStore, EmptyDatabaseFileBecomesAStore) {
+  TempDir dir;
+  auto path = dir / "empty.db";
+  std::ofstream(path).close();  // 0 bytes: a valid, empty SQLite database
+  { auto s = open_sqlite(path); s->blob_put("k", "v"); }
+  EXPECT_EQ(open_sqlite(path)->blob_get("k"), "v");
+}
+
+TEST(SqliteStore, UnmarkedStoreOfAnEarlierAttuneStillOpensAndIsMarked) {
+  TempDir dir;
+  auto path = dir / "old.db";
+  {
+    auto s = open_sqlite(path);
+    s->blob_put("k", "kept");
+  }
+  raw_exec(path, "PRAGMA application_id=0;");  // as written before the mark existed
+  ASSERT_EQ(raw_pragma(path, "application_id"), "0");
+  EXPECT_EQ(open_sqlite(path)->blob_get("k"), "kept");
+  EXPECT_EQ(raw_pragma(path, "application_id"), std::to_string(0x4154554e));
+}
+
 TEST(SqliteStore, ConcurrentCallsFromThreads) {
   TempDir dir;
   auto s = open_sqlite(dir / "a.db");

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "attune/core/error.h"
+#include "attune/tasks/labels.h"
 #include "attune/tasks/task.h"
 
 namespace attune::tasks {
@@ -94,7 +95,34 @@ TEST(Classification, CommitAreaUsesTheCallersLabels) {
   auto v = t->aggregate({"refs", "other"}, {"refs", "gitk"});
   EXPECT_DOUBLE_EQ(v.at("accuracy"), 0.5);
   EXPECT_NEAR(v.at("f1"), 1.0 / 3.0, 1e-12);
-  EXPECT_EQ(make_task("commit_area")->score("other", "other").at("accuracy"), 0.0);
+  // A gold outside the list would make a right answer wrong: refused, naming it.
+  try {
+    make_task("commit_area")->score("other", "other");
+    ADD_FAILURE() << "expected attune::Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("gold output \"other\" is not one of its 15 labels"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Classification, GoldOutsideTheLabelsIsRefusedEverywhere) {
+  auto t = make_task("commit_area", {"refs", "gitk"});
+  EXPECT_THROW(t->score("x", "x"), Error);
+  EXPECT_THROW(t->reward("x", "x"), Error);
+  // One extra label in the data used to give accuracy 2/3 but F1 1.0 for perfect answers.
+  EXPECT_THROW(t->aggregate({"refs", "gitk", "x"}, {"refs", "gitk", "x"}), Error);
+  for (const char* name : {"lamp1", "lamp2", "commit_area", "commit_pick", "factcheck", "slot"})
+    EXPECT_TRUE(takes_labels(name)) << name;
+  for (const char* name : {"lamp3", "lamp4", "lamp7", "commit_subject", "qa"}) EXPECT_FALSE(takes_labels(name)) << name;
+  EXPECT_THROW(takes_labels("lamp99"), UsageError);
+}
+
+TEST(Classification, PredictionOutsideTheLabelsIsWrongAndNobodysPositive) {
+  // gold [refs, gitk]; predictions [refs, "nonsense"]: accuracy 1/2; refs F1 1, gitk: FN 1
+  // (no FP anywhere for the out-of-set answer): F1 0. Macro over 2 labels = 1/2.
+  auto v = make_task("commit_area", {"refs", "gitk"})->aggregate({"refs", "nonsense"}, {"refs", "gitk"});
+  EXPECT_DOUBLE_EQ(v.at("accuracy"), 0.5);
+  EXPECT_DOUBLE_EQ(v.at("f1"), 0.5);
 }
 
 TEST(Classification, FactcheckIsCaseSensitive) {
@@ -110,9 +138,10 @@ TEST(Classification, SlotWithoutLabelsComparesStrings) {
   auto t = make_task("slot");
   EXPECT_EQ(t->score(" libdevel ", "libdevel").at("accuracy"), 1.0);
   EXPECT_EQ(t->score("libs", "libdevel").at("accuracy"), 0.0);
-  // With labels, an answer outside the list is wrong even when it equals the gold.
+  // With labels, an answer outside the list is wrong, and a gold outside it is refused.
   auto labelled = make_task("slot", {"libs", "devel"});
-  EXPECT_EQ(labelled->score("libdevel", "libdevel").at("accuracy"), 0.0);
+  EXPECT_THROW(labelled->score("libdevel", "libdevel"), Error);  // a gold outside the list
+  EXPECT_EQ(labelled->score("libdevel", "libs").at("accuracy"), 0.0);
   EXPECT_EQ(labelled->score("libs", "libs").at("accuracy"), 1.0);
 }
 

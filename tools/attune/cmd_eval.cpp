@@ -73,6 +73,7 @@ void add_eval(CLI::App& app, int& rc) {
     }
     // Corpus tasks: dense:DIR searches the whole corpus itself (see make_sources).
     auto sources = engine::make_sources(*d, *task, *st, r->models(), r->quiet, o->retrievers);
+    engine::check_gold_docs(*d, ds, *sources.base);  // R@5 against ids the corpus has
     o->source_for = sources.lookup();
     auto model = engine::make_llm(*llm_spec, *d, task.get(), r->models());
     nlohmann::json args = {{"data", d->data}, {"task", d->task}, {"split", d->split}, {"retrievers", o->retrievers},

@@ -1,44 +1,14 @@
 // attune metrics: scores predictions against golds; JSON {metric: value} on stdout.
 #include <cstdio>
-#include <fstream>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
 #include "attune/core/error.h"
+#include "attune/data/golds.h"
 #include "common.h"
 
 namespace attune::cli {
-
-namespace {
-
-// Predictions: JSONL {"id","output"} per line.
-std::unordered_map<std::string, std::string> read_predictions(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot open");
-  std::unordered_map<std::string, std::string> out;
-  std::string line;
-  std::size_t n = 0;
-  while (std::getline(in, line)) {
-    ++n;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::exception& e) {
-      throw InputError(path, "line " + std::to_string(n), "", std::string("invalid JSON: ") + e.what());
-    }
-    if (!j.is_object()) throw InputError(path, "line " + std::to_string(n), "", "expected an object");
-    if (!j.contains("id") || !j["id"].is_string()) throw InputError(path, "line " + std::to_string(n), "id", "expected a string");
-    const std::string id = j["id"];
-    if (!j.contains("output") || !j["output"].is_string())
-      throw InputError(path, "line " + std::to_string(n) + " (id \"" + id + "\")", "output", "expected a string");
-    if (!out.emplace(id, j["output"].get<std::string>()).second)
-      throw InputError(path, "line " + std::to_string(n) + " (id \"" + id + "\")", "id", "duplicate id");
-  }
-  return out;
-}
-
-}  // namespace
 
 void add_metrics(CLI::App& app, int& rc) {
   auto* cmd = app.add_subcommand("metrics", "score predictions (JSONL {id, output}) against a golds file");
@@ -49,56 +19,42 @@ void add_metrics(CLI::App& app, int& rc) {
   cmd->add_option("--task", *task_name, "task name")->required();
   cmd->add_option("--predictions", *preds, "JSONL file, one {\"id\", \"output\"} per line")->required();
   cmd->add_option("--golds", *golds, "a LaMP outputs file ({\"golds\": [...]}) or a QA JSONL file")->required();
-  cmd->add_option("--labels", *labels, "a JSON label list (commit_area's labels.json, slot's sections)");
+  cmd->add_option("--labels", *labels,
+                  "classification tasks: a JSON label list (default: labels.json beside the golds, else the task's "
+                  "built-in list; slot: the sections of train outputs beside a QA JSONL golds file)");
   cmd->callback([=, &rc] {
-    std::vector<std::string> label_list;
-    if (!labels->empty()) {
-      std::ifstream in(*labels);
-      if (!in) throw Error(*labels + ": cannot open");
-      try {
-        label_list = nlohmann::json::parse(in).get<std::vector<std::string>>();
-      } catch (const nlohmann::json::exception& e) {
-        throw InputError(*labels, "", "", std::string("expected a JSON array of strings: ") + e.what());
-      }
-    }
-    auto task = tasks::make_task(*task_name, label_list);
-    // Golds: an outputs file, or a QA JSONL file.
-    std::vector<std::pair<std::string, std::string>> gold;
+    // Golds: a QA JSONL file (its directory is a corpus directory: labels as `--data DIR`
+    // finds them), or a LaMP outputs file (labels.json beside it).
     const std::string g = *golds;
-    if (g.size() > 6 && g.substr(g.size() - 6) == ".jsonl") {
-      for (auto& ex : data::read_qa_jsonl(g, *task_name, "").examples) gold.emplace_back(ex.id, ex.output);
-    } else {
-      std::ifstream in(g, std::ios::binary);
-      if (!in) throw Error(g + ": cannot open");
-      nlohmann::json j;
-      try {
-        j = nlohmann::json::parse(in);
-      } catch (const nlohmann::json::exception& e) {
-        throw InputError(g, "", "", std::string("invalid JSON: ") + e.what());
-      }
-      if (!j.is_object() || !j.contains("golds") || !j["golds"].is_array())
-        throw InputError(g, "", "golds", "expected an array of {id, output}");
-      std::size_t i = 0;
-      for (const auto& x : j["golds"]) {
-        const std::string rec = "record " + std::to_string(i++);
-        if (!x.is_object() || !x.contains("id") || !x["id"].is_string()) throw InputError(g, rec, "id", "expected a string");
-        if (!x.contains("output") || !x["output"].is_string()) throw InputError(g, rec, "output", "expected a string");
-        gold.emplace_back(x["id"], x["output"]);
-      }
-    }
-    auto pred = read_predictions(*preds);
+    const bool jsonl = g.size() > 6 && g.substr(g.size() - 6) == ".jsonl";
+    engine::DataSpec spec;
+    spec.task = *task_name;
+    spec.labels = *labels;
+    if (jsonl) spec.data = std::filesystem::path(g).parent_path().string();
+    else spec.questions = g;
+    if (jsonl && spec.data.empty()) spec.data = ".";
+    const auto label_set = engine::resolve_labels(spec);  // UsageError for an unknown task
+    auto task = tasks::make_task(*task_name, label_set.labels);
+    const data::Dataset gold = jsonl ? data::read_qa_jsonl(g, *task_name, "") : data::read_golds(g, *task_name, "");
+    if (gold.examples.empty()) throw InputError(g, "", "", "no golds: nothing to score");
+    engine::check_gold_labels(gold, label_set, task->name());
+    const auto pred = data::read_predictions(*preds);
+    std::unordered_map<std::string, const data::Prediction*> by_id;
+    for (const auto& p : pred) by_id.emplace(p.id, &p);
     std::vector<std::string> outs, gs;
-    for (auto& [id, out] : gold) {
-      auto it = pred.find(id);
-      if (it == pred.end()) throw InputError(*preds, "id \"" + id + "\"", "", "no prediction for this gold id");
-      outs.push_back(it->second);
-      gs.push_back(out);
+    for (std::size_t i = 0; i < gold.examples.size(); ++i) {
+      const auto& ex = gold.examples[i];
+      auto it = by_id.find(ex.id);
+      if (it == by_id.end())
+        throw InputError(*preds, "", "", "no prediction for the gold id \"" + ex.id + "\" (" + g + ": " + data::gold_place(gold, i).record + ")");
+      outs.push_back(it->second->output);
+      gs.push_back(ex.output);
     }
-    if (pred.size() != gold.size()) {
+    if (pred.size() != gold.examples.size()) {
       std::unordered_map<std::string, int> known;
-      for (auto& [id, out] : gold) known[id] = 1;
-      for (auto& [id, out] : pred)
-        if (!known.count(id)) throw InputError(*preds, "id \"" + id + "\"", "", "prediction for an id that is not in the golds");
+      for (const auto& ex : gold.examples) known[ex.id] = 1;
+      for (const auto& p : pred)
+        if (!known.count(p.id)) throw InputError(*preds, p.record, "id", "a prediction for an id that is not in the golds " + g);
     }
     nlohmann::json res = nlohmann::json::object();
     for (auto& [k, v] : task->aggregate(outs, gs)) res[k] = v;

@@ -13,12 +13,19 @@ namespace fs = std::filesystem;
 namespace attune::cli {
 
 void DataOptions::add(CLI::App& app, bool need_split, bool need_task) {
-  app.add_option("--data", data, "dataset directory: DIR/<task>/{split}_questions.json or a corpus directory");
+  auto* dat = app.add_option("--data", data, "dataset directory: DIR/<task>/{split}_questions.json or a corpus directory");
   auto* t = app.add_option("--task", task, "task: lamp1..lamp7, commit_subject, commit_area, commit_pick, qa, factcheck, slot");
   if (need_task) t->required();
   if (need_split) app.add_option("--split", split, "split: train, dev or test")->capture_default_str();
-  app.add_option("--questions", questions, "an official LaMP questions file (instead of --data)");
-  app.add_option("--outputs", outputs, "the outputs file that goes with --questions");
+  auto* q = app.add_option("--questions", questions, "an official LaMP questions file (instead of --data)");
+  auto* o = app.add_option("--outputs", outputs, "the outputs file that goes with --questions");
+  // Two sources of examples: refused (exit 2) rather than one silently ignored.
+  dat->excludes(q);
+  q->excludes(dat);
+  o->needs(q);
+  app.add_option("--labels", labels,
+                 "classification tasks: a JSON label list (default: labels.json beside --questions or in DIR/<task>/, "
+                 "else the task's built-in list)");
   app.add_option("--background", background,
                  "outputs file the reference reader fits its background on (default: DIR/<task>/train_outputs.json)");
 }

@@ -19,6 +19,10 @@ namespace attune::engine {
 std::unique_ptr<retrieval::CandidateSource> make_source(const DataSpec& d, const tasks::Task& task, store::BlobStore& store,
                                                         bool quiet, std::size_t n = 100);
 
+// Corpus tasks (`base` searches a corpus): every gold_doc of `ds` must be a passage of it
+// (data::check_gold_docs: InputError naming the example and the id). Nothing otherwise.
+void check_gold_docs(const DataSpec& d, const data::Dataset& ds, const retrieval::CandidateSource& base);
+
 // Per-profile tasks: the profile for every retriever. Corpus tasks: the BM25 top-n (`base`)
 // for every retriever, except those whose first stage is dense:DIR, which get their own
 // dense top-n over the whole corpus (DenseCorpusCandidates, embeddings cached in the store),
