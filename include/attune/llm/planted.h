@@ -1,0 +1,60 @@
+#pragma once
+// Readers with planted, known preferences: test doubles whose utility for each document is
+// known in advance, so a learner can be checked to recover it (a correct learner must; one
+// with learning switched off must not). They read only the prompt, like a real LLM, and
+// work through every interface a real reader does (feedback, eval, train; an
+// OpenAI-compatible loopback server can serve them).
+//
+// The answer is the first title the preference accepts: in the commit_subject and
+// LaMP-4/5 style prompts (`"{title}" is the title for "{text}" ...`) a title is a quoted
+// span followed by ` is the title for "`; in prompts without one, any double-quoted span.
+// So the utility of a document d at k = 1 is metric(gold, title(d)) when d is liked, and
+// the no-document answer's otherwise. Preferences (spec `planted:PREFERENCE[?max_words=N]`):
+//   first    every span: the reader copies the first document's title. Lexical overlap
+//            with the query reads this preference only as far as titles resemble inputs.
+//   short    spans of at most max_words words (default 6): the reader skips long titles.
+//            A document's worth then depends on a property of the document alone (its
+//            title's length) that overlap with the query cannot read off.
+// No span accepted: the answer is "" (every metric's worst).
+//
+// score(prompt, target) is a true log-probability over word sequences (text::rouge_tokens):
+// each target token has p = lambda * c_answer(w) / |answer| + (1 - lambda) / kVocab and the
+// sequence ends with probability 1 / (1 + |answer|), so log p(gold | prompt) is highest
+// when the prompt's answer is the gold: likelihood utilities carry the same preference.
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "attune/llm/language_model.h"
+
+namespace attune::llm {
+
+struct PlantedOptions {
+  enum class Preference { First, Short };
+  Preference preference = Preference::First;
+  std::size_t max_words = 6;  // Short: the longest span it accepts
+  double lambda = 0.9;        // weight of the answer in score()
+};
+
+// "planted:first", "planted:short?max_words=4". UsageError naming the bad part.
+PlantedOptions parse_planted_spec(std::string_view spec);
+
+class PlantedReader final : public LanguageModel {
+ public:
+  explicit PlantedReader(PlantedOptions opts = {});
+  std::vector<Generation> generate(std::span<const Prompt> prompts, const GenerateOptions& opts) override;
+  std::vector<double> score(std::span<const ScoreRequest> requests) override;
+  ModelInfo info() const override { return {id_}; }
+  // The answer for one prompt (generate() is this for every prompt).
+  std::string answer(std::string_view prompt) const;
+  double score_one(std::string_view prompt, std::string_view target) const;
+  // Words in the size of the score() vocabulary: any token outside the answer.
+  static constexpr double kVocab = 50000;
+
+ private:
+  bool accepts(std::string_view span) const;
+  PlantedOptions o_;
+  std::string id_;
+};
+
+}  // namespace attune::llm

@@ -1,0 +1,102 @@
+#include "attune/llm/planted.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <unordered_map>
+
+#include "attune/core/error.h"
+#include "attune/core/strings.h"
+#include "attune/text/lexical.h"
+
+namespace attune::llm {
+
+PlantedOptions parse_planted_spec(std::string_view spec) {
+  const std::string where = "language model \"" + std::string(spec) + "\": ";
+  std::string_view s = spec;
+  if (starts_with(s, "planted:")) s.remove_prefix(8);
+  const auto q = s.find('?');
+  const std::string_view pref = s.substr(0, q);
+  PlantedOptions o;
+  if (pref == "first") o.preference = PlantedOptions::Preference::First;
+  else if (pref == "short") o.preference = PlantedOptions::Preference::Short;
+  else throw UsageError(where + "unknown preference \"" + std::string(pref) + "\" (expected planted:first or planted:short)");
+  if (q == std::string_view::npos) return o;
+  std::string_view rest = s.substr(q + 1);
+  if (!starts_with(rest, "max_words="))
+    throw UsageError(where + "unknown setting \"" + std::string(rest) + "\" (expected max_words=N)");
+  rest.remove_prefix(10);
+  std::size_t n = 0;
+  auto [p, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), n);
+  if (rest.empty() || ec != std::errc() || p != rest.data() + rest.size() || n == 0 || n > 1000)
+    throw UsageError(where + "max_words=\"" + std::string(rest) + "\" must be an integer in 1..1000");
+  if (o.preference != PlantedOptions::Preference::Short) throw UsageError(where + "max_words applies to planted:short only");
+  o.max_words = n;
+  return o;
+}
+
+PlantedReader::PlantedReader(PlantedOptions o) : o_(o) {
+  id_ = o_.preference == PlantedOptions::Preference::First
+            ? "planted:first:v1"
+            : "planted:short:v1:max_words=" + std::to_string(o_.max_words);
+}
+
+bool PlantedReader::accepts(std::string_view span) const {
+  if (o_.preference == PlantedOptions::Preference::First) return true;
+  return text::rouge_tokens(span).size() <= o_.max_words;
+}
+
+std::string PlantedReader::answer(std::string_view prompt) const {
+  // The quoted spans, in order; a title is a span followed by ` is the title for "`.
+  struct Span {
+    std::string_view text;
+    bool title;
+  };
+  static constexpr std::string_view kTitleFor = " is the title for \"";
+  std::vector<Span> spans;
+  for (std::size_t open = prompt.find('"'); open != std::string_view::npos;) {
+    const std::size_t close = prompt.find('"', open + 1);
+    if (close == std::string_view::npos) break;
+    spans.push_back({prompt.substr(open + 1, close - open - 1), prompt.substr(close + 1, kTitleFor.size()) == kTitleFor});
+    open = prompt.find('"', close + 1);  // the next span starts after this one closes
+  }
+  const bool titled = std::any_of(spans.begin(), spans.end(), [](const Span& x) { return x.title; });
+  for (const auto& sp : spans)
+    if ((!titled || sp.title) && !strip(sp.text).empty() && accepts(sp.text)) return strip(sp.text);
+  return "";
+}
+
+double PlantedReader::score_one(std::string_view prompt, std::string_view target) const {
+  const auto ans = text::rouge_tokens(answer(prompt));
+  std::unordered_map<std::string, double> c;
+  for (const auto& w : ans) c[w] += 1;
+  const double n = static_cast<double>(ans.size());
+  const double end = 1.0 / (1.0 + n);
+  double total = std::log(end);
+  for (const auto& w : text::rouge_tokens(target)) {
+    auto it = c.find(w);
+    const double p_ans = it == c.end() || n == 0 ? 0.0 : it->second / n;
+    total += std::log(1.0 - end) + std::log(o_.lambda * p_ans + (1.0 - o_.lambda) / kVocab);
+  }
+  return total;
+}
+
+std::vector<Generation> PlantedReader::generate(std::span<const Prompt> prompts, const GenerateOptions& g) {
+  std::vector<Generation> out;
+  out.reserve(prompts.size());
+  for (const auto& p : prompts) {
+    auto words = split_whitespace(answer(p.text));
+    if (words.size() > g.max_new_tokens) words.resize(g.max_new_tokens);
+    out.push_back({join(words, " ")});
+  }
+  return out;
+}
+
+std::vector<double> PlantedReader::score(std::span<const ScoreRequest> requests) {
+  std::vector<double> out;
+  out.reserve(requests.size());
+  for (const auto& r : requests) out.push_back(score_one(r.prompt, r.target));
+  return out;
+}
+
+}  // namespace attune::llm

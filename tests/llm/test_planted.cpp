@@ -1,0 +1,103 @@
+// Planted-preference readers: known answers on the real commit_subject prompts, and scores
+// that carry the same preference.
+#include <gtest/gtest.h>
+
+#include "attune/core/error.h"
+#include "attune/llm/planted.h"
+#include "attune/metrics/metrics.h"
+#include "attune/tasks/task.h"
+#include "attune/text/tokenizer.h"
+
+namespace attune::llm {
+namespace {
+
+Document doc(const std::string& id, const std::string& title, const std::string& text) {
+  Document d;
+  d.id = id;
+  d.owner = "u";
+  d.fields = {{"title", title}, {"text", text}};
+  return d;
+}
+
+struct Prompts {
+  std::unique_ptr<tasks::Task> task = tasks::make_task("commit_subject");
+  std::unique_ptr<text::Tokenizer> tok = text::make_tokenizer("whitespace");
+  Example ex;
+  Prompts() {
+    ex.id = "q";
+    ex.user = "u";
+    ex.input = "Generate a subject for the following description: teach the parser to read \"quoted\" names";
+  }
+  std::string with(const std::vector<Document>& docs) const {
+    std::vector<const Document*> ptrs;
+    for (const auto& d : docs) ptrs.push_back(&d);
+    tasks::PromptOptions o;
+    o.max_length = 512;
+    return task->prompt(ex, ptrs, *tok, o);
+  }
+};
+
+TEST(Planted, FirstAnswersTheFirstDocumentsTitleOnRealPrompts) {
+  Prompts p;
+  PlantedReader r(parse_planted_spec("planted:first"));
+  const auto a = doc("a", "parse: accept quoted names", "a long description of the parser change and why it is needed");
+  const auto b = doc("b", "fix the build", "short text");
+  EXPECT_EQ(r.answer(p.with({a, b})), "parse: accept quoted names");
+  EXPECT_EQ(r.answer(p.with({b, a})), "fix the build");
+  // Without documents it answers the first quoted span of the input, whatever it is.
+  EXPECT_EQ(r.answer(p.with({})), "quoted");
+  EXPECT_EQ(r.answer("no quotes here"), "");
+  std::vector<Prompt> ps = {{p.with({a, b})}};
+  EXPECT_EQ(r.generate(ps, {})[0].text, "parse: accept quoted names");
+  GenerateOptions two;
+  two.max_new_tokens = 2;
+  EXPECT_EQ(r.generate(ps, two)[0].text, "parse: accept");
+}
+
+TEST(Planted, ShortSkipsLongTitlesAPropertyOfTheDocumentAlone) {
+  Prompts p;
+  PlantedReader r(parse_planted_spec("planted:short?max_words=3"));
+  const auto long_title = doc("a", "parse accept quoted names in refs", "x");
+  const auto short_title = doc("b", "fix the build", "a b c d e f g h");
+  EXPECT_EQ(r.answer(p.with({long_title, short_title})), "fix the build");
+  // The long title's text is never taken for a title.
+  EXPECT_EQ(r.answer(p.with({long_title})), "");
+  EXPECT_NE(r.info().id, PlantedReader(parse_planted_spec("planted:short?max_words=4")).info().id);
+  EXPECT_NE(r.info().id, PlantedReader(parse_planted_spec("planted:first")).info().id);
+}
+
+TEST(Planted, UtilitiesAndLikelihoodsOrderDocumentsAlike) {
+  Prompts p;
+  PlantedReader r(parse_planted_spec("planted:first"));
+  const std::string gold = "parse: accept quoted names";
+  const auto good = doc("a", "parser: accept quoted names", "x");
+  const auto half = doc("b", "accept names", "y");
+  const auto bad = doc("c", "update translations", "z");
+  auto utility = [&](const Document& d) { return metrics::rouge1(r.answer(p.with({d})), gold).fmeasure; };
+  EXPECT_GT(utility(good), utility(half));
+  EXPECT_GT(utility(half), utility(bad));
+  EXPECT_EQ(utility(bad), 0.0);
+  const double lg = r.score_one(p.with({good}), gold), lh = r.score_one(p.with({half}), gold),
+               lb = r.score_one(p.with({bad}), gold);
+  EXPECT_GT(lg, lh);
+  EXPECT_GT(lh, lb);
+  // A true log-probability: below 0, and the answer itself is the likeliest target here.
+  EXPECT_LT(lg, 0.0);
+  EXPECT_GT(r.score_one(p.with({good}), "parser: accept quoted names"), lg);
+  std::vector<ScoreRequest> reqs = {{p.with({good}), gold}, {p.with({bad}), gold}};
+  const auto s = r.score(reqs);
+  EXPECT_DOUBLE_EQ(s[0], lg);
+  EXPECT_DOUBLE_EQ(s[1], lb);
+}
+
+TEST(Planted, SpecErrors) {
+  EXPECT_THROW(parse_planted_spec("planted:longest"), UsageError);
+  EXPECT_THROW(parse_planted_spec("planted:short?max_words=0"), UsageError);
+  EXPECT_THROW(parse_planted_spec("planted:short?max_words=x"), UsageError);
+  EXPECT_THROW(parse_planted_spec("planted:first?max_words=3"), UsageError);
+  EXPECT_THROW(parse_planted_spec("planted:short?colour=red"), UsageError);
+  EXPECT_EQ(parse_planted_spec("planted:short").max_words, 6u);
+}
+
+}  // namespace
+}  // namespace attune::llm
