@@ -67,6 +67,7 @@ struct Model {
   models::BertModel bert{nullptr};
   models::PoolingSpec spec;
   std::int64_t pad = 0;
+  double tau = 1;  // policy temperature: pi = softmax(score / tau)
   torch::Device device{torch::kCPU};
 
   torch::Tensor embed(const std::vector<const Tokens*>& rows) {
@@ -106,7 +107,7 @@ struct Model {
     }
     auto g = torch::tensor(gather, torch::kInt64).to(device);
     auto docs = de.index_select(0, g).view({b, L, -1});
-    auto scores = torch::bmm(docs, qe.unsqueeze(2)).squeeze(2);
+    auto scores = torch::bmm(docs, qe.unsqueeze(2)).squeeze(2) / tau;
     return {scores, mask.to(device), util.to(device)};
   }
 };
@@ -130,6 +131,12 @@ std::pair<double, double> evaluate(Model& m, const std::vector<Tokenized>& ex, s
 
 std::string objective_name(RopgObjective o) { return o == RopgObjective::RL ? "ropg-rl" : "ropg-kd"; }
 
+}  // namespace
+
+double resolve_policy_temperature(const RopgOptions& o) { return o.policy_temperature.value_or(1.0); }
+
+namespace {
+
 // ROPG on the shared loop: the bi-encoder, the KD or REINFORCE loss over a micro-batch of
 // queries, dev top-1 utility as the kept epoch's criterion.
 class RopgLearner final : public DevSelectedLearner {
@@ -142,6 +149,7 @@ class RopgLearner final : public DevSelectedLearner {
     m_.spec = models::read_pooling_spec(o.init);
     const auto tok = text::SubwordTokenizer::load(o.init);
     m_.pad = tok->pad_id().value_or(0);
+    m_.tau = resolve_policy_temperature(o);
     // Never longer than the model's positions (or its declared max_seq_length).
     RopgOptions lengths = o;
     const std::size_t cap = detail::length_cap(m_.bert->cfg.max_positions, m_.spec.max_seq_length, tok->model_max_length());
@@ -151,7 +159,8 @@ class RopgLearner final : public DevSelectedLearner {
     dv_ = tokenize_examples(*tok, dev, lengths);
     optimizer_ = std::make_unique<torch::optim::Adam>(m_.bert->parameters(), torch::optim::AdamOptions(o.fit.lr));
     sig_ = {{"objective", objective_name(o.objective)}, {"double_softmax", o.double_softmax},
-            {"target_temperature", o.target_temperature}, {"init", o.init.string()}, {"epochs", o.fit.epochs},
+            {"target_temperature", o.target_temperature}, {"policy_temperature", m_.tau},
+            {"init", o.init.string()}, {"epochs", o.fit.epochs},
             {"batch_size", o.fit.batch_size}, {"micro_batch", o.fit.micro_batch}, {"lr", o.fit.lr},
             {"warmup", o.fit.warmup}, {"clip", o.fit.clip}, {"query_max_length", o.query_max_length},
             {"doc_max_length", o.doc_max_length}, {"seed", o.fit.seed}, {"train_examples", train.size()}};
@@ -241,6 +250,8 @@ void RopgOptions::validate() const {
     throw FieldError<UsageError>("init", "ROPG needs an encoder to start from (a dense model folder, e.g. one made by attune pretrain-encoder)");
   if (!(target_temperature > 0) || !std::isfinite(target_temperature))
     throw FieldError<UsageError>("target_temperature", "target_temperature = " + std::to_string(target_temperature) + ": must be a positive number");
+  if (policy_temperature && (!(*policy_temperature > 0) || !std::isfinite(*policy_temperature)))
+    throw FieldError<UsageError>("policy_temperature", "policy_temperature = " + std::to_string(*policy_temperature) + ": must be a positive number");
   if (query_max_length < 3)
     throw FieldError<UsageError>("query_max_length", "query_max_length = " + std::to_string(query_max_length) + ": must be at least 3 tokens");
   if (doc_max_length < 3)
@@ -266,6 +277,7 @@ RopgResult train_ropg(const std::vector<RopgExample>& train_in, const std::vecto
   });
   res.init_dev_top1 = learner.initial("dev_top1");
   res.init_dev_expected = learner.initial("dev_expected");
+  res.policy_temperature = resolve_policy_temperature(o);
   return res;
 }
 

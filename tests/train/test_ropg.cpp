@@ -305,6 +305,28 @@ TEST_F(Ropg, ResumeAfterAKillGivesTheWeightsOfAnUninterruptedRun) {
   EXPECT_THROW(train_ropg(train, dev, bad), UsageError);  // resume with other options
 }
 
+TEST_F(Ropg, ThePolicyTemperatureSharpensThePolicyAndIsRecorded) {
+  const auto train = synthetic(16, 1), dev = synthetic(16, 2);
+  auto flat = tiny_ropg(root_, "flat", RopgObjective::KD);
+  flat.fit.epochs = 1;
+  auto sharp = flat;
+  sharp.fit.out = root_ / "sharp";
+  sharp.policy_temperature = 0.05;
+  EXPECT_EQ(resolve_policy_temperature(flat), 1.0);  // the paper's, by default
+  const auto a = train_ropg(train, dev, flat), b = train_ropg(train, dev, sharp);
+  EXPECT_EQ(a.policy_temperature, 1.0);
+  EXPECT_EQ(b.policy_temperature, 0.05);
+  // The same initial encoder ranks alike (top-1), but a sharper policy puts more of its
+  // mass on its first choice, so E_pi[u] moves away from the uniform mean.
+  EXPECT_EQ(a.init_dev_top1, b.init_dev_top1);
+  EXPECT_NE(a.init_dev_expected, b.init_dev_expected);
+  std::ifstream in(sharp.fit.out / "attune_train.json");
+  EXPECT_EQ(nlohmann::json::parse(in)["options"]["policy_temperature"], 0.05);
+  auto bad = tiny_ropg(root_, "bad", RopgObjective::KD);
+  bad.policy_temperature = -1;
+  EXPECT_THROW(bad.validate(), UsageError);
+}
+
 TEST_F(Ropg, BadInputIsRefused) {
   auto o = tiny_ropg(root_, "bad", RopgObjective::KD);
   auto one = synthetic(4, 1);

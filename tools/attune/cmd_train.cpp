@@ -85,6 +85,9 @@ void add_train(CLI::App& app, int& rc) {
                 "ROPG-KD as the LaMP reference code computes it (cross-entropy on softmaxed scores), not the paper's KL");
   add_optional(cmd, "--target-temperature", a->target_temperature,
                "ROPG-KD and RSPG: the target is softmax(utility / T) (default 1, the papers'; below 1 sharpens it)");
+  add_optional(cmd, "--policy-temperature", a->policy_temperature,
+               "ROPG: the policy is softmax(score / tau) (default 1, the paper's; pretrain-encoder's encoders "
+               "were trained at 0.05)");
   add_optional(cmd, "--checkpoint-every", a->checkpoint_every,
                "optimiser steps between checkpoints, and at every epoch end (default: ROPG 50; 0 = epoch ends only)");
   cmd->add_flag("--resume", a->resume, "continue the run checkpointed in --out");
@@ -93,6 +96,8 @@ void add_train(CLI::App& app, int& rc) {
     if (a->target_temperature && a->method != "ropg-kd" && a->method != "rspg-pre" && a->method != "rspg-post")
       throw UsageError("--target-temperature applies to ropg-kd, rspg-pre and rspg-post, not " + a->method +
                        (a->method == "pearl" ? " (its label temperature is --pearl-tau)" : ""));
+    if (a->policy_temperature && a->method != "ropg-kd" && a->method != "ropg-rl")
+      throw UsageError("--policy-temperature applies to ropg-kd and ropg-rl, not " + a->method);
     if (a->method == "rspg-pre" || a->method == "rspg-post") return rspg(*d, *r, *a), void(rc = 0);
     if (a->method == "pearl") return pearl(*d, *r, *a), void(rc = 0);
     if (a->method != "ropg-rl" && a->method != "ropg-kd")
@@ -109,6 +114,7 @@ void add_train(CLI::App& app, int& rc) {
     ro->objective = train::parse_ropg_objective(a->method);
     ro->double_softmax = a->double_softmax;
     ro->target_temperature = a->target_temperature.value_or(ro->target_temperature);
+    ro->policy_temperature = a->policy_temperature;
     ro->init = a->init;
     ro->validate();  // option errors before any work
     auto task = load_task(*d);

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,14 @@ struct RopgOptions {
   RopgObjective objective = RopgObjective::KD;
   bool double_softmax = false;        // KD: the reference code's softmax-then-cross-entropy
   double target_temperature = 1.0;    // KD: p_t = softmax(utility / T); 000 uses 1
+  // pi = softmax(score / tau) over the candidates. Unset: 1, the paper's (raw scores).
+  // With L2-normalised embeddings and tau = 1 the best of 16 documents can get at most
+  // ~1/3 of the probability; the encoder's own InfoNCE temperature (pretrain-encoder's
+  // 0.05, recorded in its attune_train.json) is the alternative. On commit_subject dev
+  // with planted:first (600 train queries, 4 epochs, lr 1e-3, target T 0.1) the two kept
+  // the same dev top-1 utility (0.199 at tau 1, 0.198 at 0.05; start 0.194), so the
+  // paper's stays the default until a full-size run decides (docs/RESULTS.md).
+  std::optional<double> policy_temperature;
   std::filesystem::path init;         // the encoder to start from (a dense: model folder)
   std::size_t query_max_length = 128; // tokens, specials included
   std::size_t doc_max_length = 128;
@@ -48,6 +57,9 @@ struct RopgOptions {
   void validate() const;
 };
 
+// The tau a run with these options uses (RopgOptions::policy_temperature).
+double resolve_policy_temperature(const RopgOptions& o);
+
 struct RopgEpoch {
   std::size_t epoch = 0;              // 1-based
   double loss = 0;                    // mean training loss of the epoch
@@ -58,6 +70,7 @@ struct RopgEpoch {
 struct RopgResult {
   std::size_t steps_done = 0, total_steps = 0;
   double init_dev_top1 = 0, init_dev_expected = 0;  // the initial encoder on dev
+  double policy_temperature = 1;      // the tau the run used (resolved from the init folder when unset)
   double train_top1_before = 0;       // mean u(argmax pi) on train before training
   std::vector<RopgEpoch> epochs;      // of the whole run (resumed ones included)
   std::size_t best_epoch = 0;         // the epoch saved in out/ (best dev_top1; last without dev)
