@@ -19,35 +19,36 @@ PlantedOptions parse_planted_spec(std::string_view spec) {
   const std::string_view pref = s.substr(0, q);
   PlantedOptions o;
   if (pref == "first") o.preference = PlantedOptions::Preference::First;
-  else if (pref == "short") o.preference = PlantedOptions::Preference::Short;
-  else throw UsageError(where + "unknown preference \"" + std::string(pref) + "\" (expected planted:first or planted:short)");
+  else if (pref == "marker") o.preference = PlantedOptions::Preference::Marker;
+  else throw UsageError(where + "unknown preference \"" + std::string(pref) + "\" (expected planted:first or planted:marker)");
   if (q == std::string_view::npos) return o;
   std::string_view rest = s.substr(q + 1);
-  if (!starts_with(rest, "max_words="))
-    throw UsageError(where + "unknown setting \"" + std::string(rest) + "\" (expected max_words=N)");
-  rest.remove_prefix(10);
-  std::size_t n = 0;
-  auto [p, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), n);
-  if (rest.empty() || ec != std::errc() || p != rest.data() + rest.size() || n == 0 || n > 1000)
-    throw UsageError(where + "max_words=\"" + std::string(rest) + "\" must be an integer in 1..1000");
-  if (o.preference != PlantedOptions::Preference::Short) throw UsageError(where + "max_words applies to planted:short only");
-  o.max_words = n;
+  if (!starts_with(rest, "word="))
+    throw UsageError(where + "unknown setting \"" + std::string(rest) + "\" (expected word=W)");
+  rest.remove_prefix(5);
+  const auto toks = text::rouge_tokens(rest);
+  if (toks.size() != 1 || toks[0] != rest)
+    throw UsageError(where + "word=\"" + std::string(rest) + "\" must be one lowercase word (a ROUGE token)");
+  if (o.preference != PlantedOptions::Preference::Marker) throw UsageError(where + "word applies to planted:marker only");
+  o.word = std::string(rest);
   return o;
 }
 
 PlantedReader::PlantedReader(PlantedOptions o) : o_(o) {
-  id_ = o_.preference == PlantedOptions::Preference::First
-            ? "planted:first:v1"
-            : "planted:short:v1:max_words=" + std::to_string(o_.max_words);
+  id_ = o_.preference == PlantedOptions::Preference::First ? "planted:first:v1" : "planted:marker:v1:word=" + o_.word;
 }
 
-bool PlantedReader::accepts(std::string_view span) const {
+bool PlantedReader::accepts(std::string_view title, std::string_view text) const {
   if (o_.preference == PlantedOptions::Preference::First) return true;
-  return text::rouge_tokens(span).size() <= o_.max_words;
+  for (auto part : {title, text})
+    for (const auto& w : text::rouge_tokens(part))
+      if (w == o_.word) return true;
+  return false;
 }
 
 std::string PlantedReader::answer(std::string_view prompt) const {
-  // The quoted spans, in order; a title is a span followed by ` is the title for "`.
+  // The quoted spans, in order; a title is a span followed by ` is the title for "`, and
+  // the span after a title is its document's text.
   struct Span {
     std::string_view text;
     bool title;
@@ -61,8 +62,12 @@ std::string PlantedReader::answer(std::string_view prompt) const {
     open = prompt.find('"', close + 1);  // the next span starts after this one closes
   }
   const bool titled = std::any_of(spans.begin(), spans.end(), [](const Span& x) { return x.title; });
-  for (const auto& sp : spans)
-    if ((!titled || sp.title) && !strip(sp.text).empty() && accepts(sp.text)) return strip(sp.text);
+  for (std::size_t i = 0; i < spans.size(); ++i) {
+    const auto& sp = spans[i];
+    if (titled && !sp.title) continue;
+    const std::string_view body = titled && i + 1 < spans.size() ? spans[i + 1].text : std::string_view();
+    if (!strip(sp.text).empty() && accepts(sp.text, body)) return strip(sp.text);
+  }
   return "";
 }
 

@@ -54,15 +54,19 @@ TEST(Planted, FirstAnswersTheFirstDocumentsTitleOnRealPrompts) {
   EXPECT_EQ(r.generate(ps, two)[0].text, "parse: accept");
 }
 
-TEST(Planted, ShortSkipsLongTitlesAPropertyOfTheDocumentAlone) {
+TEST(Planted, MarkerLikesOnlyDocumentsHoldingItsWordAPropertyOfTheDocumentAlone) {
   Prompts p;
-  PlantedReader r(parse_planted_spec("planted:short?max_words=3"));
-  const auto long_title = doc("a", "parse accept quoted names in refs", "x");
-  const auto short_title = doc("b", "fix the build", "a b c d e f g h");
-  EXPECT_EQ(r.answer(p.with({long_title, short_title})), "fix the build");
-  // The long title's text is never taken for a title.
-  EXPECT_EQ(r.answer(p.with({long_title})), "");
-  EXPECT_NE(r.info().id, PlantedReader(parse_planted_spec("planted:short?max_words=4")).info().id);
+  PlantedReader r(parse_planted_spec("planted:marker?word=tests"));
+  const auto plain = doc("a", "parse: accept quoted names", "teach the parser quoted names");
+  const auto in_text = doc("b", "fix the build", "and add tests for it");
+  const auto in_title = doc("c", "tests: cover the parser", "more of them");
+  EXPECT_EQ(r.answer(p.with({plain, in_text})), "fix the build");
+  EXPECT_EQ(r.answer(p.with({plain, in_title, in_text})), "tests: cover the parser");
+  EXPECT_EQ(r.answer(p.with({plain})), "");  // nothing it likes
+  // A marker in the *next* document's text does not make this one liked.
+  EXPECT_EQ(r.answer(p.with({plain, doc("d", "other", "tests")})), "other");
+  EXPECT_EQ(PlantedReader(parse_planted_spec("planted:marker")).answer(p.with({doc("e", "t", "a test here")})), "t");
+  EXPECT_NE(r.info().id, PlantedReader(parse_planted_spec("planted:marker?word=fix")).info().id);
   EXPECT_NE(r.info().id, PlantedReader(parse_planted_spec("planted:first")).info().id);
 }
 
@@ -92,11 +96,12 @@ TEST(Planted, UtilitiesAndLikelihoodsOrderDocumentsAlike) {
 
 TEST(Planted, SpecErrors) {
   EXPECT_THROW(parse_planted_spec("planted:longest"), UsageError);
-  EXPECT_THROW(parse_planted_spec("planted:short?max_words=0"), UsageError);
-  EXPECT_THROW(parse_planted_spec("planted:short?max_words=x"), UsageError);
-  EXPECT_THROW(parse_planted_spec("planted:first?max_words=3"), UsageError);
-  EXPECT_THROW(parse_planted_spec("planted:short?colour=red"), UsageError);
-  EXPECT_EQ(parse_planted_spec("planted:short").max_words, 6u);
+  EXPECT_THROW(parse_planted_spec("planted:marker?word="), UsageError);
+  EXPECT_THROW(parse_planted_spec("planted:marker?word=Two words"), UsageError);
+  EXPECT_THROW(parse_planted_spec("planted:marker?word=Fix"), UsageError);  // not a ROUGE token
+  EXPECT_THROW(parse_planted_spec("planted:first?word=fix"), UsageError);
+  EXPECT_THROW(parse_planted_spec("planted:marker?colour=red"), UsageError);
+  EXPECT_EQ(parse_planted_spec("planted:marker").word, "test");
 }
 
 }  // namespace

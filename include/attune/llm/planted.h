@@ -7,20 +7,19 @@
 //
 // The answer is the first title the preference accepts: in the commit_subject and
 // LaMP-4/5 style prompts (`"{title}" is the title for "{text}" ...`) a title is a quoted
-// span followed by ` is the title for "`; in prompts without one, any double-quoted span.
-// So the utility of a document d at k = 1 is metric(gold, title(d)) when d is liked, and
-// the no-document answer's otherwise. Preferences (spec `planted:PREFERENCE[?max_words=N]`):
-//   first    every span: the reader copies the first document's title. Lexical overlap
-//            with the query reads this preference only as far as titles resemble inputs.
-//   short    spans of at most max_words words (default 6): the reader skips long titles.
-//            A document's worth then depends on a property of the document alone (its
-//            title's length) that overlap with the query cannot read off.
-// No span accepted: the answer is "" (every metric's worst).
+// span followed by ` is the title for "`, and its document is the title with the quoted
+// text after it; in prompts without titles, any double-quoted span. So the utility of a
+// document d at k = 1 is metric(gold, title(d)) when d is liked, and the no-document
+// answer's otherwise. Preferences (spec `planted:PREFERENCE[?word=W]`):
+//   first    every document: the reader copies the first document's title. Lexical
+//            overlap with the query reads this preference only as far as titles resemble
+//            inputs.
+//   marker   only documents whose title or text holds the word W (a ROUGE token; default
+//            "test"): the reader ignores the others. A document's worth then depends on a
+//            property of the document alone, visible in the text a retriever reads, that
+//            overlap with the query cannot read off.
+// No document accepted: the answer is "" (every metric's worst).
 //
-// score(prompt, target) is a true log-probability over word sequences (text::rouge_tokens):
-// each target token has p = lambda * c_answer(w) / |answer| + (1 - lambda) / kVocab and the
-// sequence ends with probability 1 / (1 + |answer|), so log p(gold | prompt) is highest
-// when the prompt's answer is the gold: likelihood utilities carry the same preference.
 #include <string>
 #include <string_view>
 #include <vector>
@@ -30,13 +29,13 @@
 namespace attune::llm {
 
 struct PlantedOptions {
-  enum class Preference { First, Short };
+  enum class Preference { First, Marker };
   Preference preference = Preference::First;
-  std::size_t max_words = 6;  // Short: the longest span it accepts
+  std::string word = "test";  // Marker: the word a liked document holds
   double lambda = 0.9;        // weight of the answer in score()
 };
 
-// "planted:first", "planted:short?max_words=4". UsageError naming the bad part.
+// "planted:first", "planted:marker", "planted:marker?word=fix". UsageError naming the bad part.
 PlantedOptions parse_planted_spec(std::string_view spec);
 
 class PlantedReader final : public LanguageModel {
@@ -52,7 +51,7 @@ class PlantedReader final : public LanguageModel {
   static constexpr double kVocab = 50000;
 
  private:
-  bool accepts(std::string_view span) const;
+  bool accepts(std::string_view title, std::string_view text) const;
   PlantedOptions o_;
   std::string id_;
 };
