@@ -123,6 +123,12 @@ FitResult fit(Learner& learner, const FitOptions& o) {
     learner.train_mode(false);
     res.initial_dev = learner.dev();
     learner.start(res.initial_dev);
+    if (o.keep_start && learner.keeps_best_epoch() && res.initial_dev) {
+      // The start is epoch 0 of the dev selection: the folder holds it until an epoch beats it.
+      track.keep(true, res.initial_dev->value);
+      st.best_epoch = 0;
+      learner.save_kept(st);
+    }
   }
   learner.train_mode(true);
   st.step = start;

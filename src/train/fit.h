@@ -42,7 +42,7 @@ struct EpochRecord {
 struct FitState {
   std::size_t step = 0, total_steps = 0, per_epoch = 0;
   std::vector<EpochRecord> epochs;  // of the whole run (resumed ones included)
-  std::size_t best_epoch = 0;       // the kept epoch (0 = none yet)
+  std::size_t best_epoch = 0;       // the kept epoch (0 = the start, or none yet)
   EpochTracker track{1};            // every step's loss of the whole run (track.losses())
   nlohmann::json epochs_json() const;  // [{"epoch", "loss", dev values...}, ...]
 };

@@ -145,7 +145,7 @@ TEST_F(Fit, TheKeptEpochIsTheBestOnDevAndTiesKeepTheEarlier) {
   ToyLearner l(o, {0.0, 0.1, 0.5, 0.3, 0.5});  // initial model, then epochs 1..4
   const auto r = fit(l, o);
   EXPECT_EQ(r.state.best_epoch, 2u);
-  EXPECT_EQ(l.kept, (std::vector<std::size_t>{1, 2}));
+  EXPECT_EQ(l.kept, (std::vector<std::size_t>{0, 1, 2}));  // the start (epoch 0) is saved first
   ASSERT_TRUE(r.initial_dev);
   EXPECT_EQ(r.initial_dev->value, 0.0);
   ASSERT_EQ(r.state.epochs.size(), 4u);
@@ -210,6 +210,23 @@ TEST_F(Fit, OutputFolderRulesAndOptionErrorsNameTheField) {
       EXPECT_EQ(std::string(e.what()).find("--"), std::string::npos) << e.what();  // no CLI flag names
     }
   }
+}
+
+TEST_F(Fit, NoEpochWorseThanTheStartOnDevIsKept) {
+  auto o = options("start");
+  o.epochs = 3;
+  ToyLearner l(o, {0.4, 0.1, 0.4, 0.3});  // the start, then epochs 1..3: none beats 0.4
+  const auto r = fit(l, o);
+  EXPECT_EQ(r.state.best_epoch, 0u);
+  EXPECT_EQ(l.kept, (std::vector<std::size_t>{0}));
+  // The papers' rule: the best trained epoch, however it compares with the start.
+  auto paper = options("paper");
+  paper.epochs = 3;
+  paper.keep_start = false;
+  ToyLearner p(paper, {0.4, 0.1, 0.4, 0.3});
+  const auto rp = fit(p, paper);
+  EXPECT_EQ(rp.state.best_epoch, 2u);
+  EXPECT_EQ(p.kept, (std::vector<std::size_t>{1, 2}));
 }
 
 TEST_F(Fit, TrainingNeverWritesOverForeignFilesOrItsInputsAndLocksItsFolder) {

@@ -244,6 +244,7 @@ TEST_F(Ropg, KdRaisesTheTopOneUtilityOnHeldOutQueries) {
   const auto res = train_ropg(train, dev, o);
   ASSERT_EQ(res.epochs.size(), 8u);
   EXPECT_EQ(res.steps_done, 64u);
+  ASSERT_GT(res.best_epoch, 0u) << "no epoch beat the start on dev";
   const auto& best = res.epochs[res.best_epoch - 1];
   EXPECT_GT(best.dev_top1, res.init_dev_top1 + 0.2) << res.init_dev_top1 << " -> " << best.dev_top1;
   EXPECT_GT(best.dev_expected, res.init_dev_expected);
@@ -264,6 +265,7 @@ TEST_F(Ropg, RlRaisesTheExpectedUtility) {
   o.fit.epochs = 12;
   o.fit.lr = 5e-3;
   const auto res = train_ropg(train, dev, o);
+  ASSERT_GT(res.best_epoch, 0u) << "no epoch beat the start on dev";
   const auto& best = res.epochs[res.best_epoch - 1];
   EXPECT_GT(best.dev_expected, res.init_dev_expected + 0.05) << res.init_dev_expected << " -> " << best.dev_expected;
   EXPECT_GT(best.dev_top1, res.init_dev_top1);

@@ -70,6 +70,7 @@ TEST_F(Rspg, PreLearnsToPickTheHelpfulPromptAndTheSavedSelectorAgrees) {
   auto o = tiny(root_, "pre", RspgVariant::Pre);
   const auto res = train_rspg(train, dev, o);
   ASSERT_EQ(res.epochs.size(), 10u);
+  ASSERT_GT(res.best_epoch, 0u) << "no epoch beat the start on dev";
   const auto& best = res.epochs[res.best_epoch - 1];
   EXPECT_GT(best.dev_success, res.init_dev_success + 0.2) << res.init_dev_success << " -> " << best.dev_success;
   EXPECT_GT(best.dev_utility, res.init_dev_utility);

@@ -143,14 +143,17 @@ void add_train(CLI::App& app, int& rc) {
                               {"best_epoch", res.best_epoch}, {"init_dev_top1", res.init_dev_top1},
                               {"seconds", res.seconds}, {"seed", r->seed}};
     if (!res.epochs.empty()) {
-      summary["dev_top1"] = res.epochs[res.best_epoch ? res.best_epoch - 1 : res.epochs.size() - 1].dev_top1;
+      // best_epoch 0 with dev: no epoch beat the starting encoder, which the folder holds.
+      summary["dev_top1"] = res.best_epoch ? res.epochs[res.best_epoch - 1].dev_top1
+                                           : out.dev_examples ? res.init_dev_top1 : res.epochs.back().dev_top1;
       summary["last_loss"] = res.epochs.back().loss;
     }
     const bool finished = res.steps_done == res.total_steps;
     run.end(finished ? "ok" : "stopped", summary.dump());
     if (finished)
-      std::printf("trained %s on %zu %s %s examples (%zu steps, %.1fs): kept epoch %zu%s -> %s\n", a->method.c_str(),
+      std::printf("trained %s on %zu %s %s examples (%zu steps, %.1fs): kept epoch %zu%s%s -> %s\n", a->method.c_str(),
                   out.train_examples, d->task.c_str(), d->split.c_str(), res.steps_done, res.seconds, res.best_epoch,
+                  res.best_epoch == 0 && out.dev_examples ? " (the starting encoder: no epoch beat it on dev)" : "",
                   out.dev_examples == 0 ? "" : (", dev top-1 utility " + std::to_string(summary.value("dev_top1", 0.0)) +
                                       " (initial encoder " + std::to_string(res.init_dev_top1) + ")").c_str(),
                   a->out.c_str());

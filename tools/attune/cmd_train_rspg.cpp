@@ -73,6 +73,9 @@ TrainRunner add_rspg_options(CLI::App* cmd) {
     if (finished && res.best_epoch) {
       summary["dev_success"] = res.epochs[res.best_epoch - 1].dev_success;
       summary["dev_utility"] = res.epochs[res.best_epoch - 1].dev_utility;
+    } else if (finished && out.dev_examples) {  // no epoch beat the start, which the folder holds
+      summary["dev_success"] = res.init_dev_success;
+      summary["dev_utility"] = res.init_dev_utility;
     }
     run.end(finished ? "ok" : "stopped", summary.dump());
     if (finished)

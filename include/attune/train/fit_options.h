@@ -36,6 +36,10 @@ struct FitOptions {
   bool quiet = false;                 // no progress lines on stderr
   std::size_t log_every = 10;         // steps between progress lines
   std::string data_description;       // recorded in attune_train.json
+  // With a dev set, the starting model competes as epoch 0: an epoch is kept only when it
+  // beats the start on dev, so a run never ships a model worse on dev than the one it
+  // began with (kept epoch 0 = the start). false: the best trained epoch, as the papers.
+  bool keep_start = true;
   std::size_t stop_after = 0;         // testing: return after this many steps of this run (0 = run to the end)
 
   // UsageError naming the field and its value ("fit.lr = -1: must be positive").
