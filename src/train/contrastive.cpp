@@ -207,7 +207,7 @@ FitOptions loop_options(const PretrainOptions& o) {
 void prepare_pretrain_out(const PretrainOptions& o) { prepare_out(o.fit); }
 
 void PretrainOptions::validate() const {
-  fit.validate();
+  loop_options(*this).validate();  // the loop's options: micro_batch and epochs are the run's own
   auto bad = [](const std::string& field, const std::string& what) { throw FieldError<UsageError>(field, what); };
   if (steps == 0) bad("steps", "steps = 0: must be positive");
   if (fit.batch_size < 2) bad("fit.batch_size", "fit.batch_size = " + std::to_string(fit.batch_size) + ": must be at least 2 (in-batch negatives)");
