@@ -12,6 +12,8 @@
 #include "attune/core/parallel.h"
 #include "attune/core/progress.h"
 #include "attune/metrics/metrics.h"
+#include "attune/llm/generate_check.h"
+#include "attune/retrieval/spec.h"
 #include "attune/text/lexical.h"
 #include "compare.h"
 #include "grid.h"
@@ -197,6 +199,9 @@ EvalReport score(const data::Dataset& ds, const tasks::Task& task, const llm::La
 
 void EvalOptions::validate() const {
   if (retrievers.empty()) throw FieldError<UsageError>("retrievers", "eval needs at least one retriever");
+  if (const auto twice = retrieval::first_repeated_spec(retrievers); !twice.empty())
+    throw FieldError<UsageError>("retrievers", "retrievers lists \"" + twice + "\" twice: name each retriever once");
+  llm::validate_generate_options(generate);
   if (!(alpha > 0 && alpha < 1)) throw FieldError<UsageError>("alpha", "alpha = " + std::to_string(alpha) + ": must be in (0, 1)");
   if (!(qpp_sigma_percent >= 0 && qpp_sigma_percent <= 100))
     throw FieldError<UsageError>("qpp_sigma_percent",

@@ -9,6 +9,8 @@
 #include "attune/core/parallel.h"
 #include "attune/core/progress.h"
 #include "attune/llm/cached.h"
+#include "attune/llm/generate_check.h"
+#include "attune/retrieval/spec.h"
 #include "attune/store/store.h"
 
 namespace attune::feedback {
@@ -45,9 +47,12 @@ struct Item {
 void CollectOptions::validate() const {
   if (kind == Kind::Retriever) {
     if (retrievers.empty()) throw FieldError<UsageError>("retrievers", "retriever feedback needs a pool of at least one retriever");
+    if (const auto twice = retrieval::first_repeated_spec(retrievers); !twice.empty())
+      throw FieldError<UsageError>("retrievers", "retrievers lists \"" + twice + "\" twice: name each retriever once");
   } else if (top_l == 0) {
     throw FieldError<UsageError>("top_l", "top_l = 0: " + kind_name(kind) + " feedback needs at least one candidate");
   }
+  llm::validate_generate_options(generate);
 }
 
 Summary collect(const data::Dataset& ds, const tasks::Task& task, const retrieval::CandidateSource& source,

@@ -7,6 +7,7 @@
 #include "attune/core/error.h"
 #include "attune/core/file.h"
 #include "attune/core/hash.h"
+#include "attune/llm/generate_check.h"
 #include "attune/models/config.h"
 #include "attune/models/decoding.h"
 #include "attune/models/llama.h"
@@ -99,7 +100,20 @@ std::unique_ptr<LocalModel> LocalModel::load(const fs::path& dir, const LocalOpt
   return std::unique_ptr<LocalModel>(new LocalModel(std::move(impl)));
 }
 
+void LocalModel::check(const llm::GenerateOptions& g) const {
+  llm::validate_generate_options(g);
+  const auto& m = *impl_;
+  if (!m.seq2seq && m.max_positions > 0 && g.max_new_tokens >= static_cast<std::size_t>(m.max_positions))
+    throw FieldError<UsageError>("max_new_tokens",
+                                 "max_new_tokens = " + std::to_string(g.max_new_tokens) + ": must be below the context of " +
+                                     m.dir.string() + " (" + std::to_string(m.max_positions) +
+                                     " positions, the prompt's first token included): at most " +
+                                     std::to_string(m.max_positions - 1));
+}
+
 std::vector<llm::Generation> LocalModel::generate(std::span<const llm::Prompt> prompts, const llm::GenerateOptions& g) {
+  check(g);
+  if (prompts.empty()) return {};
   std::lock_guard<std::mutex> lock(impl_->mu);
   auto& m = *impl_;
   std::vector<TokenIds> ids;

@@ -1,5 +1,6 @@
 #include "attune/retrieval/spec.h"
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
@@ -174,6 +175,21 @@ std::vector<std::string> split_specs(std::string_view list) {
   if (depth != 0) throw UsageError("unbalanced '(' in retriever specs \"" + std::string(list) + "\"");
   piece(list.size());
   return out;
+}
+
+std::string first_repeated_spec(const std::vector<std::string>& specs) {
+  std::vector<std::string> seen;
+  for (const auto& s : specs) {
+    std::string key(trim(s));
+    try {
+      key = to_string(parse_retriever_spec(s));
+    } catch (const std::exception&) {
+      // unknown or malformed: compared as written (make_retriever reports it later)
+    }
+    if (std::find(seen.begin(), seen.end(), key) != seen.end()) return s;
+    seen.push_back(std::move(key));
+  }
+  return "";
 }
 
 RetrieverSpec parse_retriever_spec(std::string_view spec_in) {

@@ -208,8 +208,8 @@ void prepare_pretrain_out(const PretrainOptions& o) { prepare_out(o.fit); }
 
 void PretrainOptions::validate() const {
   {
-    FitOptions f = fit;  // out may not be the folder the run reads
-    f.inputs.push_back(tokenizer);
+    FitOptions f = loop_options(*this);  // the loop's options: micro_batch and epochs are the run's own
+    f.inputs.push_back(tokenizer);        // out may not be the folder the run reads
     f.validate();
   }
   auto bad = [](const std::string& field, const std::string& what) { throw FieldError<UsageError>(field, what); };

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <sstream>
+#include <string>
 
 #include "attune/core/error.h"
 
@@ -35,6 +36,8 @@ void FitOptions::validate() const {
   if (epochs == 0) bad("epochs", epochs, "must be positive");
   if (batch_size == 0) bad("batch_size", batch_size, "must be positive");
   if (micro_batch == 0) bad("micro_batch", micro_batch, "must be positive");
+  if (micro_batch > batch_size)
+    bad("micro_batch", micro_batch, "must not exceed batch_size = " + std::to_string(batch_size) + " (a micro-batch is part of one step's batch)");
   if (!(lr > 0) || !std::isfinite(lr)) bad("lr", lr, "must be a positive number");
   if (!warmup_steps && !(warmup >= 0 && warmup < 1)) bad("warmup", warmup, "must be a fraction in [0, 1)");
   if (!(clip >= 0) || !std::isfinite(clip)) bad("clip", clip, "must be a number >= 0 (0 = no clipping)");

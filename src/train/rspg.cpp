@@ -15,6 +15,7 @@
 #include "attune/models/runtime.h"
 #include "attune/models/selector_net.h"
 #include "attune/models/weights.h"
+#include "attune/retrieval/spec.h"
 #include "attune/text/subword.h"
 #include "attune/train/objectives.h"
 #include "checkpoint.h"
@@ -197,6 +198,8 @@ void RspgOptions::validate() const {
   if (init.empty()) throw FieldError<UsageError>("init", "RSPG needs an encoder to start from (a model folder)");
   if (pool.size() < 2)
     throw FieldError<UsageError>("pool", "RSPG needs a pool of at least 2 retrievers (pool has " + std::to_string(pool.size()) + ")");
+  if (const auto twice = retrieval::first_repeated_spec(pool); !twice.empty())
+    throw FieldError<UsageError>("pool", "pool lists \"" + twice + "\" twice: a selector chooses among different retrievers");
   if (!(temperature > 0) || !std::isfinite(temperature))
     throw FieldError<UsageError>("target_temperature", "temperature = " + std::to_string(temperature) + ": must be a positive number");
 }

@@ -88,11 +88,119 @@ TEST_F(Cli, UsageErrorsExitTwo) {
   r = run("eval --data " + kSample + " --task commit_subject --retrievers bm25,nonsense --quiet --store s.db");
   EXPECT_EQ(r.rc, 2);
   EXPECT_NE(r.err.find("nonsense"), std::string::npos) << r.err;
-  for (std::string bad : {"-1", "many", "100000"}) {
+  for (std::string bad : {"-1", "many", "100000", "4096", "257", "0x10"}) {
     r = run("eval --data " + kSample + " --task commit_subject --quiet --store s.db --threads " + bad);
     EXPECT_EQ(r.rc, 2) << bad;
     EXPECT_NE(r.err.find("--threads"), std::string::npos) << r.err;
   }
+}
+
+// Whole-number options take plain decimal digits only (no wrap of "-1" into 2^64-1, no hex,
+// no octal); real-number options take finite decimal numbers; unbounded work is capped.
+TEST_F(Cli, NumbersAreDecimalFiniteAndBounded) {
+  const std::string rank = "rank --data " + kSample + " --task commit_subject --split dev --retriever bm25 --out r.jsonl --store s.db";
+  const auto refused = [&](const std::string& args, const std::vector<std::string>& says) {
+    auto r = run(args);
+    EXPECT_EQ(r.rc, 2) << args << "\n" << r.err;
+    for (const auto& s : says) EXPECT_NE(r.err.find(s), std::string::npos) << args << ": " << r.err;
+    EXPECT_EQ(r.err.rfind("attune: ", 0), 0u) << r.err;  // one line, CLI11's errors included
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    return r;
+  };
+  refused(rank + " --k -1", {"--k", "expected a whole number >= 0 in decimal digits, got \"-1\""});
+  refused(rank + " --k 0x10", {"--k", "\"0x10\""});
+  refused(rank + " --k 1e3", {"--k", "\"1e3\""});
+  refused(rank + " --k ' 5'", {"--k"});
+  refused(rank + " --seed -1", {"--seed", "\"-1\""});
+  refused(rank + " --seed 99999999999999999999999", {"--seed", "out of range"});  // past 2^64: not saturated either
+  refused(rank + " --seed 18446744073709551616", {"--seed", "out of range"});
+  EXPECT_FALSE(fs::exists(dir_ / "r.jsonl"));
+  // Leading zeros are decimal: 010 is ten, not octal eight.
+  auto ten = run(rank + " --k 010");
+  ASSERT_EQ(ten.rc, 0) << ten.err;
+  std::ifstream in(dir_ / "r.jsonl");
+  std::string line;
+  ASSERT_TRUE(std::getline(in, line));
+  EXPECT_EQ(nlohmann::json::parse(line)["ranking"].size(), 10u);
+  // Reals: nan, inf, out-of-range and hex are refused, even where a range check would let nan by.
+  const std::string eval = "eval --data " + kSample + " --task commit_subject --split dev --quiet --store s.db";
+  refused(eval + " --qpp-sigma-percent nan", {"--qpp-sigma-percent", "expected a finite number", "\"nan\""});
+  refused(eval + " --qpp-sigma-percent 1e999", {"--qpp-sigma-percent", "\"1e999\""});
+  refused("generate --llm reference --prompt x --temperature nan", {"--temperature", "\"nan\""});
+  refused("generate --llm reference --prompt x --temperature inf", {"--temperature", "\"inf\""});
+  refused("generate --llm reference --prompt x --temperature 0x1p1", {"--temperature"});
+  refused("generate --llm reference --prompt x --temperature -1",
+          {"temperature = -1: must be a finite number >= 0 (0 = greedy) (option --temperature)"});
+  // Beams: 1..64, checked before the model loads (the reference reader would need a background).
+  refused("generate --llm reference --prompt x --beams 100000", {"beams = 100000: must be between 1 and 64 (option --beams)"});
+  refused("generate --llm reference --prompt x --beams 0", {"beams = 0: must be between 1 and 64 (option --beams)"});
+  refused("generate --llm reference --prompt x --beams -3", {"beams = -3: must be between 1 and 64 (option --beams)"});
+  refused(eval + " --beams 65", {"beams = 65: must be between 1 and 64 (option --beams)"});
+  // The same checks reach options read from a --config file.
+  write("c.toml", "k = 0x10\n");
+  refused(rank + " --config c.toml", {"--k", "\"0x10\""});
+  // sample --users: 1 to the documented cap, before anything is written.
+  auto many = refused("sample --out big --users 1000000", {"--users 1000000: must be between 1 and"});
+  EXPECT_EQ(std::count(many.err.begin(), many.err.end(), '\n'), 1) << many.err;
+  refused("sample --out none --users 0", {"--users 0: must be between 1 and"});
+  EXPECT_FALSE(fs::exists(dir_ / "big"));
+  EXPECT_FALSE(fs::exists(dir_ / "none"));
+  auto few = run("sample --out two --users 2");
+  ASSERT_EQ(few.rc, 0) << few.err;
+  EXPECT_TRUE(fs::exists(dir_ / "two" / "commit_subject" / "dev_questions.json"));
+}
+
+// Options that contradict each other, or name one thing twice, are refused naming them.
+TEST_F(Cli, ConflictsAndRepeatsAreRefused) {
+  const std::string data = "--data " + kSample + " --task commit_subject";
+  fs::create_directories(dir_ / "enc");  // an --init folder: every refusal below comes before it is read
+  // Training on the split that picks the kept epoch.
+  auto same = run("train --method ropg-kd " + data + " --init enc --out o --split dev --dev-split dev --quiet --store s.db");
+  EXPECT_EQ(same.rc, 2);
+  EXPECT_NE(same.err.find("--split dev and --dev-split dev name the same split"), std::string::npos) << same.err;
+  auto same_train = run("train --method pearl " + data + " --init enc --out o --dev-split train --quiet --store s.db");
+  EXPECT_EQ(same_train.rc, 2);
+  EXPECT_NE(same_train.err.find("--split train and --dev-split train"), std::string::npos) << same_train.err;
+  // Retriever lists with a repeated entry: RSPG's pool, eval's retrievers, feedback's pool.
+  auto pool = run("train --method rspg-pre " + data + " --init enc --out o --pool none,none --quiet --store s.db");
+  EXPECT_EQ(pool.rc, 2);
+  EXPECT_NE(pool.err.find("pool lists \"none\" twice"), std::string::npos) << pool.err;
+  EXPECT_NE(pool.err.find("(option --pool)"), std::string::npos) << pool.err;
+  auto pool3 = run("train --method rspg-post " + data + " --init enc --out o --pool 'bm25,rrf(bm25,recency),rrf(bm25, recency)' --quiet --store s.db");
+  EXPECT_EQ(pool3.rc, 2);
+  EXPECT_NE(pool3.err.find("pool lists \"rrf(bm25, recency)\" twice"), std::string::npos) << pool3.err;
+  EXPECT_NE(pool3.err.find("(option --pool)"), std::string::npos) << pool3.err;
+  auto ev = run("eval " + data + " --split dev --retrievers none,bm25,none --quiet --store s.db");
+  EXPECT_EQ(ev.rc, 2);
+  EXPECT_NE(ev.err.find("retrievers lists \"none\" twice: name each retriever once (option --retrievers)"), std::string::npos) << ev.err;
+  auto fb = run("feedback " + data + " --split dev --kind retriever --retrievers bm25,recency,bm25 --quiet --store s.db");
+  EXPECT_EQ(fb.rc, 2);
+  EXPECT_NE(fb.err.find("\"bm25\" twice"), std::string::npos) << fb.err;
+  EXPECT_NE(fb.err.find("(option --retrievers)"), std::string::npos) << fb.err;
+  // Training numbers: lr > 0, clip finite (0 = off), a given micro-batch within the batch.
+  auto lr = run("train --method ropg-kd " + data + " --init enc --out o --lr -1 --quiet --store s.db");
+  EXPECT_EQ(lr.rc, 2);
+  EXPECT_NE(lr.err.find("fit.lr = -1: must be a positive number (option --lr)"), std::string::npos) << lr.err;
+  auto lr0 = run("train --method ropg-kd " + data + " --init enc --out o --lr 0 --quiet --store s.db");
+  EXPECT_EQ(lr0.rc, 2);
+  EXPECT_NE(lr0.err.find("(option --lr)"), std::string::npos) << lr0.err;
+  auto clip = run("train --method ropg-kd " + data + " --init enc --out o --clip nan --quiet --store s.db");
+  EXPECT_EQ(clip.rc, 2);
+  EXPECT_NE(clip.err.find("--clip"), std::string::npos) << clip.err;
+  auto clip_neg = run("train --method ropg-kd " + data + " --init enc --out o --clip -1 --quiet --store s.db");
+  EXPECT_EQ(clip_neg.rc, 2);
+  EXPECT_NE(clip_neg.err.find("fit.clip = -1: must be a number >= 0 (0 = no clipping) (option --clip)"), std::string::npos)
+      << clip_neg.err;
+  auto micro = run("train --method ropg-kd " + data + " --init enc --out o --batch-size 8 --micro-batch 16 --quiet --store s.db");
+  EXPECT_EQ(micro.rc, 2);
+  EXPECT_NE(micro.err.find("fit.micro_batch = 16: must not exceed batch_size = 8"), std::string::npos) << micro.err;
+  EXPECT_NE(micro.err.find("(option --micro-batch)"), std::string::npos) << micro.err;
+  EXPECT_FALSE(fs::exists(dir_ / "s.db"));  // every refusal came before any work
+  // A --batch-size below the method's default micro-batch (ROPG: 8) is not refused: the
+  // default shrinks to it. (The run then fails on the empty --init folder, not on the options.)
+  auto small = run("train --method ropg-kd " + data + " --init enc --out o --batch-size 4 --limit 2 --dev-split '' --quiet --store s.db");
+  EXPECT_EQ(small.err.find("micro"), std::string::npos) << small.err;
+  EXPECT_EQ(small.err.find("batch"), std::string::npos) << small.err;
 }
 
 TEST_F(Cli, BadInputExitsOneWithOneLineNamingTheFile) {
@@ -382,6 +490,20 @@ TEST_F(Cli, GenerateAndScoreWithTheLocalStories260K) {
   EXPECT_EQ(a.out, b.out);
   auto beam = run("generate --llm local:" + model + " --prompt Lily --beams 4 --max-new-tokens 15 --device cpu");
   EXPECT_EQ(beam.rc, 0) << beam.err;
+  // The model's context (512 positions) holds at least one prompt token: 511 new tokens at most.
+  auto past = run("generate --llm local:" + model + " --prompt '' --max-new-tokens 512 --device cpu");
+  EXPECT_EQ(past.rc, 2);
+  EXPECT_NE(past.err.find("max_new_tokens = 512: must be below the context of"), std::string::npos) << past.err;
+  EXPECT_NE(past.err.find("(512 positions, the prompt's first token included): at most 511 (option --max-new-tokens)"),
+            std::string::npos) << past.err;
+  EXPECT_EQ(std::count(past.err.begin(), past.err.end(), '\n'), 1) << past.err;
+  auto last = run("generate --llm local:" + model + " --prompt '' --max-new-tokens 511 --device cpu");
+  EXPECT_EQ(last.rc, 0) << last.err;
+  // eval refuses it before any retrieval or generation.
+  auto ev = run("eval --data " + kSample + " --task commit_subject --split dev --retrievers none --llm local:" + model +
+                " --max-new-tokens 100000 --device cpu --quiet --store s.db");
+  EXPECT_EQ(ev.rc, 2);
+  EXPECT_NE(ev.err.find("at most 511 (option --max-new-tokens)"), std::string::npos) << ev.err;
 }
 
 TEST_F(Cli, GenerateAndScoreErrors) {
@@ -404,7 +526,7 @@ TEST_F(Cli, GenerateAndScoreErrors) {
   EXPECT_NE(two.err.find("not both"), std::string::npos) << two.err;
   auto top_p = run("generate --llm reference --prompt x --temperature 1 --top-p 0");
   EXPECT_EQ(top_p.rc, 2);
-  EXPECT_NE(top_p.err.find("--top-p must be in (0, 1]"), std::string::npos) << top_p.err;
+  EXPECT_NE(top_p.err.find("top_p = 0: must be in (0, 1] (option --top-p)"), std::string::npos) << top_p.err;
   write("empty/config.json", "{\"model_type\": \"gpt2\", \"architectures\": [\"GPT2LMHeadModel\"]}");
   write("empty/tokenizer.json", "{}");
   auto unsupported = run("score --llm local:empty --prompt a --target b --device cpu");

@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "attune/core/error.h"
@@ -251,6 +253,26 @@ TEST(EvalOptionsValidate, NamesTheFieldAndItsValue) {
   EvalOptions sigma = ok;
   sigma.qpp_sigma_percent = -1;
   expect(sigma, "qpp_sigma_percent", "qpp_sigma_percent = -1");
+  // A retriever listed twice (by canonical text) would be one row under two names.
+  EvalOptions twice = ok;
+  twice.retrievers = {"none", "rrf(bm25,recency)", "bm25", "rrf(bm25, recency)"};
+  expect(twice, "retrievers", "retrievers lists \"rrf(bm25, recency)\" twice");
+  // The generation options: beams 1..64, a finite temperature >= 0, top_p in (0, 1].
+  EvalOptions beams = ok;
+  beams.generate.beams = 100000;
+  expect(beams, "beams", "beams = 100000: must be between 1 and 64");
+  beams.generate.beams = 0;
+  expect(beams, "beams", "beams = 0: must be between 1 and 64");
+  beams.generate.beams = 64;
+  EXPECT_NO_THROW(beams.validate());
+  EvalOptions temp = ok;
+  temp.generate.temperature = std::nan("");
+  expect(temp, "temperature", "temperature = nan: must be a finite number >= 0");
+  temp.generate.temperature = std::numeric_limits<double>::infinity();
+  expect(temp, "temperature", "temperature = inf: must be a finite number >= 0");
+  EvalOptions top = ok;
+  top.generate.top_p = 0;
+  expect(top, "top_p", "top_p = 0: must be in (0, 1]");
 }
 
 }  // namespace

@@ -222,6 +222,25 @@ TEST(CollectOptionsValidate, RefusesNoCandidatesAndAnEmptyPoolNamingTheField) {
   } catch (const UsageError& e) {
     EXPECT_EQ(dynamic_cast<const NamesField&>(e).field(), "retrievers");
   }
+  // A pool that lists a retriever twice would collect its feedback twice under one name.
+  pool.retrievers = {"none", "bm25", "none"};
+  try {
+    pool.validate();
+    FAIL();
+  } catch (const UsageError& e) {
+    EXPECT_EQ(dynamic_cast<const NamesField&>(e).field(), "retrievers");
+    EXPECT_NE(std::string(e.what()).find("\"none\" twice"), std::string::npos) << e.what();
+  }
+  CollectOptions doc_pool;  // the doc kind reads no pool: its repeats do not matter
+  doc_pool.retrievers = {"none", "none"};
+  EXPECT_NO_THROW(doc_pool.validate());
+  doc_pool.generate.beams = 0;
+  try {
+    doc_pool.validate();
+    FAIL();
+  } catch (const UsageError& e) {
+    EXPECT_EQ(dynamic_cast<const NamesField&>(e).field(), "beams");
+  }
 }
 
 }  // namespace

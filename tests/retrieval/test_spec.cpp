@@ -111,6 +111,19 @@ TEST(Spec, DenseDirsAndFirstStage) {
   }
 }
 
+// A retriever list (eval --retrievers, feedback's pool, RSPG's --pool) names each retriever
+// once; the repeat is found by canonical text where the specs parse.
+TEST(Spec, FirstRepeatedSpecComparesCanonicalText) {
+  EXPECT_EQ(first_repeated_spec({}), "");
+  EXPECT_EQ(first_repeated_spec({"none", "recency", "bm25", "rrf(bm25,recency)", "rrf(recency,bm25)"}), "");
+  EXPECT_EQ(first_repeated_spec({"none", "none"}), "none");
+  EXPECT_EQ(first_repeated_spec({"bm25", "recency", " bm25 "}), " bm25 ");  // as written
+  EXPECT_EQ(first_repeated_spec({"rrf(bm25,recency)", "rrf( bm25 , recency )"}), "rrf( bm25 , recency )");
+  EXPECT_EQ(first_repeated_spec({"rerank(bm25,16,recency)", "rerank(bm25,016,recency)"}), "rerank(bm25,016,recency)");
+  EXPECT_EQ(first_repeated_spec({"nope", "bm25", "nope"}), "nope");  // unknown: compared as written
+  EXPECT_EQ(first_repeated_spec({"dense:a", "dense:b"}), "");
+}
+
 TEST(Spec, MalformedSpecsAreUsageErrorsNamingTheSpec) {
   const struct {
     const char* spec;

@@ -29,8 +29,8 @@ void add_eval(CLI::App& app, int& rc) {
   cmd->add_option("--k", o->k, "documents per prompt")->capture_default_str();
   cmd->add_option("--max-length", o->max_length, "prompt budget in tokens")->capture_default_str();
   cmd->add_option("--limit", o->run.limit, "only the first N examples (0 = all)")->capture_default_str();
-  cmd->add_option("--max-new-tokens", o->generate.max_new_tokens, "generation length cap")->capture_default_str();
-  cmd->add_option("--beams", o->generate.beams, "beam width (1 = greedy)")->capture_default_str();
+  cmd->add_option("--max-new-tokens", o->generate.max_new_tokens, "generation length cap (a local: causal model: below its context length)")->capture_default_str();
+  cmd->add_option("--beams", o->generate.beams, "beam width (1 = greedy; at most 64)")->capture_default_str();
   cmd->add_flag("--no-reference-quirks", *no_quirks, "build prompts as the paper states, not as the LaMP code does");
   cmd->add_flag("--no-cache", *no_cache, "do not read or write the store's generation cache");
   cmd->add_option("--out", *out, "write the full JSON report here (\"-\": standard output, after the table)");
@@ -71,11 +71,12 @@ void add_eval(CLI::App& app, int& rc) {
     for (const auto& s : o->retrievers) {
       retrieval::make_retriever(s, r->seed, task->uses_corpus());  // validates the spec
     }
+    auto model = engine::make_llm(*llm_spec, *d, task.get(), r->models());
+    check_generate_options(*model, o->generate);  // e.g. --max-new-tokens past a local model's context
     // Corpus tasks: dense:DIR searches the whole corpus itself (see make_sources).
     auto sources = engine::make_sources(*d, *task, *st, r->models(), r->quiet, o->retrievers);
     engine::check_gold_docs(*d, ds, *sources.base);  // R@5 against ids the corpus has
     o->source_for = sources.lookup();
-    auto model = engine::make_llm(*llm_spec, *d, task.get(), r->models());
     nlohmann::json args = {{"data", d->data}, {"task", d->task}, {"split", d->split}, {"retrievers", o->retrievers},
                            {"selectors", selector_specs}, {"llm", *llm_spec}, {"k", o->k}, {"max_length", o->max_length}, {"limit", o->run.limit}};
     store::RunScope run(*st, "eval", args.dump(), r->seed);

@@ -7,6 +7,7 @@
 
 #include "attune/core/error.h"
 #include "attune/core/file.h"
+#include "attune/llm/generate_check.h"
 #include "common.h"
 
 namespace attune::cli {
@@ -33,8 +34,8 @@ void add_generate(CLI::App& app, int& rc) {
   cmd->add_option("--llm", *spec, "reference | local:MODEL_DIR | openai:BASE_URL#MODEL")->required();
   auto* p = cmd->add_option("--prompt", *prompt, "the prompt text (may be empty: a causal LM starts from BOS)");
   cmd->add_option("--prompt-file", *file, "read the prompt from a file (- = stdin)");
-  cmd->add_option("--max-new-tokens", g->max_new_tokens, "generation budget")->capture_default_str();
-  auto* beams = cmd->add_option("--beams", g->beams, "beam search with this many beams (1 = greedy)")->capture_default_str();
+  cmd->add_option("--max-new-tokens", g->max_new_tokens, "generation budget (a local: causal model: below its context length)")->capture_default_str();
+  auto* beams = cmd->add_option("--beams", g->beams, "beam search with this many beams (1 = greedy; at most 64)")->capture_default_str();
   auto* temp = cmd->add_option("--temperature", g->temperature, "> 0 samples with this temperature (seeded by --seed)")->capture_default_str();
   cmd->add_option("--top-p", g->top_p, "nucleus mass kept when sampling")->capture_default_str();
   beams->excludes(temp);
@@ -42,9 +43,7 @@ void add_generate(CLI::App& app, int& rc) {
   r->add(*cmd);
   cmd->callback([=, &rc] {
     const std::string text = prompt_text(*prompt, *file, p->count() > 0);
-    if (g->beams < 1) throw UsageError("--beams must be >= 1");
-    if (g->temperature < 0) throw UsageError("--temperature must be >= 0");
-    if (!(g->top_p > 0 && g->top_p <= 1)) throw UsageError("--top-p must be in (0, 1]");
+    llm::validate_generate_options(*g);  // before the model loads; a local model adds its context
     std::unique_ptr<tasks::Task> task;
     if (!d->task.empty()) task = load_task(*d);
     auto model = engine::make_llm(*spec, *d, task.get(), r->models());

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "attune/core/error.h"
 #include "attune/core/rng.h"
 #include "common.h"
 
@@ -34,6 +35,11 @@ const std::vector<std::string> kFillers = {
     "the remote is slow to answer", "the configuration is missing", "the path contains spaces"};
 
 std::string pick(Rng& rng, const std::vector<std::string>& v) { return v[rng.below(v.size())]; }
+
+// The most users `attune sample` writes. Each user's 6 queries carry their whole earlier
+// history as profile (159 documents), and the dataset is built in memory before it is
+// written: about 47 KB of JSON and 170 KB of memory per user (docs/cli.md).
+constexpr std::size_t kMaxSampleUsers = 2000;
 
 }  // namespace
 
@@ -112,8 +118,11 @@ void add_sample(CLI::App& app, int& rc) {
   auto users = std::make_shared<std::size_t>(36);
   cmd->add_option("--out", *out, "output directory")->capture_default_str();
   cmd->add_option("--seed", *seed, "seed")->capture_default_str();
-  cmd->add_option("--users", *users, "number of users")->capture_default_str();
+  cmd->add_option("--users", *users, "number of users (1 to " + std::to_string(kMaxSampleUsers) + ")")->capture_default_str();
   cmd->callback([=, &rc] {
+    if (*users < 1 || *users > kMaxSampleUsers)
+      throw UsageError("--users " + std::to_string(*users) + ": must be between 1 and " + std::to_string(kMaxSampleUsers) +
+                       " (each user writes about 47 KB and holds about 170 KB of memory while the data is built)");
     write_sample(*out, *seed, *users);
     std::printf("wrote %zu users of commit_subject sample data (seed %llu) to %s\n", *users,
                 static_cast<unsigned long long>(*seed), out->c_str());

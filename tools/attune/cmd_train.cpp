@@ -1,5 +1,6 @@
 // attune train: trains a retriever / reranker / selector from language-model feedback.
 // Feedback comes from the store's cache when it is there, and is collected first otherwise.
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -38,7 +39,8 @@ void apply_fit_options(const TrainArgs& a, const RunOptions& r, train::FitOption
   o.out = a.out;
   o.epochs = a.epochs.value_or(o.epochs);
   o.batch_size = a.batch_size.value_or(o.batch_size);
-  o.micro_batch = a.micro_batch.value_or(o.micro_batch);
+  // A method's default micro-batch shrinks to a smaller --batch-size; one that is given must fit.
+  o.micro_batch = a.micro_batch.value_or(std::min(o.micro_batch, o.batch_size));
   o.lr = a.lr.value_or(o.lr);
   o.warmup = a.warmup.value_or(o.warmup);
   o.clip = a.clip.value_or(o.clip);
@@ -93,6 +95,11 @@ void add_train(CLI::App& app, int& rc) {
   cmd->add_flag("--resume", a->resume, "continue the run checkpointed in --out");
   const TrainRunner rspg = add_rspg_options(cmd), pearl = add_pearl_options(cmd);
   cmd->callback([=, &rc] {
+    // The dev split picks the kept epoch: the training split would pick the one that fits it best.
+    if (!a->dev_split.empty() && a->dev_split == d->split)
+      throw UsageError("--split " + d->split + " and --dev-split " + a->dev_split +
+                       " name the same split: the kept epoch would be chosen on the training data (name another "
+                       "--dev-split, or --dev-split \"\" to keep the last epoch)");
     if (a->target_temperature && a->method != "ropg-kd" && a->method != "rspg-pre" && a->method != "rspg-post")
       throw UsageError("--target-temperature applies to ropg-kd, rspg-pre and rspg-post, not " + a->method +
                        (a->method == "pearl" ? " (its label temperature is --pearl-tau)" : ""));

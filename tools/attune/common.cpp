@@ -1,11 +1,14 @@
 #include "common.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 
 #include "attune/core/error.h"
 #include "attune/core/file.h"
+#include "attune/llm/generate_check.h"
 #include "attune/retrieval/spec.h"
 
 namespace fs = std::filesystem;
@@ -39,6 +42,76 @@ std::function<void(std::size_t)>& threads_hook() {
 
 void on_threads_option(std::function<void(std::size_t)> hook) { threads_hook() = std::move(hook); }
 
+namespace {
+
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+// A whole number in decimal digits ('-' first only when `is_signed`); leading zeros are
+// dropped so that CLI11's base-0 conversion cannot read "010" as octal. "" when it is fine,
+// else what is wrong.
+std::string check_whole(std::string& v, bool is_signed) {
+  const std::string shown = v;
+  std::size_t i = (is_signed && !v.empty() && v[0] == '-') ? 1 : 0;
+  const bool ok = v.size() > i && std::all_of(v.begin() + static_cast<std::ptrdiff_t>(i), v.end(), is_digit);
+  if (!ok)
+    return (is_signed ? "expected a whole number in decimal digits, got \"" : "expected a whole number >= 0 in decimal digits, got \"") +
+           shown + "\"";
+  std::size_t z = i;
+  while (z + 1 < v.size() && v[z] == '0') ++z;
+  v.erase(i, z - i);
+  if (v == "-0") v = "0";
+  // CLI11 reads past 64 bits as the largest value (strtoull saturates): refuse it here.
+  errno = 0;
+  if (is_signed)
+    (void)std::strtoll(v.c_str(), nullptr, 10);
+  else
+    (void)std::strtoull(v.c_str(), nullptr, 10);
+  if (errno == ERANGE) return "\"" + shown + "\" is out of range";
+  return "";
+}
+
+// A finite real number in decimal notation: [-+]digits[.digits][e[-+]digits] (digits on at
+// least one side of the point).
+std::string check_real(const std::string& v) {
+  std::size_t i = 0;
+  if (i < v.size() && (v[i] == '-' || v[i] == '+')) ++i;
+  std::size_t mantissa = 0;
+  while (i < v.size() && is_digit(v[i])) ++i, ++mantissa;
+  if (i < v.size() && v[i] == '.') {
+    ++i;
+    while (i < v.size() && is_digit(v[i])) ++i, ++mantissa;
+  }
+  bool ok = mantissa > 0;
+  if (ok && i < v.size() && (v[i] == 'e' || v[i] == 'E')) {
+    ++i;
+    if (i < v.size() && (v[i] == '-' || v[i] == '+')) ++i;
+    std::size_t exponent = 0;
+    while (i < v.size() && is_digit(v[i])) ++i, ++exponent;
+    ok = exponent > 0;
+  }
+  ok = ok && i == v.size() && std::isfinite(std::strtod(v.c_str(), nullptr));
+  return ok ? "" : "expected a finite number in decimal notation (e.g. 0.5, 1e-5), got \"" + v + "\"";
+}
+
+void check_numbers_of(CLI::App& app) {
+  for (CLI::Option* opt : app.get_options()) {
+    // The type, without the descriptions of validators already attached ("UINT:INT in [0 - 256]").
+    const std::string full = opt->get_type_name(), type = full.substr(0, full.find(':'));
+    if (type == "INT" || type == "UINT") {
+      const bool is_signed = type == "INT";
+      // transform(): first in the option's chain, before ranges and hooks read the text.
+      opt->transform(CLI::Validator([is_signed](std::string& v) { return check_whole(v, is_signed); }, "", "decimal"));
+    } else if (type == "FLOAT") {
+      opt->transform(CLI::Validator([](std::string& v) { return check_real(v); }, "", "finite"));
+    }
+  }
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) check_numbers_of(*sub);
+}
+
+}  // namespace
+
+void check_number_options(CLI::App& app) { check_numbers_of(app); }
+
 void RunOptions::add(CLI::App& app) {
   app.add_option("--store", store, "SQLite store")->capture_default_str();
   app.add_option("--seed", seed, "seed for everything random (recorded with the run)")->capture_default_str();
@@ -46,7 +119,7 @@ void RunOptions::add(CLI::App& app) {
                  "worker threads, and the threads torch runs one model operator on (0 = all cores; torch: one per "
                  "physical core unless OMP_NUM_THREADS is set)")
       ->capture_default_str()
-      ->check(CLI::Range(0, 4096))
+      ->check(CLI::Range(std::size_t{0}, kMaxThreads))
       ->each([](const std::string& v) {
         if (threads_hook()) threads_hook()(std::stoul(v));
       });
@@ -73,6 +146,11 @@ const std::string& RunOptions::store_file() const {
     throw FieldError<UsageError>("store", "--store " + store + " is an in-memory database: everything the run computes "
                                           "(LLM calls, feedback) would be lost at exit; name a file");
   return store;
+}
+
+void check_generate_options(llm::LanguageModel& model, const llm::GenerateOptions& g) {
+  llm::validate_generate_options(g);
+  model.generate(std::span<const llm::Prompt>{}, g);
 }
 
 nlohmann::json llm_counters_json(const llm::LanguageModel& model) {

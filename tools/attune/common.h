@@ -72,8 +72,25 @@ inline constexpr const char* kVersion = "attune 0.1.0";
 // FieldError). A failed write to stdout is an error (exit 1).
 int run_app(CLI::App& app, int& rc, int argc, char** argv);
 
+// Refuses generation options `model` cannot honour, before any work: the shared checks
+// (llm::validate_generate_options), then a generate call with no prompts, which asks the
+// model nothing and lets a backend refuse what it cannot do (local: max_new_tokens at or
+// past its context). The errors name the field; run_app adds the option.
+void check_generate_options(llm::LanguageModel& model, const llm::GenerateOptions& g);
+
 // What --threads does besides sizing attune's own pools (attune-torch: torch's threads).
 void on_threads_option(std::function<void(std::size_t)> hook);
+// --threads accepts 0 (all cores) .. kMaxThreads: more workers than that only add memory and
+// contention on any machine attune runs on.
+inline constexpr std::size_t kMaxThreads = 256;
+
+// Checks every number option of `app` and of its subcommands where the text is read, so no
+// value wraps or is read in another base: whole numbers (CLI11 type INT, UINT) must be plain
+// decimal digits, with a leading '-' only for signed options ("-1" for a count, "0x10" and
+// "1e3" are refused; leading zeros are decimal, "010" = 10, not octal 8); real numbers
+// (FLOAT) must be finite and in decimal notation ("nan", "inf", "1e999" and hex floats are
+// refused). The usage error names the option and the value. run_app calls it before parsing.
+void check_number_options(CLI::App& app);
 
 // The verbs; each returns an exit code.
 void add_rank(CLI::App& app, int& rc);

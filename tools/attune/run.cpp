@@ -25,6 +25,9 @@ std::string option_hint(const std::exception& e) {
 }  // namespace
 
 int run_app(CLI::App& app, int& rc, int argc, char** argv) {
+  check_number_options(app);  // before parsing: counts in decimal digits, finite reals
+  // CLI11's own errors (unknown flag, bad value, ...) in one line, like attune's.
+  app.failure_message([](const CLI::App*, const CLI::Error& e) { return "attune: " + std::string(e.what()) + " (see --help)\n"; });
   try {
     // --config FILE: the file's options, inserted where the command line has none.
     std::vector<std::string> args(argv + 1, argv + argc);

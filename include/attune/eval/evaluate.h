@@ -45,8 +45,8 @@ struct EvalOptions {
   std::size_t qpp_k = 0;
   double qpp_sigma_percent = 50;  // x of sigma_x%
 
-  // FieldError<UsageError> naming the field and its value: no retriever, alpha outside
-  // (0, 1), qpp_sigma_percent outside [0, 100].
+  // FieldError<UsageError> naming the field and its value: no retriever or one listed twice,
+  // alpha outside (0, 1), qpp_sigma_percent outside [0, 100], bad generate (generate_check.h).
   void validate() const;
 };
 

@@ -49,8 +49,8 @@ struct CollectOptions {
   // pool): null (or a null answer) = the `source` given to collect(). See eval::EvalOptions.
   std::function<const retrieval::CandidateSource*(const std::string& spec)> source_for;
 
-  // FieldError<UsageError> naming the field and its value: top_l 0 (doc, likelihood) or an
-  // empty pool (retriever).
+  // FieldError<UsageError> naming the field and its value: top_l 0 (doc, likelihood), an empty
+  // pool or one listing a retriever twice (retriever), bad generate options (generate_check.h).
   void validate() const;
 };
 

@@ -39,6 +39,11 @@ class LocalModel final : public llm::LanguageModel {
   static std::unique_ptr<LocalModel> load(const std::filesystem::path& dir, const LocalOptions& opts = {});
   ~LocalModel() override;
   std::vector<llm::Generation> generate(std::span<const llm::Prompt> prompts, const llm::GenerateOptions& opts) override;
+  // llm::validate_generate_options, then a causal model refuses max_new_tokens at or past its
+  // context (max_position_embeddings; a one-token prompt leaves max_positions - 1): a
+  // FieldError<UsageError> naming max_new_tokens and the limit. generate() calls it first,
+  // so generate() with no prompts checks the options and does nothing else.
+  void check(const llm::GenerateOptions& opts) const;
   std::vector<double> score(std::span<const llm::ScoreRequest> requests) override;
   // "local:<folder name>@<content hash>": the hash covers config.json, the tokenizer files
   // and the weights' headers, sizes and first/last MiB, so a changed model misses the cache.

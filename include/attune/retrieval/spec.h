@@ -61,6 +61,11 @@ bool incomplete_models_allowed();
 // attune_model.json stays as it was).
 std::string to_string(const RetrieverSpec& spec);
 
+// The first spec of `specs` that repeats an earlier one, as written; "" when all differ.
+// Specs are compared by their canonical text (to_string: "rrf(bm25, recency)" is
+// "rrf(bm25,recency)") where they parse, else as written (trimmed).
+std::string first_repeated_spec(const std::vector<std::string>& specs);
+
 // Builds the retriever a spec describes (seeded by `seed` where it draws). corpus: the
 // candidates are a corpus task's first stage, already ranked by corpus-level BM25; "bm25"
 // (inside rrf(...) and rerank(...) too) then keeps that order (FirstStageRetriever)

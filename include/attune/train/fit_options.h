@@ -22,7 +22,7 @@ struct FitOptions {
   std::vector<std::filesystem::path> inputs;
   std::size_t epochs = 10;            // passes over the training items
   std::size_t batch_size = 64;        // items per optimiser step (the effective batch)
-  std::size_t micro_batch = 8;        // items per forward/backward (gradient accumulation)
+  std::size_t micro_batch = 8;        // items per forward/backward (gradient accumulation), <= batch_size
   double lr = 1e-5;                   // peak learning rate
   // Linear warmup to lr, then linear decay to 0 at the last step: `warmup` is a fraction of
   // all steps in [0, 1); warmup_steps, when set, is the exact number of steps instead.

@@ -46,7 +46,7 @@ struct RspgOptions {
   // The loop: 000's schedule (AdamW lr 1e-5, 20 epochs), batches of 16 in micro-batches of 4.
   FitOptions fit = [] { FitOptions f; f.epochs = 20; f.batch_size = 16; f.micro_batch = 4; return f; }();
 
-  // FieldError<UsageError> naming the field and its value.
+  // FieldError<UsageError> naming the field and its value (pool: under 2 or a repeated entry).
   void validate() const;
 };
 
