@@ -350,7 +350,7 @@ TEST_F(Cli, EmptyQuestionsAndEmptyCorpusAreRefused) {
   EXPECT_NE(r.err.find("q.json: no examples"), std::string::npos) << r.err;
   write("deb/tiny_corpus.jsonl", "\n");
   write("deb/qa_dev.jsonl", "{\"id\": \"q1\", \"input\": \"Which Debian package is described as: x?\", \"output\": \"p\"}\n");
-  r = run("eval --data deb --task qa --retrievers bm25 --quiet --store s.db");
+  r = run("eval --data deb --task qa --retrievers bm25 --llm planted:first --quiet --store s.db");
   EXPECT_EQ(r.rc, 1);
   EXPECT_NE(r.err.find("deb/tiny_corpus.jsonl: empty corpus"), std::string::npos) << r.err;
 }
