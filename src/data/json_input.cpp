@@ -315,4 +315,6 @@ std::optional<std::string> FieldReader::optional_string(const char* key) const {
   return it->get<std::string>();
 }
 
+std::string json_quote(const std::string& s) { return json(s).dump(-1, ' ', false, json::error_handler_t::replace); }
+
 }  // namespace attune::data::detail

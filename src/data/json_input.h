@@ -79,6 +79,8 @@ void for_each_line(const std::string& bytes, const std::filesystem::path& file,
 void for_each_gold(const json& root, const std::string& file,
                    const std::function<void(std::size_t, std::string, std::string, const FieldReader&)>& fn);
 
+// `s` as a JSON string literal for messages (invalid UTF-8 replaced).
+std::string json_quote(const std::string& s);
 // JSON type names for messages: "a string", "an object", "null", ...
 std::string type_name(const json& v);
 // A JSON number as decimal text: integers (and integral floats below 2^53) without ".0",

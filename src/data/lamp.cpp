@@ -12,16 +12,9 @@ namespace attune::data {
 
 namespace fs = std::filesystem;
 using detail::FieldReader;
+using detail::json_quote;
 using detail::json;
 using detail::type_name;
-
-namespace {
-
-std::string json_quote(const std::string& s) {
-  return json(s).dump(-1, ' ', false, json::error_handler_t::replace);
-}
-
-}  // namespace
 
 namespace detail {
 

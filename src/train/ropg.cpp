@@ -159,7 +159,7 @@ class RopgLearner final : public DevSelectedLearner {
     dv_ = tokenize_examples(*tok, dev, lengths);
     optimizer_ = std::make_unique<torch::optim::Adam>(m_.bert->parameters(), torch::optim::AdamOptions(o.fit.lr));
     sig_ = {{"objective", objective_name(o.objective)}, {"double_softmax", o.double_softmax},
-            {"target_temperature", o.target_temperature}, {"policy_temperature", m_.tau},
+            {"target_temperature", o.target_temperature}, {"policy_temperature", m_.tau}, {"skip_flat", o.skip_flat},
             {"init", o.init.string()}, {"epochs", o.fit.epochs},
             {"batch_size", o.fit.batch_size}, {"micro_batch", o.fit.micro_batch}, {"lr", o.fit.lr},
             {"warmup", o.fit.warmup}, {"clip", o.fit.clip}, {"query_max_length", o.query_max_length},
@@ -261,9 +261,22 @@ void RopgOptions::validate() const {
 RopgResult train_ropg(const std::vector<RopgExample>& train_in, const std::vector<RopgExample>& dev_in, const RopgOptions& o) {
   o.validate();
   std::vector<RopgExample> train;
-  for (const auto& e : train_in)
-    if (e.docs.size() >= 2) train.push_back(e);
-  if (train.empty()) throw Error("ROPG has no training example with at least 2 candidate documents");
+  std::size_t flat = 0;
+  for (const auto& e : train_in) {
+    if (e.docs.size() < 2) continue;
+    const bool same = std::all_of(e.utility.begin(), e.utility.end(), [&](double u) { return u == e.utility.front(); });
+    if (same && o.skip_flat && o.objective == RopgObjective::KD) {
+      ++flat;
+      continue;
+    }
+    train.push_back(e);
+  }
+  if (train.empty())
+    throw Error("ROPG has no training example with at least 2 candidate documents" +
+                (flat ? " whose utilities differ (" + std::to_string(flat) + " had all equal utilities)" : std::string()));
+  if (flat && !o.fit.quiet)
+    std::fprintf(stderr, "train: %zu of %zu training queries have candidates of equal utility: left out (KD learns nothing from them)\n",
+                 flat, flat + train.size());
   std::vector<RopgExample> dev;
   for (const auto& e : dev_in)
     if (!e.docs.empty()) dev.push_back(e);
@@ -278,6 +291,7 @@ RopgResult train_ropg(const std::vector<RopgExample>& train_in, const std::vecto
   res.init_dev_top1 = learner.initial("dev_top1");
   res.init_dev_expected = learner.initial("dev_expected");
   res.policy_temperature = resolve_policy_temperature(o);
+  res.flat_skipped = flat;
   return res;
 }
 

@@ -428,7 +428,7 @@ TEST_F(Cli, OutputsGoToStdoutWithADashAndFailedStdoutWritesExitOne) {
   EXPECT_EQ(slurp(dir_ / "real.jsonl"), r.out);
   // Every verb that prints fails (exit 1) when standard output cannot be written.
   const std::string bin = std::string(ATTUNE_BINARY_DIR) + "/tools/attune/attune";
-  for (const std::string verb :
+  for (const std::string& verb :
        {"eval --data " + kSample + " --task commit_subject --split dev --retrievers none --quiet --store s.db",
         "import --data " + kSample + " --task commit_subject --store s.db"}) {
     const std::string cmd = "cd '" + dir_.string() + "' && '" + bin + "' " + verb + " > /dev/full 2>err.txt";

@@ -329,6 +329,30 @@ TEST_F(Ropg, ThePolicyTemperatureSharpensThePolicyAndIsRecorded) {
   EXPECT_THROW(bad.validate(), UsageError);
 }
 
+TEST_F(Ropg, KdLeavesOutQueriesWhoseCandidatesAllHelpAlike) {
+  auto train = synthetic(16, 1);
+  for (std::size_t i = 0; i < 6; ++i) std::fill(train[i].utility.begin(), train[i].utility.end(), 0.0);
+  auto o = tiny_ropg(root_, "skip", RopgObjective::KD);
+  o.fit.epochs = 1;
+  const auto res = train_ropg(train, {}, o);
+  EXPECT_EQ(res.flat_skipped, 6u);
+  EXPECT_EQ(res.steps_done, 2u);  // 10 queries in batches of 8
+  auto paper = tiny_ropg(root_, "all", RopgObjective::KD);
+  paper.fit.epochs = 1;
+  paper.skip_flat = false;
+  const auto all = train_ropg(train, {}, paper);
+  EXPECT_EQ(all.flat_skipped, 0u);
+  EXPECT_EQ(all.steps_done, 2u);  // 16 queries in batches of 8
+  for (auto& e : train) std::fill(e.utility.begin(), e.utility.end(), 0.5);
+  auto none = tiny_ropg(root_, "none", RopgObjective::KD);
+  try {
+    train_ropg(train, {}, none);
+    FAIL() << "trained on queries with nothing to learn";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("16 had all equal utilities"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(Ropg, BadInputIsRefused) {
   auto o = tiny_ropg(root_, "bad", RopgObjective::KD);
   auto one = synthetic(4, 1);

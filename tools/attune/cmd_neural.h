@@ -34,7 +34,8 @@ struct TrainArgs {
   // Unset = the method's own default (RopgOptions, RspgOptions, PearlOptions); what is set
   // is checked by the options' validate() (messages name the field, the CLI adds the flag).
   std::optional<double> target_temperature;  // KD / RSPG target softmax temperature (papers: 1)
-  std::optional<double> policy_temperature;  // ROPG: pi = softmax(score / tau) (default: the encoder's own)
+  std::optional<double> policy_temperature;  // ROPG: pi = softmax(score / tau) (default 1)
+  bool keep_flat = false;                    // ROPG-KD: train on equal-utility queries too (the paper's)
   std::optional<std::size_t> epochs, batch_size, micro_batch, checkpoint_every;
   std::optional<double> lr, warmup, clip;
   std::optional<std::size_t> query_max_length, doc_max_length;

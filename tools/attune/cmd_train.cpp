@@ -90,6 +90,9 @@ void add_train(CLI::App& app, int& rc) {
   add_optional(cmd, "--policy-temperature", a->policy_temperature,
                "ROPG: the policy is softmax(score / tau) (default 1, the paper's; pretrain-encoder's encoders "
                "were trained at 0.05)");
+  cmd->add_flag("--keep-flat", a->keep_flat,
+                "ROPG-KD: also train on queries whose candidates all have the same utility (the paper's; by default "
+                "they are left out, since their uniform target only flattens the scores)");
   add_optional(cmd, "--checkpoint-every", a->checkpoint_every,
                "optimiser steps between checkpoints, and at every epoch end (default: ROPG 50; 0 = epoch ends only)");
   cmd->add_flag("--resume", a->resume, "continue the run checkpointed in --out");
@@ -103,6 +106,7 @@ void add_train(CLI::App& app, int& rc) {
     if (a->target_temperature && a->method != "ropg-kd" && a->method != "rspg-pre" && a->method != "rspg-post")
       throw UsageError("--target-temperature applies to ropg-kd, rspg-pre and rspg-post, not " + a->method +
                        (a->method == "pearl" ? " (its label temperature is --pearl-tau)" : ""));
+    if (a->keep_flat && a->method != "ropg-kd") throw UsageError("--keep-flat applies to ropg-kd, not " + a->method);
     if (a->policy_temperature && a->method != "ropg-kd" && a->method != "ropg-rl")
       throw UsageError("--policy-temperature applies to ropg-kd and ropg-rl, not " + a->method);
     if (a->method == "rspg-pre" || a->method == "rspg-post") return rspg(*d, *r, *a), void(rc = 0);
@@ -122,6 +126,7 @@ void add_train(CLI::App& app, int& rc) {
     ro->double_softmax = a->double_softmax;
     ro->target_temperature = a->target_temperature.value_or(ro->target_temperature);
     ro->policy_temperature = a->policy_temperature;
+    ro->skip_flat = !a->keep_flat;
     ro->init = a->init;
     ro->validate();  // option errors before any work
     auto task = load_task(*d);

@@ -46,6 +46,11 @@ struct RopgOptions {
   // the same dev top-1 utility (0.199 at tau 1, 0.198 at 0.05; start 0.194), so the
   // paper's stays the default until a full-size run decides (docs/RESULTS.md).
   std::optional<double> policy_temperature;
+  // KD: leave out training queries whose candidates all have the same utility. Their
+  // target is uniform, so KL(uniform || pi) only pulls every score together: with sparse
+  // utilities (most queries all 0) that flattening outweighs what the rest teach. RL is
+  // unaffected (its reward u(d) - u(d_b) is 0 there). false: every query, as the paper.
+  bool skip_flat = true;
   std::filesystem::path init;         // the encoder to start from (a dense: model folder)
   std::size_t query_max_length = 128; // tokens, specials included
   std::size_t doc_max_length = 128;
@@ -70,7 +75,8 @@ struct RopgEpoch {
 struct RopgResult {
   std::size_t steps_done = 0, total_steps = 0;
   double init_dev_top1 = 0, init_dev_expected = 0;  // the initial encoder on dev
-  double policy_temperature = 1;      // the tau the run used (resolved from the init folder when unset)
+  double policy_temperature = 1;      // the tau the run used
+  std::size_t flat_skipped = 0;       // KD training queries left out as flat (skip_flat)
   double train_top1_before = 0;       // mean u(argmax pi) on train before training
   std::vector<RopgEpoch> epochs;      // of the whole run (resumed ones included)
   std::size_t best_epoch = 0;         // the epoch saved in out/ (best dev_top1; last without dev)
