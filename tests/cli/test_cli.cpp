@@ -883,4 +883,14 @@ TEST_F(Cli, OpenAIBackendGeneratesAndScoresAgainstALoopbackServer) {
   r = run("generate --llm 'openai:http://127.0.0.1:1/v1#m?colour=red' --prompt a");
   EXPECT_EQ(r.rc, 2);
   EXPECT_NE(r.err.find("colour"), std::string::npos) << r.err;
+  // A password in the URL reaches neither the error nor the store's record of the run.
+  r = run("eval --data " + kSample + " --task commit_subject --split dev --retrievers none --limit 1 --quiet --store pw.db "
+          "--llm 'openai:http://bob:s3cret@127.0.0.1:1/v1#m?retries=0'");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_EQ(r.err.find("s3cret"), std::string::npos) << r.err;
+  std::string stored;
+  for (const char* f : {"pw.db", "pw.db-wal"})
+    if (fs::exists(dir_ / f)) stored += slurp(dir_ / f);
+  EXPECT_NE(stored.find("bob:***@127.0.0.1"), std::string::npos);  // the run was recorded, redacted
+  EXPECT_EQ(stored.find("s3cret"), std::string::npos);
 }

@@ -8,6 +8,7 @@
 #include "attune/retrieval/retriever.h"
 #include "attune/neural/selector.h"
 #include "attune/core/file.h"
+#include "attune/llm/openai.h"
 #include "common.h"
 
 namespace attune::cli {
@@ -78,7 +79,7 @@ void add_eval(CLI::App& app, int& rc) {
     engine::check_gold_docs(*d, ds, *sources.base);  // R@5 against ids the corpus has
     o->source_for = sources.lookup();
     nlohmann::json args = {{"data", d->data}, {"task", d->task}, {"split", d->split}, {"retrievers", o->retrievers},
-                           {"selectors", selector_specs}, {"llm", *llm_spec}, {"k", o->k}, {"max_length", o->max_length}, {"limit", o->run.limit}};
+                           {"selectors", selector_specs}, {"llm", llm::redact_url_passwords(*llm_spec)}, {"k", o->k}, {"max_length", o->max_length}, {"limit", o->run.limit}};
     store::RunScope run(*st, "eval", args.dump(), r->seed);
     llm::CachedModel cached(*model, *st);
     llm::LanguageModel& m = *no_cache ? static_cast<llm::LanguageModel&>(*model) : cached;

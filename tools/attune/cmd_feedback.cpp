@@ -5,6 +5,7 @@
 #include "attune/feedback/collect.h"
 #include "attune/neural/dense.h"
 #include "attune/retrieval/retriever.h"
+#include "attune/llm/openai.h"
 #include "common.h"
 
 namespace attune::cli {
@@ -47,7 +48,7 @@ void add_feedback(CLI::App& app, int& rc) {
     o->source_for = sources.lookup();
     auto model = engine::make_llm(*llm_spec, *d, task.get(), r->models());
     nlohmann::json args = {{"data", d->data}, {"task", d->task}, {"split", d->split}, {"kind", *kind},
-                           {"llm", *llm_spec}, {"top_l", o->top_l}, {"initial", o->initial_retriever},
+                           {"llm", llm::redact_url_passwords(*llm_spec)}, {"top_l", o->top_l}, {"initial", o->initial_retriever},
                            {"retrievers", o->retrievers}, {"k", o->k}, {"limit", o->run.limit}};
     store::RunScope run(*st, "feedback", args.dump(), r->seed);
     auto s = feedback::collect(ds, *task, *sources.base, *model, *st, *tok, *o);

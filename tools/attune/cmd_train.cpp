@@ -9,6 +9,7 @@
 #include "attune/retrieval/retriever.h"
 #include "attune/train/ropg.h"
 #include "cmd_neural.h"
+#include "attune/llm/openai.h"
 #include "common.h"
 
 namespace fs = std::filesystem;
@@ -135,7 +136,7 @@ void add_train(CLI::App& app, int& rc) {
     neural::register_retrievers(r->device);
     auto model = engine::make_llm(a->llm, *d, task.get(), r->models());
     nlohmann::json args = {{"method", a->method}, {"data", d->data}, {"task", d->task}, {"split", d->split},
-                           {"dev_split", a->dev_split}, {"llm", a->llm}, {"out", a->out}, {"init", a->init},
+                           {"dev_split", a->dev_split}, {"llm", llm::redact_url_passwords(a->llm)}, {"out", a->out}, {"init", a->init},
                            {"initial", a->initial}, {"top_l", a->top_l}, {"limit", a->limit}, {"epochs", ro->fit.epochs},
                            {"batch_size", ro->fit.batch_size}, {"lr", ro->fit.lr}, {"resume", a->resume}};
     const auto tr = load_workflow_split(*d, *task, *st, *r, {a->initial}, a->limit);

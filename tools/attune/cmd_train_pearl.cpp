@@ -9,6 +9,7 @@
 #include "attune/neural/dense.h"
 #include "attune/train/pearl.h"
 #include "cmd_neural.h"
+#include "attune/llm/openai.h"
 #include "common.h"
 
 namespace fs = std::filesystem;
@@ -88,7 +89,7 @@ TrainRunner add_pearl_options(CLI::App* train) {
     neural::register_retrievers(r.device);
     auto model = engine::make_llm(a.llm, d, task.get(), r.models());
     nlohmann::json args = {{"method", "pearl"}, {"data", d.data}, {"task", d.task}, {"split", d.split},
-                           {"dev_split", a.dev_split}, {"llm", a.llm}, {"out", a.out}, {"init", a.init},
+                           {"dev_split", a.dev_split}, {"llm", llm::redact_url_passwords(a.llm)}, {"out", a.out}, {"init", a.init},
                            {"initial", a.initial}, {"top_l", a.top_l}, {"limit", a.limit}, {"epochs", po.fit.epochs},
                            {"batch_size", po.fit.batch_size}, {"lr", po.fit.lr}, {"resume", a.resume}};
     const auto tr = load_workflow_split(d, *task, *st, r, {a.initial}, a.limit);

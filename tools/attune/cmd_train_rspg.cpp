@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attune/core/error.h"
+#include "attune/llm/openai.h"
 #include "attune/neural/dense.h"
 #include "attune/retrieval/retriever.h"
 #include "attune/train/rspg.h"
@@ -58,7 +59,7 @@ TrainRunner add_rspg_options(CLI::App* cmd) {
       retrieval::make_retriever(s, r.seed, task->uses_corpus());  // validates the pool early
     auto model = engine::make_llm(a.llm, d, task.get(), r.models());
     nlohmann::json args = {{"method", a.method}, {"data", d.data}, {"task", d.task}, {"split", d.split},
-                           {"dev_split", a.dev_split}, {"llm", a.llm}, {"out", a.out}, {"init", a.init}, {"pool", pool},
+                           {"dev_split", a.dev_split}, {"llm", llm::redact_url_passwords(a.llm)}, {"out", a.out}, {"init", a.init}, {"pool", pool},
                            {"k", c->k}, {"limit", a.limit}, {"resume", a.resume}};
     const auto tr = load_workflow_split(d, *task, *st, r, pool, a.limit);
     const auto dev = load_dev_split(d, a, *task, *st, r, pool);
