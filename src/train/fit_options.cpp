@@ -38,7 +38,7 @@ void FitOptions::validate() const {
   if (micro_batch == 0) bad("micro_batch", micro_batch, "must be positive");
   if (micro_batch > batch_size)
     bad("micro_batch", micro_batch, "must not exceed batch_size = " + std::to_string(batch_size) + " (a micro-batch is part of one step's batch)");
-  if (!(lr > 0) || !std::isfinite(lr)) bad("lr", lr, "must be a positive number");
+  if (!(lr >= 0) || !std::isfinite(lr)) bad("lr", lr, "must be a number >= 0 (0 = learning switched off, a control run)");
   if (!warmup_steps && !(warmup >= 0 && warmup < 1)) bad("warmup", warmup, "must be a fraction in [0, 1)");
   if (!(clip >= 0) || !std::isfinite(clip)) bad("clip", clip, "must be a number >= 0 (0 = no clipping)");
 }

@@ -180,7 +180,7 @@ TEST_F(Cli, ConflictsAndRepeatsAreRefused) {
   // Training numbers: lr > 0, clip finite (0 = off), a given micro-batch within the batch.
   auto lr = run("train --method ropg-kd " + data + " --init enc --out o --lr -1 --quiet --store s.db");
   EXPECT_EQ(lr.rc, 2);
-  EXPECT_NE(lr.err.find("fit.lr = -1: must be a positive number (option --lr)"), std::string::npos) << lr.err;
+  EXPECT_NE(lr.err.find("fit.lr = -1: must be a number >= 0 (0 = learning switched off, a control run) (option --lr)"), std::string::npos) << lr.err;
   auto lr0 = run("train --method ropg-kd " + data + " --init enc --out o --lr 0 --quiet --store s.db");
   EXPECT_EQ(lr0.rc, 2);
   EXPECT_NE(lr0.err.find("(option --lr)"), std::string::npos) << lr0.err;
@@ -685,7 +685,7 @@ TEST_F(Cli, TrainRopgThenEvalTheTrainedFolder) {
   // A bad option value is refused before any work, naming the value and the flag.
   auto bad_lr = run("train --method ropg-kd " + data + " --init enc --out x --lr -1 --quiet");
   EXPECT_EQ(bad_lr.rc, 2);
-  EXPECT_NE(bad_lr.err.find("fit.lr = -1: must be a positive number (option --lr)"), std::string::npos) << bad_lr.err;
+  EXPECT_NE(bad_lr.err.find("fit.lr = -1: must be a number >= 0 (0 = learning switched off, a control run) (option --lr)"), std::string::npos) << bad_lr.err;
   EXPECT_EQ(bad_lr.err.find("feedback"), std::string::npos) << bad_lr.err;
   // Feedback came from the store's cache the second time.
   auto rl = run("train --method ropg-rl " + data + " --init enc --out rl --epochs 1 --batch-size 32 --limit 40 --dev-limit 10 --device cpu");

@@ -229,6 +229,17 @@ TEST_F(Fit, NoEpochWorseThanTheStartOnDevIsKept) {
   EXPECT_EQ(p.kept, (std::vector<std::size_t>{1, 2}));
 }
 
+TEST_F(Fit, LearningSwitchedOffLeavesTheWeightsAndKeepsTheStart) {
+  auto o = options("off");
+  o.lr = 0;  // the control run of a learning check
+  ToyLearner l(o, {0.2, 0.2, 0.2, 0.2});
+  const auto before = l.weights();
+  const auto r = fit(l, o);
+  EXPECT_EQ(l.weights(), before);
+  EXPECT_EQ(r.state.best_epoch, 0u);  // no epoch beat the start: the start is kept
+  EXPECT_EQ(l.kept, (std::vector<std::size_t>{0}));
+}
+
 TEST_F(Fit, TrainingNeverWritesOverForeignFilesOrItsInputsAndLocksItsFolder) {
   auto message = [](const std::function<void()>& f) {
     try {

@@ -23,7 +23,7 @@ struct FitOptions {
   std::size_t epochs = 10;            // passes over the training items
   std::size_t batch_size = 64;        // items per optimiser step (the effective batch)
   std::size_t micro_batch = 8;        // items per forward/backward (gradient accumulation), <= batch_size
-  double lr = 1e-5;                   // peak learning rate
+  double lr = 1e-5;                   // peak learning rate (0: learning switched off, a control run)
   // Linear warmup to lr, then linear decay to 0 at the last step: `warmup` is a fraction of
   // all steps in [0, 1); warmup_steps, when set, is the exact number of steps instead.
   double warmup = 0.05;
