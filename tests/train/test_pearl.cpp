@@ -263,7 +263,7 @@ TEST_F(Pearl, BadOptionsAndInputAreRefused) {
   EXPECT_THROW(train_pearl(mismatched, {}, o), Error);
   for (auto edit : std::vector<std::function<void(PearlOptions&)>>{
            [](PearlOptions& x) { x.fit.epochs = 0; }, [](PearlOptions& x) { x.tau = 0; },
-           [](PearlOptions& x) { x.sampling.keep_fraction = 0; }, [](PearlOptions& x) { x.fit.lr = 0; },
+           [](PearlOptions& x) { x.sampling.keep_fraction = 0; }, [](PearlOptions& x) { x.fit.lr = -1; },
            [](PearlOptions& x) { x.fit.warmup = 1; }, [](PearlOptions& x) { x.init.clear(); },
            [](PearlOptions& x) { x.sampling.positives = 0; }}) {
     auto b = tiny_pearl(root_, "bad");
