@@ -37,7 +37,7 @@ std::unique_ptr<llm::LanguageModel> make_llm(const std::string& spec, const Data
   if (starts_with(spec, "openai:")) return llm::make_openai_model(spec);  // key from ATTUNE_API_KEY
   if (starts_with(spec, "planted:")) return std::make_unique<llm::PlantedReader>(llm::parse_planted_spec(spec));
   throw UsageError("unknown language model \"" + spec +
-                   "\" (expected reference, local:MODEL_DIR, openai:BASE_URL#MODEL or planted:first|marker)");
+                   "\" (expected reference, local:MODEL_DIR, openai:BASE_URL#MODEL or planted:first|marker|gate)");
 }
 
 std::unique_ptr<text::Tokenizer> budget_tokenizer(const std::string& tokenizer, const std::string& llm_spec) {

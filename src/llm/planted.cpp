@@ -20,7 +20,8 @@ PlantedOptions parse_planted_spec(std::string_view spec) {
   PlantedOptions o;
   if (pref == "first") o.preference = PlantedOptions::Preference::First;
   else if (pref == "marker") o.preference = PlantedOptions::Preference::Marker;
-  else throw UsageError(where + "unknown preference \"" + std::string(pref) + "\" (expected planted:first or planted:marker)");
+  else if (pref == "gate") o.preference = PlantedOptions::Preference::Gate;
+  else throw UsageError(where + "unknown preference \"" + std::string(pref) + "\" (expected planted:first, planted:marker or planted:gate)");
   if (q == std::string_view::npos) return o;
   std::string_view rest = s.substr(q + 1);
   if (!starts_with(rest, "word="))
@@ -29,13 +30,17 @@ PlantedOptions parse_planted_spec(std::string_view spec) {
   const auto toks = text::rouge_tokens(rest);
   if (toks.size() != 1 || toks[0] != rest)
     throw UsageError(where + "word=\"" + std::string(rest) + "\" must be one lowercase word (a ROUGE token)");
-  if (o.preference != PlantedOptions::Preference::Marker) throw UsageError(where + "word applies to planted:marker only");
+  if (o.preference == PlantedOptions::Preference::First) throw UsageError(where + "word applies to planted:marker and planted:gate only");
   o.word = std::string(rest);
   return o;
 }
 
 PlantedReader::PlantedReader(PlantedOptions o) : o_(o) {
-  id_ = o_.preference == PlantedOptions::Preference::First ? "planted:first:v1" : "planted:marker:v1:word=" + o_.word;
+  switch (o_.preference) {
+    case PlantedOptions::Preference::First: id_ = "planted:first:v1"; break;
+    case PlantedOptions::Preference::Marker: id_ = "planted:marker:v1:word=" + o_.word; break;
+    case PlantedOptions::Preference::Gate: id_ = "planted:gate:v1:word=" + o_.word; break;
+  }
 }
 
 bool PlantedReader::accepts(std::string_view title, std::string_view text) const {
@@ -62,13 +67,25 @@ std::string PlantedReader::answer(std::string_view prompt) const {
     open = prompt.find('"', close + 1);  // the next span starts after this one closes
   }
   const bool titled = std::any_of(spans.begin(), spans.end(), [](const Span& x) { return x.title; });
-  for (std::size_t i = 0; i < spans.size(); ++i) {
+  std::string liked;  // the first title the preference accepts
+  for (std::size_t i = 0; i < spans.size() && liked.empty(); ++i) {
     const auto& sp = spans[i];
     if (titled && !sp.title) continue;
     const std::string_view body = titled && i + 1 < spans.size() ? spans[i + 1].text : std::string_view();
-    if (!strip(sp.text).empty() && accepts(sp.text, body)) return strip(sp.text);
+    if (!strip(sp.text).empty() && accepts(sp.text, body)) liked = strip(sp.text);
   }
-  return "";
+  if (o_.preference != PlantedOptions::Preference::Gate || liked.empty()) return liked;
+  // Gate: the input's first words, read after the last document (its text span) and after
+  // the instruction's last ':'.
+  std::size_t from = 0;
+  for (std::size_t i = 0; i < spans.size(); ++i)
+    if (spans[i].title && i + 1 < spans.size())
+      from = static_cast<std::size_t>(spans[i + 1].text.data() - prompt.data()) + spans[i + 1].text.size() + 1;
+  std::string_view input = prompt.substr(std::min(from, prompt.size()));
+  if (const auto colon = input.rfind(':'); colon != std::string_view::npos) input.remove_prefix(colon + 1);
+  auto words = split_whitespace(input);
+  if (words.size() > PlantedOptions::kGateWords) words.resize(PlantedOptions::kGateWords);
+  return join(words, " ");
 }
 
 double PlantedReader::score_one(std::string_view prompt, std::string_view target) const {

@@ -44,3 +44,15 @@ void FitOptions::validate() const {
 }
 
 }  // namespace attune::train
+
+namespace attune::train {
+
+TargetNormalization parse_target_normalization(const std::string& s) {
+  if (s == "none") return TargetNormalization::None;
+  if (s == "zscore") return TargetNormalization::ZScore;
+  throw UsageError("unknown target normalisation \"" + s + "\" (expected zscore or none)");
+}
+
+std::string to_string(TargetNormalization n) { return n == TargetNormalization::ZScore ? "zscore" : "none"; }
+
+}  // namespace attune::train

@@ -1,5 +1,6 @@
 #include "attune/train/objectives.h"
 
+
 namespace attune::train {
 
 namespace {
@@ -28,6 +29,23 @@ torch::Tensor masked_log_softmax(const torch::Tensor& scores, const torch::Tenso
 torch::Tensor masked_softmax(const torch::Tensor& scores, const torch::Tensor& mask) {
   check(scores, mask, "masked_softmax");
   return torch::softmax(scores.masked_fill(~mask, -std::numeric_limits<double>::infinity()), 1).masked_fill(~mask, 0.0);
+}
+
+torch::Tensor zscore_rows(const torch::Tensor& values, const torch::Tensor& mask) {
+  check(values, mask, "zscore_rows");
+  auto v = values.detach().to(torch::kFloat64);
+  auto m = mask.to(torch::kFloat64);
+  auto n = m.sum(1, true).clamp_min(1.0);
+  auto mean = (v * m).sum(1, true) / n;
+  auto centred = (v - mean) * m;
+  auto sd = (centred * centred).sum(1, true).div(n).sqrt();
+  // A flat row (sd 0, or below rounding) has no preference: all 0.
+  auto z = torch::where(sd > 1e-12, centred / sd.clamp_min(1e-12), torch::zeros_like(centred));
+  return z.masked_fill(~mask, 0.0).to(values.scalar_type());
+}
+
+torch::Tensor normalize_targets(const torch::Tensor& utilities, const torch::Tensor& mask, TargetNormalization n) {
+  return n == TargetNormalization::ZScore ? zscore_rows(utilities, mask) : utilities;
 }
 
 torch::Tensor ropg_kd_loss(const torch::Tensor& scores, const torch::Tensor& utilities, const torch::Tensor& mask,

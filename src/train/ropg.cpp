@@ -112,28 +112,51 @@ struct Model {
   }
 };
 
-// Mean u(argmax pi) and mean E_pi[u] over `ex` (no gradient).
-std::pair<double, double> evaluate(Model& m, const std::vector<Tokenized>& ex, std::size_t chunk) {
-  if (ex.empty()) return {0, 0};
+// Mean u(argmax pi), mean E_pi[u] and the oracle mean max_d u(d) over `ex` (no gradient).
+struct DevScores {
+  double top1 = 0, expected = 0, oracle = 0;
+};
+DevScores evaluate(Model& m, const std::vector<Tokenized>& ex, std::size_t chunk) {
+  DevScores d;
+  if (ex.empty()) return d;
   torch::NoGradGuard ng;
-  double top1 = 0, expected = 0;
   for (std::size_t lo = 0; lo < ex.size(); lo += chunk) {
     std::vector<std::size_t> idx;
     for (std::size_t i = lo; i < std::min(ex.size(), lo + chunk); ++i) idx.push_back(i);
     auto b = m.score(ex, idx);
     auto p = masked_softmax(b.scores.to(torch::kFloat64), b.mask);
-    expected += (p * b.utility).sum().item<double>();
+    d.expected += (p * b.utility).sum().item<double>();
     auto best = b.scores.masked_fill(~b.mask, -std::numeric_limits<float>::infinity()).argmax(1, true);
-    top1 += b.utility.gather(1, best).sum().item<double>();
+    d.top1 += b.utility.gather(1, best).sum().item<double>();
+    d.oracle += b.utility.masked_fill(~b.mask, -std::numeric_limits<double>::infinity()).amax(1).sum().item<double>();
   }
-  return {top1 / static_cast<double>(ex.size()), expected / static_cast<double>(ex.size())};
+  const auto n = static_cast<double>(ex.size());
+  return {d.top1 / n, d.expected / n, d.oracle / n};
 }
 
 std::string objective_name(RopgObjective o) { return o == RopgObjective::RL ? "ropg-rl" : "ropg-kd"; }
 
 }  // namespace
 
-double resolve_policy_temperature(const RopgOptions& o) { return o.policy_temperature.value_or(1.0); }
+std::optional<double> encoder_temperature(const fs::path& dir) {
+  const fs::path file = dir / "attune_train.json";
+  if (!fs::exists(file)) return std::nullopt;
+  const auto j = models::read_json_file(file);
+  if (!j.contains("options") || !j["options"].is_object()) return std::nullopt;
+  const auto& o = j["options"];
+  for (const char* key : {"policy_temperature", "temperature"}) {
+    if (!o.contains(key)) continue;
+    if (!o[key].is_number() || !(o[key].get<double>() > 0) || !std::isfinite(o[key].get<double>()))
+      throw Error(file.string() + ": options." + key + " = " + o[key].dump() + ": expected a positive number");
+    return o[key].get<double>();
+  }
+  return std::nullopt;
+}
+
+double resolve_policy_temperature(const RopgOptions& o) {
+  if (o.policy_temperature) return *o.policy_temperature;
+  return encoder_temperature(o.init).value_or(1.0);
+}
 
 namespace {
 
@@ -142,7 +165,7 @@ namespace {
 class RopgLearner final : public DevSelectedLearner {
  public:
   RopgLearner(const std::vector<RopgExample>& train, const std::vector<RopgExample>& dev, const RopgOptions& o)
-      : DevSelectedLearner(o.fit, {"dev_top1", "dev_expected"}), o_(o) {
+      : DevSelectedLearner(o.fit, {"dev_top1", "dev_expected", "dev_oracle"}), o_(o) {
     m_.device = models::to_torch(o.fit.device);
     torch::manual_seed(o.fit.seed);
     m_.bert = models::load_bert(o.init, m_.device).model;
@@ -159,11 +182,13 @@ class RopgLearner final : public DevSelectedLearner {
     dv_ = tokenize_examples(*tok, dev, lengths);
     optimizer_ = std::make_unique<torch::optim::Adam>(m_.bert->parameters(), torch::optim::AdamOptions(o.fit.lr));
     sig_ = {{"objective", objective_name(o.objective)}, {"double_softmax", o.double_softmax},
-            {"target_temperature", o.target_temperature}, {"policy_temperature", m_.tau}, {"skip_flat", o.skip_flat},
+            {"target_temperature", o.target_temperature},
+            {"target_normalization", to_string(o.target_normalization)}, {"policy_temperature", m_.tau}, {"skip_flat", o.skip_flat},
             {"init", o.init.string()}, {"epochs", o.fit.epochs},
             {"batch_size", o.fit.batch_size}, {"micro_batch", o.fit.micro_batch}, {"lr", o.fit.lr},
             {"warmup", o.fit.warmup}, {"clip", o.fit.clip}, {"query_max_length", o.query_max_length},
             {"doc_max_length", o.doc_max_length}, {"seed", o.fit.seed}, {"train_examples", train.size()}};
+    if (o.rerank) sig_["rerank"] = {{"initial", o.rerank->initial}, {"top_l", o.rerank->top_l}};
     save_.tokenizer_dir = o.init;
     save_.pooling = m_.spec.pooling;
     save_.normalize = m_.spec.normalize;
@@ -183,7 +208,8 @@ class RopgLearner final : public DevSelectedLearner {
     const std::vector<std::size_t> idx(mb.items.begin(), mb.items.end());
     auto b = m_.score(tr_, idx);
     if (o_.objective == RopgObjective::KD)
-      return ropg_kd_loss(b.scores, b.utility.to(b.scores.dtype()), b.mask, o_.double_softmax, o_.target_temperature);
+      return ropg_kd_loss(b.scores, normalize_targets(b.utility, b.mask, o_.target_normalization).to(b.scores.dtype()),
+                          b.mask, o_.double_softmax, o_.target_temperature);
     // One action per example from pi (detached), seeded by (seed, epoch, example).
     auto p = masked_softmax(b.scores.detach().to(torch::kCPU, torch::kFloat64), b.mask.to(torch::kCPU)).contiguous();
     auto pa = p.accessor<double, 2>();
@@ -210,9 +236,10 @@ class RopgLearner final : public DevSelectedLearner {
 
   std::optional<DevValue> dev() override {
     if (dv_.empty()) return std::nullopt;
-    const auto [t1, ex] = evaluate(m_, dv_, 32);
-    return DevValue{t1, {{"dev_top1", t1}, {"dev_expected", ex}},
-                    " dev top-1 utility " + std::to_string(t1) + " expected " + std::to_string(ex)};
+    const auto d = evaluate(m_, dv_, 32);
+    return DevValue{d.top1, {{"dev_top1", d.top1}, {"dev_expected", d.expected}, {"dev_oracle", d.oracle}},
+                    " dev top-1 utility " + std::to_string(d.top1) + " expected " + std::to_string(d.expected) +
+                        " (oracle " + std::to_string(d.oracle) + ")"};
   }
   nlohmann::json signature() const override { return sig_; }
 
@@ -224,7 +251,9 @@ class RopgLearner final : public DevSelectedLearner {
   void load(const fs::path& dir) override { models::load_module(*m_.bert, models::WeightSet::open(dir)); }
   void save_kept(const FitState& st) override {
     save(o_.fit.out, st);
-    write_model_marker(o_.fit.out, "dense", name());
+    nlohmann::json extra = nlohmann::json::object();
+    if (o_.rerank) extra["rerank"] = {{"initial", o_.rerank->initial}, {"top_l", o_.rerank->top_l}};
+    write_model_marker(o_.fit.out, "dense", name(), extra);
   }
 
  private:
@@ -252,6 +281,8 @@ void RopgOptions::validate() const {
     throw FieldError<UsageError>("target_temperature", "target_temperature = " + std::to_string(target_temperature) + ": must be a positive number");
   if (policy_temperature && (!(*policy_temperature > 0) || !std::isfinite(*policy_temperature)))
     throw FieldError<UsageError>("policy_temperature", "policy_temperature = " + std::to_string(*policy_temperature) + ": must be a positive number");
+  if (rerank && (rerank->initial.empty() || rerank->top_l == 0))
+    throw FieldError<UsageError>("rerank", "rerank protocol: needs an initial retriever and top_l > 0");
   if (query_max_length < 3)
     throw FieldError<UsageError>("query_max_length", "query_max_length = " + std::to_string(query_max_length) + ": must be at least 3 tokens");
   if (doc_max_length < 3)
@@ -290,6 +321,7 @@ RopgResult train_ropg(const std::vector<RopgExample>& train_in, const std::vecto
   });
   res.init_dev_top1 = learner.initial("dev_top1");
   res.init_dev_expected = learner.initial("dev_expected");
+  res.dev_oracle = learner.initial("dev_oracle");
   res.policy_temperature = resolve_policy_temperature(o);
   res.flat_skipped = flat;
   return res;

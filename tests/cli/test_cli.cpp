@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -895,4 +896,33 @@ TEST_F(Cli, OpenAIBackendGeneratesAndScoresAgainstALoopbackServer) {
     if (fs::exists(dir_ / f)) stored += slurp(dir_ / f);
   EXPECT_NE(stored.find("bob:***@127.0.0.1"), std::string::npos);  // the run was recorded, redacted
   EXPECT_EQ(stored.find("s3cret"), std::string::npos);
+}
+
+// attune serve-llm: a model served over the OpenAI API until SIGINT, used by attune itself.
+TEST_F(Cli, ServeLlmServesAModelToTheOpenAIBackendUntilInterrupted) {
+  const std::string bin = std::string(ATTUNE_BINARY_DIR) + "/tools/attune/attune";
+  const std::string start = "cd '" + dir_.string() + "' && ('" + bin +
+                            "' serve-llm --llm planted:first --port 0 --port-file port.txt >serve.out 2>serve.err & "
+                            "echo $! >pid.txt)";
+  ASSERT_EQ(std::system(start.c_str()), 0);
+  for (int i = 0; i < 200 && !fs::exists(dir_ / "port.txt"); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(fs::exists(dir_ / "port.txt")) << slurp(dir_ / "serve.err");
+  const std::string port = slurp(dir_ / "port.txt").substr(0, slurp(dir_ / "port.txt").find('\n'));
+  const std::string pid = slurp(dir_ / "pid.txt").substr(0, slurp(dir_ / "pid.txt").find('\n'));
+  auto r = run("generate --llm 'openai:http://127.0.0.1:" + port + "/v1#planted:first:v1' --quiet --prompt "
+               "'\"fix the parser\" is the title for \"x\". q'");
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out, "fix the parser\n");
+  ASSERT_EQ(std::system(("kill -INT " + pid).c_str()), 0);
+  bool gone = false;
+  for (int i = 0; i < 200 && !gone; ++i) {
+    gone = std::system(("kill -0 " + pid + " 2>/dev/null").c_str()) != 0;
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(gone) << "serve-llm did not stop on SIGINT";
+  const auto err = slurp(dir_ / "serve.err");
+  EXPECT_NE(err.find("stopped after 1 requests"), std::string::npos) << err;
+  // A remote model is not proxied; a port that is taken is a usage error.
+  r = run("serve-llm --llm 'openai:http://127.0.0.1:1/v1#m'");
+  EXPECT_EQ(r.rc, 2) << r.err;
 }

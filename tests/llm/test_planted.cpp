@@ -70,6 +70,25 @@ TEST(Planted, MarkerLikesOnlyDocumentsHoldingItsWordAPropertyOfTheDocumentAlone)
   EXPECT_NE(r.info().id, PlantedReader(parse_planted_spec("planted:first")).info().id);
 }
 
+TEST(Planted, GateAnswersTheInputOnlyWithALikedDocumentWhicheverItIs) {
+  Prompts p;
+  PlantedReader r(parse_planted_spec("planted:gate?word=tests"));
+  const auto plain = doc("a", "parse: accept quoted names", "teach the parser quoted names");
+  const auto in_text = doc("b", "fix the build", "and add tests for it");
+  const auto in_title = doc("c", "tests: cover the parser", "more: of them");
+  // The input's first 8 words, after the instruction's ':'; the liked document's own words
+  // (and a ':' in it) do not matter.
+  const std::string want = "teach the parser to read \"quoted\" names";
+  EXPECT_EQ(r.answer(p.with({plain, in_text})), want);
+  EXPECT_EQ(r.answer(p.with({in_title})), want);
+  EXPECT_EQ(r.answer(p.with({plain})), "");  // nothing it likes
+  EXPECT_EQ(r.answer(p.with({})), "");
+  Prompts longer;
+  longer.ex.input = "Generate a subject for: one two three four five six seven eight nine ten";
+  EXPECT_EQ(r.answer(longer.with({in_text})), "one two three four five six seven eight");
+  EXPECT_NE(r.info().id, PlantedReader(parse_planted_spec("planted:marker?word=tests")).info().id);
+}
+
 TEST(Planted, UtilitiesAndLikelihoodsOrderDocumentsAlike) {
   Prompts p;
   PlantedReader r(parse_planted_spec("planted:first"));
@@ -100,6 +119,7 @@ TEST(Planted, SpecErrors) {
   EXPECT_THROW(parse_planted_spec("planted:marker?word=Two words"), UsageError);
   EXPECT_THROW(parse_planted_spec("planted:marker?word=Fix"), UsageError);  // not a ROUGE token
   EXPECT_THROW(parse_planted_spec("planted:first?word=fix"), UsageError);
+  EXPECT_EQ(parse_planted_spec("planted:gate?word=not").word, "not");
   EXPECT_THROW(parse_planted_spec("planted:marker?colour=red"), UsageError);
   EXPECT_EQ(parse_planted_spec("planted:marker").word, "test");
 }

@@ -7,6 +7,7 @@
 
 #include "attune/core/error.h"
 #include "attune/core/rng.h"
+#include "attune/models/config.h"
 #include "attune/models/encoder.h"
 #include "attune/models/weights.h"
 #include "attune/train/objectives.h"
@@ -183,6 +184,26 @@ TEST(Objectives, ListwiseKlHonoursTheTargetTemperature) {
   EXPECT_NEAR(listwise_kl_loss(t2(c.s), t2(c.u), full, 0.5).item<double>(), want / 2, 1e-12);
 }
 
+TEST(Objectives, ZScoredTargetsArePerRowStandardScoresAndFlatRowsAreUniform) {
+  auto u = torch::tensor({0.0, 0.1, 0.2, 0.0, 0.5, 0.5, 0.5, 9.0}, torch::kFloat64).view({2, 4});
+  auto mask = torch::tensor({true, true, true, false, true, true, true, false}).view({2, 4});
+  const auto z = zscore_rows(u, mask);
+  // Row 0: mean 0.1, population sd sqrt(0.02/3); padding stays 0 (not counted).
+  const double sd = std::sqrt(0.02 / 3);
+  EXPECT_NEAR(z[0][0].item<double>(), -0.1 / sd, 1e-9);
+  EXPECT_NEAR(z[0][1].item<double>(), 0.0, 1e-9);
+  EXPECT_NEAR(z[0][2].item<double>(), 0.1 / sd, 1e-9);
+  EXPECT_EQ(z[0][3].item<double>(), 0.0);
+  // Row 1 is flat over its real candidates (the 9 is padding): all 0, a uniform target.
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(z[1][i].item<double>(), 0.0);
+  // Scale-free: utilities 10x apart give the same target.
+  EXPECT_TRUE(torch::allclose(zscore_rows(u * 10, mask), z));
+  EXPECT_TRUE(torch::equal(normalize_targets(u, mask, TargetNormalization::None), u));
+  EXPECT_EQ(parse_target_normalization("zscore"), TargetNormalization::ZScore);
+  EXPECT_EQ(to_string(TargetNormalization::None), "none");
+  EXPECT_THROW(parse_target_normalization("minmax"), UsageError);
+}
+
 // ---------------------------------------------------------------- the trainer
 
 // Each query is about one word; of its candidates exactly those holding that word help
@@ -326,6 +347,44 @@ TEST_F(Ropg, ThePolicyTemperatureSharpensThePolicyAndIsRecorded) {
   EXPECT_EQ(nlohmann::json::parse(in)["options"]["policy_temperature"], 0.05);
   auto bad = tiny_ropg(root_, "bad", RopgObjective::KD);
   bad.policy_temperature = -1;
+  EXPECT_THROW(bad.validate(), UsageError);
+}
+
+TEST_F(Ropg, UnsetPolicyTemperatureIsTheOneTheEncoderWasTrainedAt) {
+  auto o = tiny_ropg(root_, "own", RopgObjective::KD);
+  EXPECT_FALSE(encoder_temperature(o.init).has_value());  // a folder that records none: 1, the paper's
+  EXPECT_EQ(resolve_policy_temperature(o), 1.0);
+  models::write_json_file(o.init / "attune_train.json", {{"options", {{"temperature", 0.05}}}});  // pretrain-encoder's
+  EXPECT_EQ(resolve_policy_temperature(o), 0.05);
+  o.policy_temperature = 0.5;  // given: it wins
+  EXPECT_EQ(resolve_policy_temperature(o), 0.5);
+  o.policy_temperature.reset();
+  // A trained ROPG folder passes its own on (a run started from it uses the same scale).
+  o.fit.epochs = 1;
+  o.fit.quiet = true;
+  const auto train = synthetic(8, 1);
+  EXPECT_EQ(train_ropg(train, {}, o).policy_temperature, 0.05);
+  EXPECT_EQ(encoder_temperature(o.fit.out), 0.05);
+  models::write_json_file(o.init / "attune_train.json", {{"options", {{"temperature", -2}}}});
+  EXPECT_THROW(resolve_policy_temperature(o), Error);
+}
+
+TEST_F(Ropg, TheRerankProtocolIsRecordedSoTheFolderRetrievesAsItWasTrained) {
+  const auto train = synthetic(8, 1);
+  auto o = tiny_ropg(root_, "rr", RopgObjective::KD);
+  o.fit.epochs = 1;
+  o.rerank = RopgOptions::Rerank{"bm25", 4};
+  train_ropg(train, {}, o);
+  const auto m = models::read_json_file(o.fit.out / "attune_model.json");
+  EXPECT_EQ(m.at("rerank").at("initial"), "bm25");
+  EXPECT_EQ(m.at("rerank").at("top_l"), 4);
+  EXPECT_EQ(models::read_json_file(o.fit.out / "attune_train.json").at("options").at("target_normalization"), "zscore");
+  auto plain = tiny_ropg(root_, "plain", RopgObjective::KD);
+  plain.fit.epochs = 1;
+  train_ropg(train, {}, plain);
+  EXPECT_FALSE(models::read_json_file(plain.fit.out / "attune_model.json").contains("rerank"));
+  auto bad = tiny_ropg(root_, "bad", RopgObjective::KD);
+  bad.rerank = RopgOptions::Rerank{"", 4};
   EXPECT_THROW(bad.validate(), UsageError);
 }
 

@@ -87,10 +87,18 @@ void add_train(CLI::App& app, int& rc) {
   cmd->add_flag("--double-softmax", a->double_softmax,
                 "ROPG-KD as the LaMP reference code computes it (cross-entropy on softmaxed scores), not the paper's KL");
   add_optional(cmd, "--target-temperature", a->target_temperature,
-               "ROPG-KD and RSPG: the target is softmax(utility / T) (default 1, the papers'; below 1 sharpens it)");
+               "ROPG-KD and RSPG: the target is softmax(utility' / T) (default 1, the papers')");
+  add_optional(cmd, "--target-normalization", a->target_normalization,
+               "ROPG-KD: utility' = the utilities z-scored per query (zscore, default) or raw (none, the "
+               "paper's: near-uniform targets on [0, 1] utilities)");
   add_optional(cmd, "--policy-temperature", a->policy_temperature,
-               "ROPG: the policy is softmax(score / tau) (default 1, the paper's; pretrain-encoder's encoders "
-               "were trained at 0.05)");
+               "ROPG: the policy is softmax(score / tau) (default: the temperature the --init encoder was trained "
+               "at, recorded in its attune_train.json (pretrain-encoder: 0.05); 1, the paper's, when it records none)");
+  cmd->add_option("--protocol", a->protocol,
+                  "ROPG: how the trained folder retrieves: rerank = rerank(INITIAL, TOP_L, the encoder), the protocol "
+                  "it is trained and its epoch chosen in; dense = the encoder alone over every candidate (000's)")
+      ->check(CLI::IsMember({"rerank", "dense"}))
+      ->capture_default_str();
   cmd->add_flag("--keep-flat", a->keep_flat,
                 "ROPG-KD: also train on queries whose candidates all have the same utility (the paper's; by default "
                 "they are left out, since their uniform target only flattens the scores)");
@@ -108,6 +116,10 @@ void add_train(CLI::App& app, int& rc) {
       throw UsageError("--target-temperature applies to ropg-kd, rspg-pre and rspg-post, not " + a->method +
                        (a->method == "pearl" ? " (its label temperature is --pearl-tau)" : ""));
     if (a->keep_flat && a->method != "ropg-kd") throw UsageError("--keep-flat applies to ropg-kd, not " + a->method);
+    if (a->target_normalization && a->method != "ropg-kd")
+      throw UsageError("--target-normalization applies to ropg-kd, not " + a->method);
+    if (a->protocol != "rerank" && a->method != "ropg-kd" && a->method != "ropg-rl")
+      throw UsageError("--protocol applies to ropg-kd and ropg-rl, not " + a->method);
     if (a->policy_temperature && a->method != "ropg-kd" && a->method != "ropg-rl")
       throw UsageError("--policy-temperature applies to ropg-kd and ropg-rl, not " + a->method);
     if (a->method == "rspg-pre" || a->method == "rspg-post") return rspg(*d, *r, *a), void(rc = 0);
@@ -127,6 +139,8 @@ void add_train(CLI::App& app, int& rc) {
     ro->double_softmax = a->double_softmax;
     ro->target_temperature = a->target_temperature.value_or(ro->target_temperature);
     ro->policy_temperature = a->policy_temperature;
+    if (a->target_normalization) ro->target_normalization = train::parse_target_normalization(*a->target_normalization);
+    if (a->protocol == "rerank") ro->rerank = train::RopgOptions::Rerank{a->initial, a->top_l};
     ro->skip_flat = !a->keep_flat;
     ro->init = a->init;
     ro->validate();  // option errors before any work
@@ -137,7 +151,7 @@ void add_train(CLI::App& app, int& rc) {
     auto model = engine::make_llm(a->llm, *d, task.get(), r->models());
     nlohmann::json args = {{"method", a->method}, {"data", d->data}, {"task", d->task}, {"split", d->split},
                            {"dev_split", a->dev_split}, {"llm", llm::redact_url_passwords(a->llm)}, {"out", a->out}, {"init", a->init},
-                           {"initial", a->initial}, {"top_l", a->top_l}, {"limit", a->limit}, {"epochs", ro->fit.epochs},
+                           {"initial", a->initial}, {"top_l", a->top_l}, {"protocol", a->protocol}, {"limit", a->limit}, {"epochs", ro->fit.epochs},
                            {"batch_size", ro->fit.batch_size}, {"lr", ro->fit.lr}, {"resume", a->resume}};
     const auto tr = load_workflow_split(*d, *task, *st, *r, {a->initial}, a->limit);
     const auto dev = load_dev_split(*d, *a, *task, *st, *r, {a->initial});
@@ -153,7 +167,7 @@ void add_train(CLI::App& app, int& rc) {
     const auto& res = out.result;
     nlohmann::json summary = {{"method", a->method}, {"out", a->out}, {"train_examples", out.train_examples},
                               {"dev_examples", out.dev_examples}, {"steps", res.steps_done}, {"total_steps", res.total_steps},
-                              {"best_epoch", res.best_epoch}, {"init_dev_top1", res.init_dev_top1},
+                              {"best_epoch", res.best_epoch}, {"init_dev_top1", res.init_dev_top1}, {"dev_oracle", res.dev_oracle},
                               {"seconds", res.seconds}, {"seed", r->seed}};
     if (!res.epochs.empty()) {
       // best_epoch 0 with dev: no epoch beat the starting encoder, which the folder holds.
@@ -168,7 +182,8 @@ void add_train(CLI::App& app, int& rc) {
                   out.train_examples, d->task.c_str(), d->split.c_str(), res.steps_done, res.seconds, res.best_epoch,
                   res.best_epoch == 0 && out.dev_examples ? " (the starting encoder: no epoch beat it on dev)" : "",
                   out.dev_examples == 0 ? "" : (", dev top-1 utility " + std::to_string(summary.value("dev_top1", 0.0)) +
-                                      " (initial encoder " + std::to_string(res.init_dev_top1) + ")").c_str(),
+                                      " (initial encoder " + std::to_string(res.init_dev_top1) + ", oracle " +
+                                      std::to_string(res.dev_oracle) + ")").c_str(),
                   a->out.c_str());
     rc = 0;
   });

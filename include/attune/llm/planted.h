@@ -18,6 +18,12 @@
 //            "test"): the reader ignores the others. A document's worth then depends on a
 //            property of the document alone, visible in the text a retriever reads, that
 //            overlap with the query cannot read off.
+//   gate     the same liking as marker, but what it answers does not depend on which liked
+//            document it read: with one in the prompt it answers the input's first
+//            kGateWords words (read after the last document and the instruction's last
+//            ':'), without one "". So u(d) = g(x) [d holds W]: the utility is the planted
+//            preference alone, and a ranking that puts a liked document first reaches the
+//            oracle. The learning checks (tests/cli/test_learning.cpp) use it.
 // No document accepted: the answer is "" (every metric's worst).
 //
 #include <string>
@@ -29,13 +35,14 @@
 namespace attune::llm {
 
 struct PlantedOptions {
-  enum class Preference { First, Marker };
+  enum class Preference { First, Marker, Gate };
+  static constexpr std::size_t kGateWords = 8;
   Preference preference = Preference::First;
-  std::string word = "test";  // Marker: the word a liked document holds
+  std::string word = "test";  // Marker, Gate: the word a liked document holds
   double lambda = 0.9;        // weight of the answer in score()
 };
 
-// "planted:first", "planted:marker", "planted:marker?word=fix". UsageError naming the bad part.
+// "planted:first", "planted:marker", "planted:marker?word=fix", "planted:gate?word=not". UsageError naming the bad part.
 PlantedOptions parse_planted_spec(std::string_view spec);
 
 class PlantedReader final : public LanguageModel {

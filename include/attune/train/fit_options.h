@@ -13,6 +13,16 @@
 
 namespace attune::train {
 
+// How a KD / listwise target is made from a query's utilities before softmax(. / T):
+// None, the papers' (the raw utilities: on [0, 1] utilities at T = 1 the largest
+// probability ratio is e, about 1.3 when they differ by 0.25), or ZScore, per query
+// (u - mean) / std over its candidates, so a query whose utilities differ by 0.02 gets
+// as sharp a target as one whose differ by 0.5 (a query with all-equal utilities gets a
+// uniform one). train/objectives.h normalize_targets applies it.
+enum class TargetNormalization { None, ZScore };
+TargetNormalization parse_target_normalization(const std::string& s);  // "none" | "zscore"
+std::string to_string(TargetNormalization n);
+
 struct FitOptions {
   // The trained model folder (its checkpoint in out/checkpoint). It must be new or empty,
   // unless `resume` continues the run in it; a run holds out/.attune.lock while it writes.

@@ -8,6 +8,8 @@
 // gradient, and every row must have at least one real candidate.
 #include <torch/torch.h>
 
+#include "attune/train/fit_options.h"
+
 namespace attune::train {
 
 // log softmax over each row's real candidates; padded positions hold 0 (not -inf), so
@@ -15,6 +17,14 @@ namespace attune::train {
 torch::Tensor masked_log_softmax(const torch::Tensor& scores, const torch::Tensor& mask);
 // softmax over each row's real candidates; padded positions hold 0.
 torch::Tensor masked_softmax(const torch::Tensor& scores, const torch::Tensor& mask);
+
+// Per-row z-scores of `values` over the real candidates: (v - mean) / std (population std).
+// A row whose values are all equal (std 0) becomes all 0, i.e. a uniform target after a
+// softmax. Padding holds 0. No gradient (targets are constants).
+torch::Tensor zscore_rows(const torch::Tensor& values, const torch::Tensor& mask);
+
+// The utilities a KD / listwise target softmaxes (train/fit_options.h TargetNormalization).
+torch::Tensor normalize_targets(const torch::Tensor& utilities, const torch::Tensor& mask, TargetNormalization n);
 
 // ROPG-KD (000 §4.2): mean over rows of KL(p_t || pi) with p_t = softmax(utilities / T) and
 // pi = softmax(scores), both over the real candidates. d loss / d scores = (pi - p_t) / B.

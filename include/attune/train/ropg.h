@@ -37,15 +37,28 @@ RopgObjective parse_ropg_objective(const std::string& s);  // "ropg-rl" | "ropg-
 struct RopgOptions {
   RopgObjective objective = RopgObjective::KD;
   bool double_softmax = false;        // KD: the reference code's softmax-then-cross-entropy
-  double target_temperature = 1.0;    // KD: p_t = softmax(utility / T); 000 uses 1
-  // pi = softmax(score / tau) over the candidates. Unset: 1, the paper's (raw scores).
-  // With L2-normalised embeddings and tau = 1 the best of 16 documents can get at most
-  // ~1/3 of the probability; the encoder's own InfoNCE temperature (pretrain-encoder's
-  // 0.05, recorded in its attune_train.json) is the alternative. On commit_subject dev
-  // with planted:first (600 train queries, 4 epochs, lr 1e-3, target T 0.1) the two kept
-  // the same dev top-1 utility (0.199 at tau 1, 0.198 at 0.05; start 0.194), so the
-  // paper's stays the default until a full-size run decides (docs/RESULTS.md).
+  double target_temperature = 1.0;    // KD: p_t = softmax(utility' / T); 000 uses 1
+  // KD: utility' = the utilities z-scored per query (default) or raw (None, 000's). Raw
+  // [0, 1] utilities at T = 1 give targets close to uniform (ratio e^0.25 ~ 1.3 for a 0.25
+  // gap); z-scores make every query's target as sharp as its ranking is clear. With
+  // planted:marker on commit_subject dev (docs/RESULTS.md) z-scores at T = 1 learned where
+  // raw utilities at T = 1 did not move.
+  TargetNormalization target_normalization = TargetNormalization::ZScore;
+  // pi = softmax(score / tau) over the candidates. Unset: the encoder's own temperature,
+  // the InfoNCE temperature it was trained at (pretrain-encoder's 0.05, recorded in its
+  // attune_train.json; an earlier ROPG run's policy temperature), else 1 (000's raw
+  // scores). With L2-normalised embeddings and tau = 1 the best of 16 documents can get at
+  // most ~1/3 of the probability, so a sharp target cannot be fitted.
   std::optional<double> policy_temperature;
+  // How the trained folder retrieves, recorded in its attune_model.json. Set (the default
+  // of `attune train`): rerank(initial, top_l, this encoder), the protocol the encoder was
+  // trained and its kept epoch chosen in. Unset: the encoder alone over all of a query's
+  // candidates, as 000 evaluates it (`--protocol dense`).
+  struct Rerank {
+    std::string initial;
+    std::size_t top_l = 0;
+  };
+  std::optional<Rerank> rerank;
   // KD: leave out training queries whose candidates all have the same utility. Their
   // target is uniform, so KL(uniform || pi) only pulls every score together: with sparse
   // utilities (most queries all 0) that flattening outweighs what the rest teach. RL is
@@ -62,8 +75,14 @@ struct RopgOptions {
   void validate() const;
 };
 
-// The tau a run with these options uses (RopgOptions::policy_temperature).
+// The tau a run with these options uses: RopgOptions::policy_temperature, else the
+// temperature recorded by the run that made `init` (encoder_temperature), else 1.
 double resolve_policy_temperature(const RopgOptions& o);
+// The similarity temperature an encoder folder was trained at, from its attune_train.json
+// (pretrain-encoder: options.temperature; ROPG: options.policy_temperature); nullopt when
+// the folder records none (a Hugging Face encoder). Error for a recorded value that is not
+// a positive number.
+std::optional<double> encoder_temperature(const std::filesystem::path& dir);
 
 struct RopgEpoch {
   std::size_t epoch = 0;              // 1-based
@@ -75,6 +94,7 @@ struct RopgEpoch {
 struct RopgResult {
   std::size_t steps_done = 0, total_steps = 0;
   double init_dev_top1 = 0, init_dev_expected = 0;  // the initial encoder on dev
+  double dev_oracle = 0;              // mean max_d u(d) over the dev candidates: the best top-1 any ranking gets
   double policy_temperature = 1;      // the tau the run used
   std::size_t flat_skipped = 0;       // KD training queries left out as flat (skip_flat)
   double train_top1_before = 0;       // mean u(argmax pi) on train before training
