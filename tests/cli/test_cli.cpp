@@ -13,21 +13,14 @@
 #include <thread>
 #include <unistd.h>
 
+#include "cli_run.h"
+
 namespace fs = std::filesystem;
 
 namespace {
 
-struct Result {
-  int rc = -1;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using Result = attune::testing::CliResult;
+using attune::testing::slurp;
 
 class Cli : public ::testing::Test {
  protected:
@@ -40,16 +33,7 @@ class Cli : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
 
   // env: a prefix for the command, e.g. "env -u VAR NAME=VALUE".
-  Result run(const std::string& args, const std::string& env = "") {
-    const std::string bin = std::string(ATTUNE_BINARY_DIR) + "/tools/attune/attune";
-    const std::string cmd = "cd '" + dir_.string() + "' && " + env + " '" + bin + "' " + args + " >out.txt 2>err.txt";
-    int status = std::system(cmd.c_str());
-    Result r;
-    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = slurp(dir_ / "out.txt");
-    r.err = slurp(dir_ / "err.txt");
-    return r;
-  }
+  Result run(const std::string& args, const std::string& env = "") { return attune::testing::run_attune(dir_, args, env); }
   void write(const std::string& name, const std::string& text) {
     fs::create_directories((dir_ / name).parent_path());
     std::ofstream(dir_ / name, std::ios::binary) << text;

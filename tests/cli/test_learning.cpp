@@ -22,6 +22,7 @@
 
 #include "attune/llm/openai_server.h"
 #include "attune/llm/planted.h"
+#include "cli_run.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -32,17 +33,8 @@ const std::string kGit = std::string(ATTUNE_SHARED_DIR) + "/data/git";
 const std::string kVocab = std::string(ATTUNE_SHARED_DIR) + "/models/bert-base-uncased-vocab";
 const std::string kReader = "planted:gate?word=test";
 
-struct Result {
-  int rc = -1;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using Result = attune::testing::CliResult;
+using attune::testing::slurp;
 
 // One folder, one loopback reader and one starting encoder for the whole suite; the
 // store is shared too, so a learner reuses the feedback another already collected.
@@ -72,12 +64,7 @@ class Learning : public ::testing::Test {
       GTEST_SKIP() << "needs ../shared/data/git and ../shared/models/bert-base-uncased-vocab (absent in this checkout)";
   }
 
-  static Result run(const std::string& args) {
-    const std::string bin = std::string(ATTUNE_BINARY_DIR) + "/tools/attune/attune";
-    const std::string cmd = "cd '" + dir_.string() + "' && '" + bin + "' " + args + " >out.txt 2>err.txt";
-    const int status = std::system(cmd.c_str());
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(dir_ / "out.txt"), slurp(dir_ / "err.txt")};
-  }
+  static Result run(const std::string& args) { return attune::testing::run_attune(dir_, args); }
   static std::string llm() { return "'" + server_->spec() + "'"; }
 
   // Trains `method` into `out` and returns its attune_train.json.

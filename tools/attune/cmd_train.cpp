@@ -79,7 +79,7 @@ void add_train(CLI::App& app, int& rc) {
   add_optional(cmd, "--epochs", a->epochs, "passes over the training examples (default: the method's; ROPG 10)");
   add_optional(cmd, "--batch-size", a->batch_size, "examples per optimiser step (effective batch; default: the method's, ROPG 64)");
   add_optional(cmd, "--micro-batch", a->micro_batch, "examples per forward/backward (gradient accumulation; default ROPG 8)");
-  add_optional(cmd, "--lr", a->lr, "peak learning rate, linear warmup then linear decay (default: the method's; ROPG 1e-5)");
+  add_optional(cmd, "--lr", a->lr, "peak learning rate, linear warmup then linear decay (default: the method's; ROPG 1e-3)");
   add_optional(cmd, "--warmup", a->warmup, "warmup, as a fraction of all steps (default: the method's; ROPG 0.05)");
   add_optional(cmd, "--clip", a->clip, "gradient-norm clip (0 = none; default 1)");
   add_optional(cmd, "--query-max-length", a->query_max_length, "query tokens, specials included (default ROPG 128)");
