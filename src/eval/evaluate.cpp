@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "attune/core/error.h"
@@ -78,7 +79,7 @@ Plan plan(const data::Dataset& ds, const tasks::Task& task, const retrieval::Can
   Plan p;
   p.n = opts.run.limit ? std::min(opts.run.limit, ds.examples.size()) : ds.examples.size();
   p.recall = task.uses_corpus();
-  p.rank_k = std::max<std::size_t>(opts.k, p.recall ? 5 : 0);
+  p.rank_k = std::max<std::size_t>({opts.k, p.recall ? std::size_t{5} : std::size_t{0}, opts.oracle_depth});
   // On a corpus task the first stage already ranked by corpus BM25: "bm25" keeps that order.
   for (const auto& spec : opts.retrievers) p.retrievers.push_back(retrieval::make_retriever(spec, opts.run.seed, p.recall));
   resolve_sources(p, source, opts);
@@ -105,6 +106,7 @@ Grid retrieve_and_prompt(const data::Dataset& ds, const tasks::Task& task, const
   g.retrieved.resize(R * n);
   g.r5.assign(R * n, 0.0);
   g.qpps.resize(R * n);
+  std::vector<std::vector<std::string>> single(opts.oracle_depth ? R * n : 0);  // per cell: one-document prompts
   parallel_for(n, opts.run.threads, [&](std::size_t e) {
     const Example& ex = ds.examples[e];
     std::vector<std::vector<Document>> cand_sets(p.sources.size());
@@ -134,8 +136,22 @@ Grid retrieve_and_prompt(const data::Dataset& ds, const tasks::Task& task, const
       for (auto* d : docs) g.retrieved[g.at(r, e)].push_back(d->id);
       if (p.recall) g.r5[g.at(r, e)] = metrics::recall_at_k(ranking.ids, gold, 5);
       g.prompts[g.at(r, e)] = task.prompt(ex, docs, tok, popts);
+      for (std::size_t j = 0; j < ranking.size() && j < opts.oracle_depth; ++j) {
+        const std::vector<const Document*> one = {&cands[ranking.indices[j]]};
+        single[g.at(r, e)].push_back(task.prompt(ex, one, tok, popts));
+      }
     }
   });
+  if (opts.oracle_depth) {
+    std::unordered_map<std::string, std::size_t> seen;
+    g.oracle_cells.resize(R * n);
+    for (std::size_t c = 0; c < single.size(); ++c)
+      for (auto& pr : single[c]) {
+        auto [it, fresh] = seen.emplace(pr, g.oracle_prompts.size());
+        if (fresh) g.oracle_prompts.push_back(std::move(pr));
+        g.oracle_cells[c].push_back(it->second);
+      }
+  }
   return g;
 }
 
@@ -189,6 +205,29 @@ EvalReport score(const data::Dataset& ds, const tasks::Task& task, const llm::La
       res.examples.push_back(std::move(ex));
     }
     if (recall) res.metrics["r@5"] = n ? r5_sum / n : 0;
+    if (opts.oracle_depth) {
+      // Per example, the best and the worst single document by the primary metric; an
+      // example whose retriever gave no document (none) counts its own value for both.
+      const auto& primary = rep.metrics.front();
+      OracleBounds ob{opts.oracle_depth, primary.name, 0, 0};
+      for (std::size_t e = 0; e < n; ++e) {
+        const double own = res.examples[e].metrics.at(primary.name);
+        double best = own, worst = own;
+        bool any = false;
+        for (auto i : g.oracle_cells[g.at(r, e)]) {
+          const double v = task.score(g.oracle_outputs[i], g.golds[e]).at(primary.name);
+          if (!any) best = worst = v, any = true;
+          const bool better = primary.higher_is_better ? v > best : v < best;
+          const bool lower = primary.higher_is_better ? v < worst : v > worst;
+          if (better) best = v;
+          if (lower) worst = v;
+        }
+        ob.best += best;
+        ob.worst += worst;
+      }
+      if (n) ob.best /= static_cast<double>(n), ob.worst /= static_cast<double>(n);
+      res.oracle = ob;
+    }
     rep.results.push_back(std::move(res));
   }
   if (recall) rep.metrics.push_back({"r@5", true, "mcnemar"});
@@ -202,6 +241,8 @@ void EvalOptions::validate() const {
   if (const auto twice = retrieval::first_repeated_spec(retrievers); !twice.empty())
     throw FieldError<UsageError>("retrievers", "retrievers lists \"" + twice + "\" twice: name each retriever once");
   llm::validate_generate_options(generate);
+  if (oracle_depth > 1000)
+    throw FieldError<UsageError>("oracle_depth", "oracle_depth = " + std::to_string(oracle_depth) + ": at most 1000 documents per row");
   if (!(alpha > 0 && alpha < 1)) throw FieldError<UsageError>("alpha", "alpha = " + std::to_string(alpha) + ": must be in (0, 1)");
   if (!(qpp_sigma_percent >= 0 && qpp_sigma_percent <= 100))
     throw FieldError<UsageError>("qpp_sigma_percent",
@@ -214,6 +255,7 @@ EvalReport evaluate(const data::Dataset& ds, const tasks::Task& task, const retr
   const Plan p = plan(ds, task, source, opts);
   Grid g = retrieve_and_prompt(ds, task, tok, opts, p);
   g.outputs = generate(model, g.prompts, opts);
+  if (opts.oracle_depth) g.oracle_outputs = generate(model, g.oracle_prompts, opts);
   EvalReport rep = score(ds, task, model, opts, g);
   add_selections(task, opts, p.pools, g, rep);
   rep.comparisons = compare_pairs(rep);

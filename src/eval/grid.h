@@ -20,6 +20,10 @@ struct Grid {
   std::vector<double> r5;                     // per cell: recall@5 on corpus tasks, else 0
   std::vector<Qpp> qpps;                      // per cell: QPP values for selector pool members, else zeros
   std::vector<std::string> outputs;           // per cell: the model's output for the prompt
+  // Oracle bounds (EvalOptions::oracle_depth): per cell, the prompts with each of its top
+  // documents alone, as indices into oracle_prompts (distinct), and their outputs.
+  std::vector<std::vector<std::size_t>> oracle_cells;
+  std::vector<std::string> oracle_prompts, oracle_outputs;
 
   std::size_t at(std::size_t r, std::size_t e) const { return r * n + e; }
 };

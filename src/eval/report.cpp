@@ -83,6 +83,13 @@ std::string format_table(const EvalReport& r) {
   auto letter = [](std::size_t i) { return std::string(1, static_cast<char>('a' + i % 26)); };
   std::vector<std::string> header = {"", "retriever"};
   for (const auto& m : r.metrics) header.push_back(m.name + (m.higher_is_better ? " ^" : " v"));
+  const OracleBounds* ob = nullptr;  // the bounds' columns, when the rows have them
+  for (const auto& res : r.results)
+    if (res.oracle) ob = &*res.oracle;
+  if (ob) {
+    header.push_back("best1@" + std::to_string(ob->depth));
+    header.push_back("worst1@" + std::to_string(ob->depth));
+  }
   std::vector<std::vector<std::string>> rows;
   for (std::size_t i = 0; i < r.results.size(); ++i) {
     std::vector<std::string> row = {"(" + letter(i) + ")", r.results[i].spec};
@@ -98,6 +105,11 @@ std::string format_table(const EvalReport& r) {
             marks += letter(j);
       if (!marks.empty()) cell += " " + marks;
       row.push_back(cell);
+    }
+    if (ob) {
+      const auto& o = r.results[i].oracle;
+      row.push_back(o ? fixed4(o->best) : "-");
+      row.push_back(o ? fixed4(o->worst) : "-");
     }
     rows.push_back(row);
   }
@@ -129,6 +141,10 @@ std::string format_table(const EvalReport& r) {
                 "(paired t-test / McNemar)\n",
                 r.alpha);
   out += foot;
+  if (ob)
+    out += "best1@" + std::to_string(ob->depth) + " / worst1@" + std::to_string(ob->depth) + ": " + ob->metric +
+           " of the best / worst single document among the row's top " + std::to_string(ob->depth) +
+           ", alone in the prompt (the headroom of a ranking of what it retrieved)\n";
   for (const auto& sr : r.selections) out += format_selection(r, sr);
   return out;
 }
@@ -173,6 +189,12 @@ std::string to_json(const EvalReport& r) {
               {"per_example", per},   {"significance", sig},    {"alpha", r.alpha},
               {"seconds", r.seconds}};
   if (!r.selections.empty()) out["selection"] = selection;
+  json oracle = json::object();
+  for (const auto& res : r.results)
+    if (res.oracle)
+      oracle[res.spec] = {{"depth", res.oracle->depth}, {"metric", res.oracle->metric}, {"best_single", res.oracle->best},
+                          {"worst_single", res.oracle->worst}};
+  if (!oracle.empty()) out["oracle"] = oracle;
   return out.dump(1);
 }
 

@@ -277,3 +277,51 @@ TEST(EvalOptionsValidate, NamesTheFieldAndItsValue) {
 
 }  // namespace
 }  // namespace attune::eval
+
+// --oracle: beside each row, the best and the worst single document of its top N. Here
+// the profile commit on the example's topic has the gold as its title, so the best single
+// document is a perfect answer wherever a row retrieved it, and a random row's value lies
+// between its bounds.
+TEST(Evaluate, OracleBoundsAreTheBestAndWorstSingleDocumentOfEachRow) {
+  auto ds = dataset(12);
+  auto task = tasks::make_task("commit_subject");
+  retrieval::ProfileCandidates source(*task);
+  auto reader = topic_reader();
+  text::WhitespaceTokenizer tok;
+  eval::EvalOptions o;
+  o.retrievers = {"none", "random", "bm25"};
+  o.k = 1;
+  o.oracle_depth = 6;  // the whole profile
+  o.run.progress = false;
+  auto rep = eval::evaluate(ds, *task, source, reader, tok, o);
+  ASSERT_EQ(rep.results.size(), 3u);
+  for (const auto& res : rep.results) {
+    ASSERT_TRUE(res.oracle.has_value()) << res.spec;
+    EXPECT_EQ(res.oracle->depth, 6u);
+    EXPECT_EQ(res.oracle->metric, "rouge-1");
+    EXPECT_LE(res.oracle->worst, res.metrics.at("rouge-1")) << res.spec;
+    EXPECT_GE(res.oracle->best, res.metrics.at("rouge-1")) << res.spec;
+  }
+  // none retrieves nothing: its bounds are its own value.
+  EXPECT_DOUBLE_EQ(rep.results[0].oracle->best, rep.results[0].metrics.at("rouge-1"));
+  EXPECT_DOUBLE_EQ(rep.results[0].oracle->worst, rep.results[0].metrics.at("rouge-1"));
+  // bm25's top 6 is the whole profile: its best single document is the perfect answer.
+  // random draws 6 with replacement (LaMP's random.choices), a subset: its bounds lie
+  // within bm25's.
+  EXPECT_DOUBLE_EQ(rep.results[2].oracle->best, 1.0);
+  EXPECT_LT(rep.results[2].oracle->worst, 1.0);
+  EXPECT_LE(rep.results[1].oracle->best, rep.results[2].oracle->best);
+  EXPECT_GE(rep.results[1].oracle->worst, rep.results[2].oracle->worst);
+  const auto table = eval::format_table(rep);
+  EXPECT_NE(table.find("best1@6"), std::string::npos) << table;
+  const auto j = nlohmann::json::parse(eval::to_json(rep));
+  EXPECT_DOUBLE_EQ(j["oracle"]["bm25"]["best_single"].get<double>(), 1.0);
+  EXPECT_FALSE(j["results"]["bm25"].contains("oracle"));  // results keep only the metrics
+  // Without --oracle there are no bounds and no column.
+  o.oracle_depth = 0;
+  const auto plain = eval::evaluate(ds, *task, source, reader, tok, o);
+  EXPECT_FALSE(plain.results[1].oracle.has_value());
+  EXPECT_EQ(eval::format_table(plain).find("best1@"), std::string::npos);
+  o.oracle_depth = 5000;
+  EXPECT_THROW(o.validate(), UsageError);
+}

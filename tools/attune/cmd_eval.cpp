@@ -35,6 +35,10 @@ void add_eval(CLI::App& app, int& rc) {
   cmd->add_flag("--no-reference-quirks", *no_quirks, "build prompts as the paper states, not as the LaMP code does");
   cmd->add_flag("--no-cache", *no_cache, "do not read or write the store's generation cache");
   cmd->add_option("--out", *out, "write the full JSON report here (\"-\": standard output, after the table)");
+  cmd->add_option("--oracle", o->oracle_depth,
+                  "oracle bounds beside every row: the best and the worst single document among its top N, each alone "
+                  "in a prompt (N more generations per example and row; 0 = none)")
+      ->capture_default_str();
   cmd->add_option("--qpp-k", o->qpp_k, "selectors: top documents the QPP baselines read (0 = --k)")->capture_default_str();
   cmd->add_option("--qpp-sigma-percent", o->qpp_sigma_percent, "selectors: x of the sigma_x% baseline")
       ->capture_default_str()
@@ -79,7 +83,7 @@ void add_eval(CLI::App& app, int& rc) {
     engine::check_gold_docs(*d, ds, *sources.base);  // R@5 against ids the corpus has
     o->source_for = sources.lookup();
     nlohmann::json args = {{"data", d->data}, {"task", d->task}, {"split", d->split}, {"retrievers", o->retrievers},
-                           {"selectors", selector_specs}, {"llm", llm::redact_url_passwords(*llm_spec)}, {"k", o->k}, {"max_length", o->max_length}, {"limit", o->run.limit}};
+                           {"selectors", selector_specs}, {"llm", llm::redact_url_passwords(*llm_spec)}, {"k", o->k}, {"max_length", o->max_length}, {"limit", o->run.limit}, {"oracle", o->oracle_depth}};
     store::RunScope run(*st, "eval", args.dump(), r->seed);
     llm::CachedModel cached(*model, *st);
     llm::LanguageModel& m = *no_cache ? static_cast<llm::LanguageModel&>(*model) : cached;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,13 @@ struct EvalOptions {
   std::vector<SelectorSpec> selectors;
   std::size_t qpp_k = 0;
   double qpp_sigma_percent = 50;  // x of sigma_x%
+  // Oracle bounds beside every row (0 = none): for each example, each of the retriever's
+  // top-`oracle_depth` documents alone in a prompt (k = 1, the same budget), answered and
+  // scored by the primary metric; the row then reports the mean over examples of the best
+  // and the worst of those single documents, i.e. what the best and the worst choice of one
+  // document among what it retrieved would have scored. Costs up to R x n x depth more
+  // generations (a prompt shared by two rows is generated once).
+  std::size_t oracle_depth = 0;
 
   // FieldError<UsageError> naming the field and its value: no retriever or one listed twice,
   // alpha outside (0, 1), qpp_sigma_percent outside [0, 100], bad generate (generate_check.h).
@@ -58,10 +66,18 @@ struct ExampleResult {
   std::string chosen;  // selectors: the pool member whose prompt and output this is
 };
 
+// A row's oracle bounds (EvalOptions::oracle_depth) on the primary metric.
+struct OracleBounds {
+  std::size_t depth = 0;
+  std::string metric;
+  double best = 0, worst = 0;  // means over examples of the best / worst single document's value
+};
+
 struct RetrieverResult {
   std::string spec;
   tasks::MetricValues metrics;  // task metrics, plus "r@5" on corpus tasks with gold docs
   std::vector<ExampleResult> examples;
+  std::optional<OracleBounds> oracle;
 };
 
 // Retriever `better` vs `worse` on `metric`: better's value is better, with p-value p.
