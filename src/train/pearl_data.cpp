@@ -86,6 +86,22 @@ std::vector<std::size_t> few_shot_indices(std::size_t profile_size, const std::v
   return f;
 }
 
+std::vector<std::size_t> user_few_shot_indices(std::span<const Document> profile, const std::vector<std::size_t>& top,
+                                               std::size_t n, std::uint64_t seed, std::string_view user) {
+  std::vector<std::pair<std::uint64_t, std::size_t>> keyed, outside;
+  const std::string prefix = "pearl-fewshot-user-" + std::string(user) + '\0';
+  for (std::size_t i = 0; i < profile.size(); ++i) {
+    keyed.emplace_back(derive_seed(seed, prefix + profile[i].id), i);
+    if (std::find(top.begin(), top.end(), i) == top.end()) outside.push_back(keyed.back());
+  }
+  auto& from = outside.size() >= n ? outside : keyed;
+  std::sort(from.begin(), from.end());
+  std::vector<std::size_t> f;
+  for (std::size_t j = 0; j < from.size() && j < n; ++j) f.push_back(from[j].second);
+  std::sort(f.begin(), f.end());
+  return f;
+}
+
 double median(std::vector<double> v) {
   if (v.empty()) return std::numeric_limits<double>::quiet_NaN();
   std::sort(v.begin(), v.end());
@@ -200,7 +216,9 @@ std::vector<PearlRequest> pearl_requests(const data::Dataset& ds, const tasks::T
       r.docs.push_back(task.document_text(cands[i]));
       r.label.push_back(it->second);
     }
-    const auto f = few_shot_indices(cands.size(), ranking.indices, opts.few_shot, opts.run.seed, ex.id);
+    const auto f = opts.few_shot_per_user
+                       ? user_few_shot_indices(cands, ranking.indices, opts.few_shot, opts.run.seed, ex.user)
+                       : few_shot_indices(cands.size(), ranking.indices, opts.few_shot, opts.run.seed, ex.id);
     std::vector<const Document*> docs;
     for (auto i : f) docs.push_back(&cands[i]);
     few_prompt[e] = task.prompt(ex, docs, tok, po);

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <fstream>
+#include <numeric>
 #include <set>
 
 #include "attune/core/error.h"
@@ -110,6 +111,38 @@ TEST(PearlPure, TheFewShotSetIsFixedSeededAndOutsideTheCandidates) {
   const auto inside = few_shot_indices(16, std::vector<std::size_t>(top.begin() + 4, top.end()), 1, 3, "ex1");
   ASSERT_EQ(inside.size(), 1u);
   EXPECT_LT(inside[0], 16u);
+}
+
+TEST(PearlPure, TheUsersFewShotSetIsFixedAcrossItsRequestsAndOutsideTheCandidates) {
+  auto profile = [](std::size_t n) {
+    std::vector<Document> p(n);
+    for (std::size_t i = 0; i < n; ++i) p[i].id = "doc" + std::to_string(i);
+    return p;
+  };
+  const auto p20 = profile(20), p30 = profile(30);
+  const std::vector<std::size_t> none;
+  // Two requests of one user (the later one's profile holds 10 more documents): every
+  // document of the later F that the earlier profile had is in the earlier F (only a newer
+  // document with a smaller key can take a place).
+  const auto a = user_few_shot_indices(p20, none, 2, 7, "alice");
+  const auto b = user_few_shot_indices(p30, none, 2, 7, "alice");
+  ASSERT_EQ(a.size(), 2u);
+  ASSERT_EQ(b.size(), 2u);
+  for (auto i : b)
+    if (i < 20) EXPECT_EQ(std::count(a.begin(), a.end(), i), 1) << i;
+  EXPECT_EQ(user_few_shot_indices(p20, none, 2, 7, "alice"), a);  // deterministic
+  // Candidates are left out while enough others remain.
+  std::vector<std::size_t> top(a.begin(), a.end());
+  const auto c = user_few_shot_indices(p20, top, 2, 7, "alice");
+  for (auto i : c) EXPECT_EQ(std::count(top.begin(), top.end(), i), 0) << i;
+  // Another user (or seed) draws its own order: across 20 users F is not one document.
+  std::set<std::size_t> firsts;
+  for (int u = 0; u < 20; ++u) firsts.insert(user_few_shot_indices(p20, none, 1, 7, "user" + std::to_string(u))[0]);
+  EXPECT_GT(firsts.size(), 5u);
+  // A profile of candidates only: drawn from all of it.
+  std::vector<std::size_t> all(20);
+  std::iota(all.begin(), all.end(), 0);
+  EXPECT_EQ(user_few_shot_indices(p20, all, 1, 7, "alice").size(), 1u);
 }
 
 TEST(PearlPure, TheRevisionThresholdMaximisesTheDevMetric) {

@@ -22,6 +22,7 @@ namespace {
 struct PearlArgs {
   double keep = 2.0 / 3.0;
   std::size_t positives = 2, negatives = 3, few_shot = 1, k = 4, max_length = 256;
+  bool few_shot_per_request = false;
   double tau = 5;
   std::string y0;  // "" = the median of the positives' labels
   bool no_anchor = false;
@@ -67,6 +68,9 @@ TrainRunner add_pearl_options(CLI::App* train) {
       ->capture_default_str();
   train->add_option("--pearl-positives", p->positives, "Pearl: positives per request (p)")->capture_default_str();
   train->add_option("--pearl-negatives", p->negatives, "Pearl: random negatives per positive (n)")->capture_default_str();
+  train->add_flag("--pearl-few-shot-per-request", p->few_shot_per_request,
+                  "Pearl: draw the few-shot set F afresh for each request (default: one F fixed across each user's "
+                  "requests, as 001 fixes one set; never shared across users)");
   train->add_option("--pearl-few-shot", p->few_shot, "Pearl: random profile documents in the no-document term of Eq. 1")
       ->capture_default_str();
   train->add_option("--pearl-tau", p->tau, "Pearl: temperature of the label softmax (Eq. 2)")->capture_default_str();
@@ -91,7 +95,8 @@ TrainRunner add_pearl_options(CLI::App* train) {
     nlohmann::json args = {{"method", "pearl"}, {"data", d.data}, {"task", d.task}, {"split", d.split},
                            {"dev_split", a.dev_split}, {"llm", llm::redact_url_passwords(a.llm)}, {"out", a.out}, {"init", a.init},
                            {"initial", a.initial}, {"top_l", a.top_l}, {"limit", a.limit}, {"epochs", po.fit.epochs},
-                           {"batch_size", po.fit.batch_size}, {"lr", po.fit.lr}, {"resume", a.resume}};
+                           {"batch_size", po.fit.batch_size}, {"lr", po.fit.lr}, {"resume", a.resume},
+                           {"few_shot", p->few_shot}, {"few_shot_per_user", !p->few_shot_per_request}};
     const auto tr = load_workflow_split(d, *task, *st, r, {a.initial}, a.limit);
     // Dev (calibration and selective revision after training): not with --questions files.
     std::unique_ptr<WorkflowSplit> dev;
@@ -106,6 +111,7 @@ TrainRunner add_pearl_options(CLI::App* train) {
     wf.labels.initial_retriever = a.initial;
     wf.labels.top_l = a.top_l;
     wf.labels.few_shot = p->few_shot;
+    wf.labels.few_shot_per_user = !p->few_shot_per_request;
     wf.labels.max_length = a.feedback_max_length;
     wf.k = p->k;
     wf.data_label = d.data + " " + d.task + " " + d.split;

@@ -73,6 +73,15 @@ std::vector<PearlList> pearl_lists(const std::vector<PearlRequest>& reqs, const 
 // the whole profile; seeded by (seed, key), sorted ascending.
 std::vector<std::size_t> few_shot_indices(std::size_t profile_size, const std::vector<std::size_t>& top, std::size_t n,
                                           std::uint64_t seed, std::string_view key);
+// The few-shot set fixed across a user's requests (PearlLabelOptions::few_shot_per_user):
+// 001 uses one set for every request; a set shared across users would put one user's
+// documents in another's prompt, so attune fixes it per user. Every document of the user
+// gets a key drawn once from (seed, user, document id); F is the n documents of this
+// profile with the smallest keys, outside `top` when that has n, else from the whole
+// profile. So two requests of the user share F unless one of its documents is a candidate
+// of one of them or absent from its (older) profile. Sorted ascending.
+std::vector<std::size_t> user_few_shot_indices(std::span<const Document> profile, const std::vector<std::size_t>& top,
+                                               std::size_t n, std::uint64_t seed, std::string_view user);
 
 // Median (mean of the middle two for an even count); NaN when empty.
 double median(std::vector<double> v);
@@ -103,6 +112,10 @@ struct PearlLabelOptions {
   std::string initial_retriever = "bm25";
   std::size_t top_l = 16;
   std::size_t few_shot = 1;      // |F|
+  // F fixed across each user's requests (user_few_shot_indices; default, the paper's one
+  // set across requests within what privacy allows), or drawn per request
+  // (few_shot_indices, keyed by the example id) when false.
+  bool few_shot_per_user = true;
   std::size_t max_length = 0;    // prompt budget; 0 = 512 (the per-item feedback budget)
   bool reference_quirks = true;
   RunControl run;                // seed, threads, batch, progress, limit (first N examples)
