@@ -65,6 +65,8 @@ std::string format_selection(const EvalReport& r, const SelectionReport& sr) {
                 "QPP method at p < %.2g (McNemar)\n",
                 r.metrics.front().name.c_str(), r.alpha);
   out += foot;
+  out += sr.qpp_normalized ? "QPP methods: each retriever's predictor values z-scored over the examples, then the largest\n"
+                           : "QPP methods: the raw predictor values compared across retrievers (--qpp-raw)\n";
   out += "selector's choices:";
   const auto& ch = sr.methods.front().chosen;
   for (std::size_t p = 0; p < sr.pool.size(); ++p) {
@@ -182,7 +184,7 @@ std::string to_json(const EvalReport& r) {
                                                    static_cast<double>(m.chosen.size());
       methods[m.name] = {{"success", m.success}, {"metrics", mm}, {"p_vs_selector", m.p_vs_selector}, {"chosen_share", share}};
     }
-    selection[sr.selector] = {{"pool", sr.pool}, {"methods", methods}};
+    selection[sr.selector] = {{"pool", sr.pool}, {"methods", methods}, {"qpp_normalized", sr.qpp_normalized}};
   }
   json out = {{"task", r.task},       {"split", r.split}, {"llm", r.llm},       {"k", r.k},
               {"seed", r.seed},       {"examples", r.examples}, {"results", results},

@@ -1,6 +1,7 @@
 #include "selection.h"
 
 #include <algorithm>
+#include <cmath>
 #include <span>
 
 #include "attune/core/error.h"
@@ -68,11 +69,26 @@ std::vector<std::size_t> selector_choices(const SelectorSpec& sel, Pool pool, co
 }
 
 // Per example, the member with the highest value of QPP predictor qi (ties: the first).
-std::vector<std::size_t> qpp_choices(Pool pool, const Grid& g, std::size_t qi) {
+// normalize: each member's values are z-scored over the examples first (mean 0, sd 1 per
+// retriever; a member whose values are all equal gets 0), as QPP values of retrievers with
+// different score scales are compared in the QPP literature; else the raw values.
+std::vector<std::size_t> qpp_choices(Pool pool, const Grid& g, std::size_t qi, bool normalize) {
+  std::vector<double> v(pool.size() * g.n);
+  for (std::size_t p = 0; p < pool.size(); ++p)
+    for (std::size_t e = 0; e < g.n; ++e) v[p * g.n + e] = qpp_value(g.qpps[g.at(pool[p], e)], qi);
+  if (normalize && g.n > 0)
+    for (std::size_t p = 0; p < pool.size(); ++p) {
+      double mean = 0, var = 0;
+      for (std::size_t e = 0; e < g.n; ++e) mean += v[p * g.n + e];
+      mean /= static_cast<double>(g.n);
+      for (std::size_t e = 0; e < g.n; ++e) var += (v[p * g.n + e] - mean) * (v[p * g.n + e] - mean);
+      const double sd = std::sqrt(var / static_cast<double>(g.n));
+      for (std::size_t e = 0; e < g.n; ++e) v[p * g.n + e] = sd > 1e-12 ? (v[p * g.n + e] - mean) / sd : 0.0;
+    }
   std::vector<std::size_t> ch(g.n, 0);
   for (std::size_t e = 0; e < g.n; ++e)
     for (std::size_t p = 1; p < pool.size(); ++p)
-      if (qpp_value(g.qpps[g.at(pool[p], e)], qi) > qpp_value(g.qpps[g.at(pool[ch[e]], e)], qi)) ch[e] = p;
+      if (v[p * g.n + e] > v[ch[e] * g.n + e]) ch[e] = p;
   return ch;
 }
 
@@ -120,10 +136,11 @@ SelectionReport selection_report(const SelectorSpec& sel, Pool pool, const tasks
   SelectionReport sr;
   sr.selector = sel.spec;
   sr.pool = sel.pool;
+  sr.qpp_normalized = opts.qpp_normalize;
   sr.methods.push_back(method(sel.spec, std::move(chosen), pool, pv, task, g));
   const auto names = qpp_names(opts.qpp_sigma_percent);
   for (std::size_t qi = 0; qi < names.size(); ++qi)
-    sr.methods.push_back(method(names[qi], qpp_choices(pool, g, qi), pool, pv, task, g));
+    sr.methods.push_back(method(names[qi], qpp_choices(pool, g, qi, opts.qpp_normalize), pool, pv, task, g));
   for (bool upper : {false, true})
     sr.methods.push_back(
         method(upper ? "oracle_upper" : "oracle_lower", oracle_choices(pv, pool.size(), upper), pool, pv, task, g));

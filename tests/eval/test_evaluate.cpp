@@ -162,6 +162,7 @@ TEST(Evaluate, SelectorsChooseAPoolMemberPerExampleAndAreComparedWithQppAndOracl
   o.retrievers = {"none", "recency", "bm25"};
   o.run.progress = false;
   o.run.threads = 1;
+  o.qpp_normalize = false;  // raw QPP values here; the z-scored default is checked below
   std::vector<std::vector<std::string>> seen_prompts, seen_outputs;
   // "first": always none; "post": picks the member whose output is longest (reads outputs).
   o.selectors.push_back({"first", {"none", "bm25"}, [](std::span<const std::string>, std::span<const std::string>) {
@@ -218,6 +219,19 @@ TEST(Evaluate, SelectorsChooseAPoolMemberPerExampleAndAreComparedWithQppAndOracl
   EXPECT_DOUBLE_EQ(j["selection"]["first"]["methods"]["first"]["chosen_share"]["none"].get<double>(), 1.0);
   EXPECT_EQ(j["per_example"]["post"][0]["chosen"].get<std::string>().empty(), false);
   EXPECT_FALSE(j["per_example"]["bm25"][0].contains("chosen"));
+  EXPECT_FALSE(j["selection"]["first"]["qpp_normalized"].get<bool>());
+  EXPECT_NE(table.find("raw predictor values"), std::string::npos) << table;
+
+  // The default: each retriever's QPP values z-scored over the examples. Here every
+  // example's bm25 WIG is the same (the examples are alike up to their topic), as is none's
+  // (0): per retriever, nothing tells one example from another, so z is 0 for both and the
+  // tie goes to the first member. Raw values picked bm25 everywhere only for its scale.
+  o.qpp_normalize = true;
+  const auto z = eval::evaluate(ds, *task, source, reader, tok, o);
+  const auto& zwig = z.selections[0].methods[1];
+  ASSERT_EQ(zwig.name, "wig");
+  EXPECT_EQ(std::count(zwig.chosen.begin(), zwig.chosen.end(), std::size_t{1}), 0);
+  EXPECT_NE(eval::format_table(z).find("z-scored over the examples"), std::string::npos);
 
   // A pool member that is not evaluated is refused, naming it.
   o.selectors = {{"bad", {"none", "dense:x"}, o.selectors[0].score}};

@@ -39,6 +39,9 @@ void add_eval(CLI::App& app, int& rc) {
                   "oracle bounds beside every row: the best and the worst single document among its top N, each alone "
                   "in a prompt (N more generations per example and row; 0 = none)")
       ->capture_default_str();
+  cmd->add_flag("--qpp-raw", [o](std::int64_t) { o->qpp_normalize = false; },
+                "selectors: the QPP baselines compare raw predictor values across retrievers (default: z-scored per "
+                "retriever over the examples)");
   cmd->add_option("--qpp-k", o->qpp_k, "selectors: top documents the QPP baselines read (0 = --k)")->capture_default_str();
   cmd->add_option("--qpp-sigma-percent", o->qpp_sigma_percent, "selectors: x of the sigma_x% baseline")
       ->capture_default_str()

@@ -45,6 +45,11 @@ struct EvalOptions {
   std::vector<SelectorSpec> selectors;
   std::size_t qpp_k = 0;
   double qpp_sigma_percent = 50;  // x of sigma_x%
+  // The QPP baselines compare each pool member's predictor values z-scored over the
+  // examples (per retriever), as the QPP literature compares retrievers whose scores have
+  // different scales (BM25's tens against a cosine's fractions); false: the raw values,
+  // which pick the retriever with the largest score scale for almost every input.
+  bool qpp_normalize = true;
   // Oracle bounds beside every row (0 = none): for each example, each of the retriever's
   // top-`oracle_depth` documents alone in a prompt (k = 1, the same budget), answered and
   // scored by the primary metric; the row then reports the mean over examples of the best
@@ -102,6 +107,7 @@ struct SelectionReport {
   std::string selector;
   std::vector<std::string> pool;
   std::vector<SelectionMethod> methods;  // the selector first, then the QPP methods, then the oracles
+  bool qpp_normalized = true;            // EvalOptions::qpp_normalize of the run
 };
 
 struct EvalReport {
