@@ -75,10 +75,14 @@ std::pair<torch::Tensor, torch::Tensor> score_batch(Net& net, const std::vector<
 }
 
 // Success rate (argmax among the best) and mean utility of the argmax over `ex`.
-std::pair<double, double> evaluate(Net& net, const std::vector<Tokenized>& ex) {
-  if (ex.empty()) return {0, 0};
+// Dev success, the selected retriever's mean utility and the oracle's (the pool's best per input).
+struct DevScores {
+  double success = 0, utility = 0, oracle = 0;
+};
+DevScores evaluate(Net& net, const std::vector<Tokenized>& ex) {
+  if (ex.empty()) return {};
   torch::NoGradGuard ng;
-  double success = 0, utility = 0;
+  double success = 0, utility = 0, oracle = 0;
   for (std::size_t lo = 0; lo < ex.size(); lo += 8) {
     std::vector<std::size_t> idx;
     for (std::size_t i = lo; i < std::min(ex.size(), lo + 8); ++i) idx.push_back(i);
@@ -88,8 +92,10 @@ std::pair<double, double> evaluate(Net& net, const std::vector<Tokenized>& ex) {
     auto best = std::get<0>(u.max(1));
     success += (chosen >= best - 1e-9).sum().item<double>();
     utility += chosen.sum().item<double>();
+    oracle += best.sum().item<double>();
   }
-  return {success / static_cast<double>(ex.size()), utility / static_cast<double>(ex.size())};
+  const auto n = static_cast<double>(ex.size());
+  return {success / n, utility / n, oracle / n};
 }
 
 // RSPG on the shared loop: the selector network, the listwise KL over each input's pool,
@@ -97,7 +103,7 @@ std::pair<double, double> evaluate(Net& net, const std::vector<Tokenized>& ex) {
 class RspgLearner final : public DevSelectedLearner {
  public:
   RspgLearner(const std::vector<RspgExample>& train, const std::vector<RspgExample>& dev, const RspgOptions& o)
-      : DevSelectedLearner(o.fit, {"dev_success", "dev_utility"}), o_(o), R_(o.pool.size()) {
+      : DevSelectedLearner(o.fit, {"dev_success", "dev_utility", "dev_oracle"}), o_(o), R_(o.pool.size()) {
     net_.device = models::to_torch(o.fit.device);
     torch::manual_seed(o.fit.seed);
     net_.bert = models::load_bert(o.init, net_.device).model;
@@ -149,9 +155,10 @@ class RspgLearner final : public DevSelectedLearner {
 
   std::optional<DevValue> dev() override {
     if (dv_.empty()) return std::nullopt;
-    const auto [succ, util] = evaluate(net_, dv_);
-    return DevValue{util, {{"dev_success", succ}, {"dev_utility", util}},
-                    " dev success " + std::to_string(succ) + " utility " + std::to_string(util)};
+    const auto d = evaluate(net_, dv_);
+    return DevValue{d.utility, {{"dev_success", d.success}, {"dev_utility", d.utility}, {"dev_oracle", d.oracle}},
+                    " dev success " + std::to_string(d.success) + " utility " + std::to_string(d.utility) + " (oracle " +
+                        std::to_string(d.oracle) + ")"};
   }
   nlohmann::json signature() const override { return sig_; }
 
@@ -217,6 +224,7 @@ RspgResult train_rspg(const std::vector<RspgExample>& train, const std::vector<R
   });
   res.init_dev_success = learner.initial("dev_success");
   res.init_dev_utility = learner.initial("dev_utility");
+  res.dev_oracle = learner.initial("dev_oracle");
   return res;
 }
 

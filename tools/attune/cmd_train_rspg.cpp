@@ -69,6 +69,7 @@ TrainRunner add_rspg_options(CLI::App* cmd) {
     nlohmann::json summary = {{"method", a.method}, {"out", a.out}, {"train_examples", out.train_examples},
                               {"dev_examples", out.dev_examples}, {"steps", res.steps_done}, {"total_steps", res.total_steps},
                               {"best_epoch", res.best_epoch}, {"init_dev_success", res.init_dev_success},
+                              {"init_dev_utility", res.init_dev_utility}, {"dev_oracle", res.dev_oracle},
                               {"seconds", res.seconds}, {"seed", r.seed}};
     const bool finished = res.steps_done == res.total_steps;
     if (finished && res.best_epoch) {
@@ -84,7 +85,9 @@ TrainRunner add_rspg_options(CLI::App* cmd) {
                   a.method.c_str(), pool.size(), out.train_examples, d.task.c_str(), d.split.c_str(), res.steps_done, res.seconds,
                   res.best_epoch,
                   out.dev_examples == 0 ? "" : (", dev success " + std::to_string(summary.value("dev_success", 0.0)) + " (untrained " +
-                                      std::to_string(res.init_dev_success) + ")").c_str(),
+                                      std::to_string(res.init_dev_success) + "), dev utility " +
+                                      std::to_string(summary.value("dev_utility", 0.0)) + " (untrained " +
+                                      std::to_string(res.init_dev_utility) + ", oracle " + std::to_string(res.dev_oracle) + ")").c_str(),
                   a.out.c_str());
   };
 }

@@ -60,6 +60,7 @@ struct RspgEpoch {
 struct RspgResult {
   std::size_t steps_done = 0, total_steps = 0;
   double init_dev_success = 0, init_dev_utility = 0;
+  double dev_oracle = 0;  // the pool's best utility per dev input, averaged: what a perfect selector gets
   std::vector<RspgEpoch> epochs;
   std::size_t best_epoch = 0;  // best dev utility (the last without dev)
   std::vector<double> losses;
