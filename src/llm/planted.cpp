@@ -37,9 +37,9 @@ PlantedOptions parse_planted_spec(std::string_view spec) {
 
 PlantedReader::PlantedReader(PlantedOptions o) : o_(o) {
   switch (o_.preference) {
-    case PlantedOptions::Preference::First: id_ = "planted:first:v1"; break;
-    case PlantedOptions::Preference::Marker: id_ = "planted:marker:v1:word=" + o_.word; break;
-    case PlantedOptions::Preference::Gate: id_ = "planted:gate:v1:word=" + o_.word; break;
+    case PlantedOptions::Preference::First: id_ = "planted:first:v2"; break;
+    case PlantedOptions::Preference::Marker: id_ = "planted:marker:v2:word=" + o_.word; break;
+    case PlantedOptions::Preference::Gate: id_ = "planted:gate:v2:word=" + o_.word; break;
   }
 }
 
@@ -93,7 +93,9 @@ double PlantedReader::score_one(std::string_view prompt, std::string_view target
   std::unordered_map<std::string, double> c;
   for (const auto& w : ans) c[w] += 1;
   const double n = static_cast<double>(ans.size());
-  const double end = 1.0 / (1.0 + n);
+  // Stops after each word with probability 1 / (2 + n): never 1, so a target after an
+  // empty answer is unlikely but possible (a finite log-probability, as Pearl's labels need).
+  const double end = 1.0 / (2.0 + n);
   double total = std::log(end);
   for (const auto& w : text::rouge_tokens(target)) {
     auto it = c.find(w);

@@ -236,8 +236,19 @@ std::vector<PearlRequest> pearl_requests(const data::Dataset& ds, const tasks::T
     const auto s = cached.score(reqs);
     for (std::size_t i = 0; i < s.size(); ++i) base[b * batch + i] = s[i];
   });
-  for (std::size_t e = 0; e < n; ++e)
-    for (auto& y : out[e].label) y -= base[e];
+  for (std::size_t e = 0; e < n; ++e) {
+    // A label of -inf or NaN would poison y0, the request selection and the loss: refuse it.
+    if (!std::isfinite(base[e]))
+      throw Error("Pearl: " + model_id + " gave log p(y | x, F) = " + std::to_string(base[e]) + " for example " +
+                  ds.examples[e].id + " (its few-shot prompt): Pearl's labels need finite log-probabilities");
+    for (std::size_t j = 0; j < out[e].label.size(); ++j) {
+      if (!std::isfinite(out[e].label[j]))
+        throw Error("Pearl: " + model_id + " gave log p(y | x, d) = " + std::to_string(out[e].label[j]) +
+                    " for example " + ds.examples[e].id + ", candidate " + std::to_string(j + 1) +
+                    ": Pearl's labels need finite log-probabilities");
+      out[e].label[j] -= base[e];
+    }
+  }
   std::erase_if(out, [](const PearlRequest& r) { return r.docs.size() < 2; });
   if (summary) {
     summary->requests = out.size();

@@ -2,6 +2,8 @@
 // that carry the same preference.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "attune/core/error.h"
 #include "attune/llm/planted.h"
 #include "attune/metrics/metrics.h"
@@ -107,6 +109,11 @@ TEST(Planted, UtilitiesAndLikelihoodsOrderDocumentsAlike) {
   // A true log-probability: below 0, and the answer itself is the likeliest target here.
   EXPECT_LT(lg, 0.0);
   EXPECT_GT(r.score_one(p.with({good}), "parser: accept quoted names"), lg);
+  // Nothing liked (an empty answer): unlikely, but a finite log-probability.
+  PlantedReader gate(parse_planted_spec("planted:gate?word=zzz"));
+  const double empty = gate.score_one(p.with({bad}), gold);
+  EXPECT_TRUE(std::isfinite(empty)) << empty;
+  EXPECT_LT(empty, lb);
   std::vector<ScoreRequest> reqs = {{p.with({good}), gold}, {p.with({bad}), gold}};
   const auto s = r.score(reqs);
   EXPECT_DOUBLE_EQ(s[0], lg);

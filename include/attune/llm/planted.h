@@ -53,6 +53,10 @@ class PlantedReader final : public LanguageModel {
   ModelInfo info() const override { return {id_}; }
   // The answer for one prompt (generate() is this for every prompt).
   std::string answer(std::string_view prompt) const;
+  // log p(target | prompt): the target's words, each from a mixture of the answer's words
+  // (weight lambda) and a uniform vocabulary of kVocab, then a stop; the stop comes after
+  // each word with probability 1 / (2 + answer words), never 1, so every target has a
+  // finite log-probability (v2; v1 gave -inf after an empty answer).
   double score_one(std::string_view prompt, std::string_view target) const;
   // Words in the size of the score() vocabulary: any token outside the answer.
   static constexpr double kVocab = 50000;
