@@ -1,5 +1,5 @@
 // Learning checks (issue 14): a learner counts only when it is shown to learn. Each one
-// (ROPG-KD, ROPG-RL, RSPG-Pre; Pearl is not here yet) is
+// (ROPG-KD, ROPG-RL, RSPG-Pre and Pearl) is
 // trained, through the command line users run, on feedback from a reader whose preference
 // is planted and known (llm/planted.h `planted:gate?word=test`: an answer that helps only
 // when a document holding "test" is in the prompt, whichever it is), served over HTTP by
@@ -145,6 +145,40 @@ class Learning : public ::testing::Test {
         << "rspg-pre vs its start on test: " << better.dump() << " " << e.at("results").dump();
   }
 
+  // Pearl: its labels are log-probabilities, which serve-llm does not serve, so it reads
+  // the same reader in-process. Its start is the untrained cross-encoder (the --lr 0
+  // control); its dev metric is end to end at k = 1 (--pearl-k 1) on the first 150 dev
+  // examples, beside the oracle of the same candidates (eval --oracle 16 on bm25).
+  static void check_pearl() {
+    const std::string common = "--llm '" + kReader + "' --limit 400 --batch-size 16 --pearl-k 1 ";
+    auto pearl = [&](const std::string& out, const std::string& extra) {
+      const auto r = run("train --method pearl --data " + kGit + " --task commit_subject --init enc --out " + out +
+                         " --store learn.db --dev-limit 150 --quiet " + common + extra);
+      EXPECT_EQ(r.rc, 0) << r.err;
+      return json::parse(slurp(dir_ / out / "attune_train.json")).at("dev").at("metric_without_revision").get<double>();
+    };
+    const double on = pearl("pearl", "--lr 1e-3 --epochs 2"), off = pearl("pearl-off", "--lr 0 --epochs 1");
+    const auto r = run("eval --data " + kGit + " --task commit_subject --split dev --limit 150 --k 1 --llm '" + kReader +
+                       "' --store learn.db --quiet --retrievers bm25 --oracle 16 --out dev.json");
+    ASSERT_EQ(r.rc, 0) << r.err;
+    const auto d = json::parse(slurp(dir_ / "dev.json"));
+    const double bm25 = d.at("results").at("bm25").at("rouge-1"), oracle = d.at("oracle").at("bm25").at("best_single");
+    ASSERT_GT(oracle, bm25 + 0.02) << "no headroom: the check could not tell";
+    EXPECT_GE(on - off, 0.5 * (oracle - off))
+        << "pearl recovered too little of the planted preference: dev " << off << " (untrained) -> " << on << " (oracle "
+        << oracle << ")";
+    EXPECT_LT(off - bm25, 0.5 * (oracle - bm25)) << "the untrained reranker already knew the preference";
+    const auto e = [&] {
+      const auto t = run("eval --data " + kGit + " --task commit_subject --split test --limit 500 --k 1 --llm '" +
+                         kReader + "' --store learn.db --quiet --retrievers bm25,pearl,pearl-off --out test.json");
+      EXPECT_EQ(t.rc, 0) << t.err;
+      return json::parse(slurp(dir_ / "test.json"));
+    }();
+    const auto& better = e.at("significance").at("pearl").at("pearl-off").at("rouge-1");
+    EXPECT_TRUE(better.at("better").get<bool>() && better.at("p").get<double>() < 0.05)
+        << "pearl vs its start on test: " << better.dump() << " " << e.at("results").dump();
+  }
+
   static fs::path dir_;
   static std::unique_ptr<attune::llm::PlantedReader> reader_;
   static std::unique_ptr<attune::llm::OpenAIServer> server_;
@@ -163,5 +197,7 @@ TEST_F(Learning, RopgRlRecoversAPlantedPreferenceAndNotWithLearningOff) {
 }
 
 TEST_F(Learning, RspgPreRecoversAPlantedPreferenceAndNotWithLearningOff) { check_rspg(500, 3); }
+
+TEST_F(Learning, PearlRecoversAPlantedPreferenceAndNotWithLearningOff) { check_pearl(); }
 
 }  // namespace
