@@ -144,8 +144,14 @@ std::optional<double> encoder_temperature(const fs::path& dir) {
   const auto j = models::read_json_file(file);
   if (!j.contains("options") || !j["options"].is_object()) return std::nullopt;
   const auto& o = j["options"];
-  for (const char* key : {"policy_temperature", "temperature"}) {
-    if (!o.contains(key)) continue;
+  // Only the runs whose number is the encoder's similarity scale: pretrain-encoder's InfoNCE
+  // temperature, a ROPG run's policy temperature (an RSPG or Pearl folder's "temperature"
+  // is a target's, not the encoder's).
+  const std::string method = j.value("method", ""), objective = j.value("objective", "");
+  const char* key = method.rfind("ropg", 0) == 0             ? "policy_temperature"
+                    : objective == "contriever-infonce"       ? "temperature"
+                                                              : nullptr;
+  if (key && o.contains(key)) {
     if (!o[key].is_number() || !(o[key].get<double>() > 0) || !std::isfinite(o[key].get<double>()))
       throw Error(file.string() + ": options." + key + " = " + o[key].dump() + ": expected a positive number");
     return o[key].get<double>();

@@ -354,7 +354,11 @@ TEST_F(Ropg, UnsetPolicyTemperatureIsTheOneTheEncoderWasTrainedAt) {
   auto o = tiny_ropg(root_, "own", RopgObjective::KD);
   EXPECT_FALSE(encoder_temperature(o.init).has_value());  // a folder that records none: 1, the paper's
   EXPECT_EQ(resolve_policy_temperature(o), 1.0);
-  models::write_json_file(o.init / "attune_train.json", {{"options", {{"temperature", 0.05}}}});  // pretrain-encoder's
+  // An RSPG folder's "temperature" is its target's, not the encoder's scale: not read.
+  models::write_json_file(o.init / "attune_train.json", {{"method", "rspg-pre"}, {"options", {{"temperature", 1.0}}}});
+  EXPECT_FALSE(encoder_temperature(o.init).has_value());
+  models::write_json_file(o.init / "attune_train.json",
+                          {{"objective", "contriever-infonce"}, {"options", {{"temperature", 0.05}}}});  // pretrain-encoder's
   EXPECT_EQ(resolve_policy_temperature(o), 0.05);
   o.policy_temperature = 0.5;  // given: it wins
   EXPECT_EQ(resolve_policy_temperature(o), 0.5);
@@ -365,7 +369,7 @@ TEST_F(Ropg, UnsetPolicyTemperatureIsTheOneTheEncoderWasTrainedAt) {
   const auto train = synthetic(8, 1);
   EXPECT_EQ(train_ropg(train, {}, o).policy_temperature, 0.05);
   EXPECT_EQ(encoder_temperature(o.fit.out), 0.05);
-  models::write_json_file(o.init / "attune_train.json", {{"options", {{"temperature", -2}}}});
+  models::write_json_file(o.init / "attune_train.json", {{"objective", "contriever-infonce"}, {"options", {{"temperature", -2}}}});
   EXPECT_THROW(resolve_policy_temperature(o), Error);
 }
 

@@ -89,8 +89,9 @@ struct RopgOptions {
 // temperature recorded by the run that made `init` (encoder_temperature), else 1.
 double resolve_policy_temperature(const RopgOptions& o);
 // The similarity temperature an encoder folder was trained at, from its attune_train.json
-// (pretrain-encoder: options.temperature; ROPG: options.policy_temperature); nullopt when
-// the folder records none (a Hugging Face encoder). Error for a recorded value that is not
+// (pretrain-encoder, objective contriever-infonce: options.temperature; a ROPG run:
+// options.policy_temperature); nullopt when the folder records none (a Hugging Face
+// encoder, or an RSPG / Pearl folder, whose "temperature" is a target's). Error for a recorded value that is not
 // a positive number.
 std::optional<double> encoder_temperature(const std::filesystem::path& dir);
 
