@@ -99,6 +99,15 @@ TEST_F(Cli, NumbersAreDecimalFiniteAndBounded) {
   refused(rank + " --seed -1", {"--seed", "\"-1\""});
   refused(rank + " --seed 99999999999999999999999", {"--seed", "out of range"});  // past 2^64: not saturated either
   refused(rank + " --seed 18446744073709551616", {"--seed", "out of range"});
+  // Issue 14's options: each refused where it would mean nothing, before any work.
+  const std::string train = "train --data " + kSample + " --task commit_subject --llm reference --out t --store s.db ";
+  refused(train + "--method rspg-pre --target-normalization zscore", {"--target-normalization", "ropg-kd"});
+  refused(train + "--method ropg-kd --init x --target-normalization minmax", {"minmax", "zscore or none"});
+  refused(train + "--method pearl --protocol dense", {"--protocol", "pearl"});
+  refused(train + "--method ropg-kd --init x --protocol sideways", {"--protocol"});
+  refused("eval --data " + kSample + " --task commit_subject --split dev --retrievers bm25 --llm reference --oracle 5000",
+          {"oracle_depth", "5000"});
+  refused("serve-llm --llm 'openai:http://127.0.0.1:1/v1#m'", {"proxy"});
   EXPECT_FALSE(fs::exists(dir_ / "r.jsonl"));
   // Leading zeros are decimal: 010 is ten, not octal eight.
   auto ten = run(rank + " --k 010");

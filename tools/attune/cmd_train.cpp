@@ -118,6 +118,7 @@ void add_train(CLI::App& app, int& rc) {
     if (a->keep_flat && a->method != "ropg-kd") throw UsageError("--keep-flat applies to ropg-kd, not " + a->method);
     if (a->target_normalization && a->method != "ropg-kd")
       throw UsageError("--target-normalization applies to ropg-kd, not " + a->method);
+    if (a->target_normalization) train::parse_target_normalization(*a->target_normalization);  // a bad value first
     if (a->protocol != "rerank" && a->method != "ropg-kd" && a->method != "ropg-rl")
       throw UsageError("--protocol applies to ropg-kd and ropg-rl, not " + a->method);
     if (a->policy_temperature && a->method != "ropg-kd" && a->method != "ropg-rl")
