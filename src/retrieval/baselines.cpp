@@ -1,6 +1,9 @@
 #include "baselines.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
 #include <numeric>
 
 #include "attune/core/rng.h"
@@ -103,28 +106,53 @@ Ranking RrfRetriever::do_rank(const Query& q, std::span<const Document> c, std::
   return r;
 }
 
-RerankRetriever::RerankRetriever(std::unique_ptr<Retriever> initial, std::size_t depth, std::unique_ptr<Retriever> reranker)
-    : initial_(std::move(initial)), reranker_(std::move(reranker)), depth_(depth) {}
+RerankRetriever::RerankRetriever(std::unique_ptr<Retriever> initial, std::size_t depth, std::unique_ptr<Retriever> reranker,
+                                 std::optional<RetrieverSpec::Fusion> fusion)
+    : initial_(std::move(initial)), reranker_(std::move(reranker)), depth_(depth), fusion_(fusion) {}
 
 std::string RerankRetriever::name() const {
-  return "rerank(" + initial_->name() + "," + std::to_string(depth_) + "," + reranker_->name() + ")";
+  std::string fuse;
+  if (fusion_) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, ",fuse=%.17g:%.17g", fusion_->reranker_scale, fusion_->initial_weight);
+    fuse = buf;
+  }
+  return "rerank(" + initial_->name() + "," + std::to_string(depth_) + "," + reranker_->name() + fuse + ")";
 }
 
 Ranking RerankRetriever::do_rank(const Query& q, std::span<const Document> c, std::size_t k) const {
   const Ranking first = initial_->rank(q, c, 0);
   std::vector<std::size_t> keep;  // candidate positions, initial order, no repeats
+  std::vector<double> initial_scores;
   std::vector<bool> seen(c.size(), false);
   for (std::size_t pos = 0; pos < first.size() && keep.size() < depth_; ++pos) {
     const std::size_t i = first.indices[pos];
     if (seen[i]) continue;  // a random list draws with replacement
     seen[i] = true;
     keep.push_back(i);
+    initial_scores.push_back(first.scores[pos]);
   }
   std::vector<Document> docs;
   docs.reserve(keep.size());
   for (std::size_t i : keep) docs.push_back(c[i]);
-  const Ranking second = reranker_->rank(q, docs, k);
   Ranking r;
+  if (fusion_) {
+    const Ranking all = reranker_->rank(q, docs, 0);
+    const auto z = initial_prior_z(initial_scores);
+    std::vector<double> fused(keep.size(), -std::numeric_limits<double>::infinity());
+    for (std::size_t pos = 0; pos < all.size(); ++pos)
+      fused[all.indices[pos]] = fusion_->reranker_scale * all.scores[pos] + fusion_->initial_weight * z[all.indices[pos]];
+    std::vector<std::size_t> order(keep.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return fused[a] > fused[b]; });
+    for (std::size_t j : order) {
+      if (k != 0 && r.size() >= k) break;
+      if (!std::isfinite(fused[j])) continue;  // a document the reranker left out
+      push(r, c, keep[j], fused[j]);
+    }
+    return r;
+  }
+  const Ranking second = reranker_->rank(q, docs, k);
   for (std::size_t pos = 0; pos < second.size(); ++pos) push(r, c, keep[second.indices[pos]], second.scores[pos]);
   return r;
 }

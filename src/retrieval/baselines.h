@@ -3,9 +3,11 @@
 // built through make_retriever().
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "attune/retrieval/retriever.h"
+#include "attune/retrieval/spec.h"
 
 namespace attune::retrieval {
 
@@ -72,10 +74,13 @@ class RrfRetriever final : public Retriever {
 
 // Two stages: `initial` ranks all candidates, its first `depth` distinct documents go
 // on, and `reranker` orders only those (LaMP/Pearl's protocol: a cross-encoder over the
-// initial retriever's top-l). Scores are the reranker's.
+// initial retriever's top-l). Scores are the reranker's, or with `fusion` (spec.h
+// rerank(A,L,R,fuse=S:W)) S * the reranker's + W * initial_prior_z(the initial scores),
+// ties in initial order.
 class RerankRetriever final : public Retriever {
  public:
-  RerankRetriever(std::unique_ptr<Retriever> initial, std::size_t depth, std::unique_ptr<Retriever> reranker);
+  RerankRetriever(std::unique_ptr<Retriever> initial, std::size_t depth, std::unique_ptr<Retriever> reranker,
+                  std::optional<RetrieverSpec::Fusion> fusion = std::nullopt);
   std::string name() const override;
 
  protected:
@@ -84,6 +89,7 @@ class RerankRetriever final : public Retriever {
  private:
   std::unique_ptr<Retriever> initial_, reranker_;
   std::size_t depth_;
+  std::optional<RetrieverSpec::Fusion> fusion_;
 };
 
 }  // namespace attune::retrieval

@@ -86,7 +86,7 @@ std::unique_ptr<Retriever> make_retriever(const RetrieverSpec& spec, std::uint64
     case Kind::Rerank: {
       auto initial = make_retriever(spec.children.at(0), seed, corpus);
       return std::make_unique<RerankRetriever>(std::move(initial), spec.depth,
-                                               make_retriever(spec.children.at(1), seed, corpus));
+                                               make_retriever(spec.children.at(1), seed, corpus), spec.fusion);
     }
     case Kind::Registered: return make_registered(spec, seed);
   }

@@ -1,6 +1,10 @@
 #include "attune/retrieval/spec.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +15,17 @@
 
 namespace attune::retrieval {
 namespace {
+
+// A fusion's numbers: reranker_scale > 0, initial_weight finite. `where` names the source.
+void check_fusion(const RetrieverSpec::Fusion& f, const std::string& where) {
+  if (!(f.reranker_scale > 0) || !std::isfinite(f.reranker_scale) || !std::isfinite(f.initial_weight))
+  {
+    char got[80];
+    std::snprintf(got, sizeof got, "%g:%g", f.reranker_scale, f.initial_weight);
+    throw UsageError(where + ": fuse=S:W needs S a positive number and W a finite one (got " + got + ")");
+  }
+}
+
 
 using Kind = RetrieverSpec::Kind;
 
@@ -60,6 +75,17 @@ nlohmann::json read_model_marker(std::string_view spec) {
     if (!r.is_object() || !r.contains("initial") || !r["initial"].is_string() || !r.contains("top_l") ||
         !r["top_l"].is_number_unsigned() || r["top_l"].get<std::size_t>() == 0)
       throw Error(marker.string() + ": expected \"rerank\": {\"initial\": SPEC, \"top_l\": N > 0}");
+    if (r.contains("fusion")) {
+      const auto& f = r["fusion"];
+      if (!f.is_object() || !f.contains("reranker_scale") || !f["reranker_scale"].is_number() ||
+          !f.contains("initial_weight") || !f["initial_weight"].is_number())
+        throw Error(marker.string() + ": expected \"fusion\": {\"reranker_scale\": S, \"initial_weight\": W}");
+      try {
+        check_fusion({f["reranker_scale"].get<double>(), f["initial_weight"].get<double>()}, marker.string());
+      } catch (const UsageError& e) {
+        throw Error(e.what());
+      }
+    }
   }
   return j;
 }
@@ -77,12 +103,39 @@ RetrieverSpec registered(std::string prefix, std::string arg) {
   return s;
 }
 
-RetrieverSpec rerank(RetrieverSpec initial, std::size_t depth, RetrieverSpec reranker) {
+RetrieverSpec rerank(RetrieverSpec initial, std::size_t depth, RetrieverSpec reranker,
+                     std::optional<RetrieverSpec::Fusion> fusion = std::nullopt) {
   RetrieverSpec s = word(Kind::Rerank);
   s.children.push_back(std::move(initial));
   s.children.push_back(std::move(reranker));
   s.depth = depth;
+  s.fusion = fusion;
   return s;
+}
+
+// "fuse=S:W" (trimmed) -> {S, W}; nullopt when `part` is not of that form.
+std::optional<RetrieverSpec::Fusion> parse_fuse(std::string_view part) {
+  part = trim(part);
+  if (!part.starts_with("fuse=")) return std::nullopt;
+  const std::string body(part.substr(5));
+  const auto colon = body.find(':');
+  if (colon == std::string::npos) return std::nullopt;
+  const auto number = [](const std::string& t, double& v) {
+    if (t.empty() || std::isspace(static_cast<unsigned char>(t.front()))) return false;
+    char* end = nullptr;
+    v = std::strtod(t.c_str(), &end);
+    return end == t.c_str() + t.size();
+  };
+  RetrieverSpec::Fusion f;
+  if (!number(body.substr(0, colon), f.reranker_scale) || !number(body.substr(colon + 1), f.initial_weight))
+    return std::nullopt;
+  return f;
+}
+
+std::string format_number(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
 }
 
 // "rrf(A,B,...)" (trimmed) -> its lists.
@@ -103,7 +156,7 @@ RetrieverSpec parse_rrf(std::string_view spec) {
 RetrieverSpec parse_rerank(std::string_view spec) {
   const auto bad = [&](const std::string& why) {
     return UsageError("bad retriever spec \"" + std::string(spec) + "\": " + why +
-                      " (expected rerank(INITIAL,L,RERANKER), e.g. rerank(bm25,16,cross:DIR))");
+                      " (expected rerank(INITIAL,L,RERANKER) or rerank(INITIAL,L,RERANKER,fuse=S:W), e.g. rerank(bm25,16,cross:DIR))");
   };
   std::vector<std::string> parts;
   try {
@@ -111,7 +164,14 @@ RetrieverSpec parse_rerank(std::string_view spec) {
   } catch (const UsageError& e) {
     throw bad(e.what());
   }
-  if (parts.size() != 3) throw bad("it has " + std::to_string(parts.size()) + " parts, not 3");
+  std::optional<RetrieverSpec::Fusion> fusion;
+  if (parts.size() == 4) {
+    fusion = parse_fuse(parts[3]);
+    if (!fusion) throw bad("its fourth part \"" + std::string(trim(parts[3])) + "\" is not fuse=S:W (two numbers)");
+    check_fusion(*fusion, "retriever spec \"" + std::string(spec) + "\"");
+  } else if (parts.size() != 3) {
+    throw bad("it has " + std::to_string(parts.size()) + " parts, not 3");
+  }
   const auto depth_text = trim(parts[1]);
   std::size_t depth = 0, used = 0;
   try {
@@ -123,16 +183,21 @@ RetrieverSpec parse_rerank(std::string_view spec) {
     throw bad("L = \"" + std::string(depth_text) + "\" is not a positive whole number");
   if (trim(parts[0]).empty() || trim(parts[2]).empty()) throw bad("an empty stage");
   auto initial = parse_retriever_spec(parts[0]);
-  return rerank(std::move(initial), depth, parse_retriever_spec(parts[2]));
+  return rerank(std::move(initial), depth, parse_retriever_spec(parts[2]), fusion);
 }
 
 // A trained folder (`marker` its attune_model.json): K:DIR, or rerank(A,L,K:DIR).
 RetrieverSpec parse_folder(std::string_view dir, const nlohmann::json& marker) {
   RetrieverSpec own = registered(marker["kind"].get<std::string>(), std::string(dir));
+  std::optional<RetrieverSpec::Fusion> fusion;
+  if (marker.contains("rerank") && marker["rerank"].contains("fusion")) {
+    const auto& f = marker["rerank"]["fusion"];
+    fusion = RetrieverSpec::Fusion{f["reranker_scale"].get<double>(), f["initial_weight"].get<double>()};
+  }
   RetrieverSpec s = !marker.contains("rerank")
                         ? std::move(own)
                         : rerank(parse_retriever_spec(marker["rerank"]["initial"].get<std::string>()),
-                                 marker["rerank"]["top_l"].get<std::size_t>(), std::move(own));
+                                 marker["rerank"]["top_l"].get<std::size_t>(), std::move(own), fusion);
   s.folder = std::string(dir);
   return s;
 }
@@ -206,6 +271,20 @@ RetrieverSpec parse_retriever_spec(std::string_view spec_in) {
   throw unknown_spec_error(spec_in);
 }
 
+std::vector<double> initial_prior_z(std::span<const double> scores) {
+  std::vector<double> z(scores.size(), 0.0);
+  if (scores.size() < 2) return z;
+  double mean = 0;
+  for (double v : scores) mean += v;
+  mean /= static_cast<double>(scores.size());
+  double var = 0;
+  for (double v : scores) var += (v - mean) * (v - mean);
+  const double sd = std::sqrt(var / static_cast<double>(scores.size()));
+  if (!(sd > 0) || !std::isfinite(sd)) return z;
+  for (std::size_t i = 0; i < scores.size(); ++i) z[i] = (scores[i] - mean) / sd;
+  return z;
+}
+
 std::string to_string(const RetrieverSpec& spec) {
   if (!spec.folder.empty()) return spec.folder;
   switch (spec.kind) {
@@ -220,7 +299,11 @@ std::string to_string(const RetrieverSpec& spec) {
     }
     case Kind::Rerank:
       return "rerank(" + to_string(spec.children.at(0)) + "," + std::to_string(spec.depth) + "," +
-             to_string(spec.children.at(1)) + ")";
+             to_string(spec.children.at(1)) +
+             (spec.fusion ? ",fuse=" + format_number(spec.fusion->reranker_scale) + ":" +
+                                format_number(spec.fusion->initial_weight)
+                          : std::string()) +
+             ")";
     case Kind::Registered: return spec.prefix + ":" + spec.arg;
   }
   return "";

@@ -14,6 +14,7 @@
 #include "attune/models/token_batches.h"
 #include "attune/models/runtime.h"
 #include "attune/models/weights.h"
+#include "attune/retrieval/spec.h"
 #include "attune/text/subword.h"
 #include "attune/train/objectives.h"
 #include "checkpoint.h"
@@ -22,6 +23,13 @@
 namespace attune::train {
 
 namespace fs = std::filesystem;
+
+InitialPrior parse_initial_prior(const std::string& s) {
+  if (s == "none") return InitialPrior::None;
+  if (s == "learned") return InitialPrior::Learned;
+  throw UsageError("unknown initial prior \"" + s + "\" (expected learned or none)");
+}
+std::string to_string(InitialPrior p) { return p == InitialPrior::Learned ? "learned" : "none"; }
 
 RopgObjective parse_ropg_objective(const std::string& s) {
   if (s == "ropg-rl" || s == "rl") return RopgObjective::RL;
@@ -40,6 +48,7 @@ struct Tokenized {
   Tokens query;
   std::vector<Tokens> docs;
   std::vector<double> utility;
+  std::vector<double> prior;  // InitialPrior::Learned: initial_prior_z(initial_score)
 };
 
 std::vector<Tokenized> tokenize_examples(const text::SubwordTokenizer& tok, const std::vector<RopgExample>& ex,
@@ -49,6 +58,9 @@ std::vector<Tokenized> tokenize_examples(const text::SubwordTokenizer& tok, cons
     if (e.docs.size() != e.utility.size())
       throw Error("ROPG example " + e.id + ": " + std::to_string(e.docs.size()) + " documents but " +
                   std::to_string(e.utility.size()) + " utilities");
+    if (o.initial_prior == InitialPrior::Learned && e.initial_score.size() != e.docs.size())
+      throw Error("ROPG example " + e.id + ": the learned initial prior needs the initial retriever's score of each of its " +
+                  std::to_string(e.docs.size()) + " documents, but it has " + std::to_string(e.initial_score.size()));
     queries.push_back(e.query);
     docs.insert(docs.end(), e.docs.begin(), e.docs.end());
   }
@@ -59,6 +71,7 @@ std::vector<Tokenized> tokenize_examples(const text::SubwordTokenizer& tok, cons
     out[i].query = std::move(qt[i]);
     for (std::size_t j = 0; j < ex[i].docs.size(); ++j) out[i].docs.push_back(std::move(dt[at++]));
     out[i].utility = ex[i].utility;
+    if (o.initial_prior == InitialPrior::Learned) out[i].prior = retrieval::initial_prior_z(ex[i].initial_score);
   }
   return out;
 }
@@ -68,7 +81,18 @@ struct Model {
   models::PoolingSpec spec;
   std::int64_t pad = 0;
   double tau = 1;  // policy temperature: pi = softmax(score / tau)
+  // InitialPrior::Learned: score += (w0 + kPriorStep theta) z (prior_start = w0; theta a
+  // parameter at 0 to begin with). kPriorStep 1: Adam moves w by about lr a step. At 10
+  // (planted:first, commit_subject, 2,500 queries) KD pulled w from 1 to 0.2 in two epochs as
+  // the encoder fitted the training queries, and dev fell after epoch 2; at 1 (w 1 -> 0.83,
+  // with w0 exp(theta)) dev rose every epoch.
+  static constexpr double kPriorStep = 1;
+  bool prior = false;
+  double prior_start = 0;
+  torch::Tensor theta = torch::zeros({}, torch::requires_grad());
   torch::Device device{torch::kCPU};
+
+  double prior_weight() const { return prior ? prior_start + kPriorStep * theta.item<double>() : 0.0; }
 
   torch::Tensor embed(const std::vector<const Tokens*>& rows) {
     auto [ids, mask] = pad_rows(rows, pad, device);
@@ -96,6 +120,8 @@ struct Model {
     auto util = torch::zeros({b, L}, torch::kFloat64);
     auto ma = mask.accessor<bool, 2>();
     auto ua = util.accessor<double, 2>();
+    auto z = torch::zeros({b, L}, torch::kFloat32);
+    auto za = z.accessor<float, 2>();
     std::int64_t at = 0;
     for (std::int64_t r = 0; r < b; ++r) {
       const auto& e = ex[idx[static_cast<std::size_t>(r)]];
@@ -103,11 +129,13 @@ struct Model {
         gather[static_cast<std::size_t>(r * L + static_cast<std::int64_t>(j))] = at++;
         ma[r][static_cast<std::int64_t>(j)] = true;
         ua[r][static_cast<std::int64_t>(j)] = e.utility[j];
+        if (prior) za[r][static_cast<std::int64_t>(j)] = static_cast<float>(e.prior[j]);
       }
     }
     auto g = torch::tensor(gather, torch::kInt64).to(device);
     auto docs = de.index_select(0, g).view({b, L, -1});
     auto scores = torch::bmm(docs, qe.unsqueeze(2)).squeeze(2) / tau;
+    if (prior) scores = scores + (prior_start + kPriorStep * theta) * z.to(device);
     return {scores, mask.to(device), util.to(device)};
   }
 };
@@ -132,6 +160,64 @@ DevScores evaluate(Model& m, const std::vector<Tokenized>& ex, std::size_t chunk
   }
   const auto n = static_cast<double>(ex.size());
   return {d.top1 / n, d.expected / n, d.oracle / n};
+}
+
+// InitialPrior::Learned: w0 from a grid, on the first (up to) 512 training examples before
+// training: the smallest weight whose mean top-1 utility is within one paired standard
+// error of the best weight's (a weight that only wins by noise would make the initial order
+// the encoder has to overcome). Returns the weight and a line saying what it chose.
+std::pair<double, std::string> choose_prior_start(Model& m, const std::vector<Tokenized>& ex) {
+  static constexpr double kGrid[] = {0, 0.25, 0.5, 1, 2, 4, 8, 16, 32, 64};
+  torch::NoGradGuard ng;
+  const std::size_t n = std::min<std::size_t>(ex.size(), 512);
+  std::vector<torch::Tensor> enc, z, util, mask;
+  const bool was = m.prior;
+  m.prior = false;
+  for (std::size_t lo = 0; lo < n; lo += 32) {
+    std::vector<std::size_t> idx;
+    for (std::size_t i = lo; i < std::min(n, lo + 32); ++i) idx.push_back(i);
+    auto b = m.score(ex, idx);
+    const auto L = b.scores.size(1);
+    auto zz = torch::zeros({static_cast<std::int64_t>(idx.size()), L}, torch::kFloat64);
+    auto za = zz.accessor<double, 2>();
+    for (std::size_t r = 0; r < idx.size(); ++r)
+      for (std::size_t j = 0; j < ex[idx[r]].prior.size(); ++j)
+        za[static_cast<std::int64_t>(r)][static_cast<std::int64_t>(j)] = ex[idx[r]].prior[j];
+    enc.push_back(b.scores.to(torch::kCPU, torch::kFloat64));
+    z.push_back(zz);
+    util.push_back(b.utility.to(torch::kCPU));
+    mask.push_back(b.mask.to(torch::kCPU));
+  }
+  m.prior = was;
+  std::vector<torch::Tensor> top1;  // per weight: [n] top-1 utilities
+  std::vector<double> mean;
+  std::string line = "train: initial-prior weight on " + std::to_string(n) + " training queries (mean top-1 utility):";
+  for (double w : kGrid) {
+    std::vector<torch::Tensor> parts;
+    for (std::size_t c = 0; c < enc.size(); ++c) {
+      auto s = enc[c] + w * z[c];
+      auto best = s.masked_fill(~mask[c], -std::numeric_limits<double>::infinity()).argmax(1, true);
+      parts.push_back(util[c].gather(1, best).squeeze(1));
+    }
+    top1.push_back(torch::cat(parts));
+    mean.push_back(top1.back().mean().item<double>());
+    char buf[64];
+    std::snprintf(buf, sizeof buf, " %g:%.4f", w, mean.back());
+    line += buf;
+  }
+  const std::size_t best = static_cast<std::size_t>(std::max_element(mean.begin(), mean.end()) - mean.begin());
+  std::size_t pick = best;
+  for (std::size_t g = 0; g < best; ++g) {
+    const auto d = top1[best] - top1[g];
+    const double se = n > 1 ? d.std().item<double>() / std::sqrt(static_cast<double>(n)) : 0.0;
+    if (d.mean().item<double>() <= se) {
+      pick = g;
+      break;
+    }
+  }
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "; starts at %g (best %g; the smallest within one standard error)", kGrid[pick], kGrid[best]);
+  return {kGrid[pick], line + buf};
 }
 
 std::string objective_name(RopgObjective o) { return o == RopgObjective::RL ? "ropg-rl" : "ropg-kd"; }
@@ -186,10 +272,21 @@ class RopgLearner final : public DevSelectedLearner {
     lengths.doc_max_length = std::min(o.doc_max_length, cap);
     tr_ = tokenize_examples(*tok, train, lengths);
     dv_ = tokenize_examples(*tok, dev, lengths);
-    optimizer_ = std::make_unique<torch::optim::Adam>(m_.bert->parameters(), torch::optim::AdamOptions(o.fit.lr));
+    if (o.initial_prior == InitialPrior::Learned) {
+      m_.theta = m_.theta.to(m_.device).detach().set_requires_grad(true);
+      // On resume the weight comes back from the checkpoint (load), so the grid is skipped.
+      if (!o.fit.resume) {
+        auto [w, line] = choose_prior_start(m_, tr_);
+        m_.prior_start = w;
+        if (!o.fit.quiet) std::fprintf(stderr, "%s\n", line.c_str());
+      }
+      m_.prior = true;
+    }
+    optimizer_ = std::make_unique<torch::optim::Adam>(parameters(), torch::optim::AdamOptions(o.fit.lr));
     sig_ = {{"objective", objective_name(o.objective)}, {"double_softmax", o.double_softmax},
             {"target_temperature", o.target_temperature},
             {"target_normalization", to_string(o.target_normalization)}, {"policy_temperature", m_.tau}, {"skip_flat", o.skip_flat},
+            {"initial_prior", to_string(o.initial_prior)},
             {"init", o.init.string()}, {"epochs", o.fit.epochs},
             {"batch_size", o.fit.batch_size}, {"micro_batch", o.fit.micro_batch}, {"lr", o.fit.lr},
             {"warmup", o.fit.warmup}, {"clip", o.fit.clip}, {"query_max_length", o.query_max_length},
@@ -206,7 +303,13 @@ class RopgLearner final : public DevSelectedLearner {
   std::vector<std::size_t> order(std::size_t epoch) const override {
     return epoch_order(o_.fit.seed, "ropg-epoch-", epoch, tr_.size());
   }
-  std::vector<torch::Tensor> parameters() override { return m_.bert->parameters(); }
+  std::vector<torch::Tensor> parameters() override {
+    auto p = m_.bert->parameters();
+    if (m_.prior) p.push_back(m_.theta);
+    return p;
+  }
+  double prior_start() const { return m_.prior_start; }
+  double prior_weight() const { return m_.prior_weight(); }
   torch::optim::Optimizer& optimizer() override { return *optimizer_; }
   void train_mode(bool on) override { m_.bert->train(on); }
 
@@ -252,13 +355,41 @@ class RopgLearner final : public DevSelectedLearner {
   void save(const fs::path& dir, const FitState& st) override {
     auto so = save_;
     so.attune_metadata = metadata(st, st.step);
+    if (m_.prior) {
+      so.attune_metadata["initial_prior"] = {{"weight_start", m_.prior_start}, {"theta", m_.theta.item<double>()},
+                                             {"weight", m_.prior_weight()}};
+    }
     models::save_bert(m_.bert, dir, so);
   }
-  void load(const fs::path& dir) override { models::load_module(*m_.bert, models::WeightSet::open(dir)); }
+  void load(const fs::path& dir) override {
+    models::load_module(*m_.bert, models::WeightSet::open(dir));
+    if (!m_.prior) return;
+    const auto j = models::read_json_file(dir / "attune_train.json");
+    if (!j.contains("initial_prior"))
+      throw Error((dir / "attune_train.json").string() + ": no \"initial_prior\" entry (the run was not trained with --initial-prior learned)");
+    m_.prior_start = j["initial_prior"].at("weight_start").get<double>();
+    torch::NoGradGuard ng;
+    m_.theta.fill_(j["initial_prior"].at("theta").get<double>());
+  }
+  void finish(const FitState& st, double seconds) override {
+    // The base rewrites attune_train.json from scratch: keep the kept epoch's prior entry.
+    nlohmann::json prior;
+    if (m_.prior) prior = models::read_json_file(o_.fit.out / "attune_train.json").value("initial_prior", nlohmann::json());
+    DevSelectedLearner::finish(st, seconds);
+    if (!prior.is_null()) {
+      auto j = models::read_json_file(o_.fit.out / "attune_train.json");
+      j["initial_prior"] = prior;
+      models::write_json_file(o_.fit.out / "attune_train.json", j);
+    }
+  }
   void save_kept(const FitState& st) override {
     save(o_.fit.out, st);
     nlohmann::json extra = nlohmann::json::object();
-    if (o_.rerank) extra["rerank"] = {{"initial", o_.rerank->initial}, {"top_l", o_.rerank->top_l}};
+    if (o_.rerank) {
+      extra["rerank"] = {{"initial", o_.rerank->initial}, {"top_l", o_.rerank->top_l}};
+      if (m_.prior && m_.prior_weight() != 0)
+        extra["rerank"]["fusion"] = {{"reranker_scale", 1.0 / m_.tau}, {"initial_weight", m_.prior_weight()}};
+    }
     write_model_marker(o_.fit.out, "dense", name(), extra);
   }
 
@@ -287,6 +418,8 @@ void RopgOptions::validate() const {
     throw FieldError<UsageError>("target_temperature", "target_temperature = " + std::to_string(target_temperature) + ": must be a positive number");
   if (policy_temperature && (!(*policy_temperature > 0) || !std::isfinite(*policy_temperature)))
     throw FieldError<UsageError>("policy_temperature", "policy_temperature = " + std::to_string(*policy_temperature) + ": must be a positive number");
+  if (initial_prior == InitialPrior::Learned && !rerank)
+    throw FieldError<UsageError>("initial_prior", "initial_prior = learned needs the rerank protocol (its prior is the initial retriever's order): use --protocol rerank or --initial-prior none");
   if (rerank && (rerank->initial.empty() || rerank->top_l == 0))
     throw FieldError<UsageError>("rerank", "rerank protocol: needs an initial retriever and top_l > 0");
   if (query_max_length < 3)
@@ -329,6 +462,11 @@ RopgResult train_ropg(const std::vector<RopgExample>& train_in, const std::vecto
   res.init_dev_expected = learner.initial("dev_expected");
   res.dev_oracle = learner.initial("dev_oracle");
   res.policy_temperature = resolve_policy_temperature(o);
+  res.initial_weight_start = learner.prior_start();
+  if (o.initial_prior == InitialPrior::Learned) {  // the kept epoch's, as its folder records it
+    const auto j = models::read_json_file(o.fit.out / "attune_train.json");
+    res.initial_weight = j.contains("initial_prior") ? j["initial_prior"].value("weight", 0.0) : learner.prior_weight();
+  }
   res.flat_skipped = flat;
   return res;
 }

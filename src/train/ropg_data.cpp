@@ -30,7 +30,8 @@ std::vector<RopgExample> ropg_examples(const data::Dataset& ds, const tasks::Tas
     RopgExample& r = out[e];
     r.id = ex.id;
     r.query = q.text;
-    for (auto i : ranking.indices) {
+    for (std::size_t pos = 0; pos < ranking.indices.size(); ++pos) {
+      const auto i = ranking.indices[pos];
       auto it = utility.find({ex.id, cands[i].id});
       if (it == utility.end()) {
         missing[e] = cands[i].id;
@@ -38,6 +39,7 @@ std::vector<RopgExample> ropg_examples(const data::Dataset& ds, const tasks::Tas
       }
       r.docs.push_back(task.document_text(cands[i]));
       r.utility.push_back(it->second);
+      r.initial_score.push_back(ranking.scores[pos]);
     }
   });
   for (std::size_t e = 0; e < n; ++e)

@@ -105,6 +105,9 @@ TEST_F(Cli, NumbersAreDecimalFiniteAndBounded) {
   refused(train + "--method ropg-kd --init x --target-normalization minmax", {"minmax", "zscore or none"});
   refused(train + "--method pearl --protocol dense", {"--protocol", "pearl"});
   refused(train + "--method ropg-kd --init x --protocol sideways", {"--protocol"});
+  refused(train + "--method pearl --initial-prior none", {"--initial-prior", "pearl"});
+  refused(train + "--method ropg-kd --init x --initial-prior fixed", {"fixed", "learned or none"});
+  refused(train + "--method ropg-rl --init x --protocol dense --initial-prior learned", {"--initial-prior learned", "--protocol rerank"});
   refused("eval --data " + kSample + " --task commit_subject --split dev --retrievers bm25 --llm reference --oracle 5000",
           {"oracle_depth", "5000"});
   refused("serve-llm --llm 'openai:http://127.0.0.1:1/v1#m'", {"proxy"});

@@ -111,13 +111,26 @@ class Learning : public ::testing::Test {
     EXPECT_EQ(off.start, on.start);
 
     // End to end (test split, read only): both folders retrieve as rerank(bm25, 16, .),
-    // the protocol they were trained in, so their start is that protocol with `enc`.
-    const std::string start = "rerank(bm25,16,dense:enc)";
-    const auto e = eval(method + "," + method + "-off," + start);
+    // the protocol they were trained in, with the learned initial prior (the default): their
+    // start is that protocol with `enc` and the prior weight the run started from, which
+    // the control's folder records as its fusion (none when the weight started at 0).
+    const auto marker = json::parse(slurp(dir_ / (method + "-off") / "attune_model.json"));
+    std::string start = "rerank(bm25,16,dense:enc)";
+    if (marker.at("rerank").contains("fusion")) {
+      const auto& f = marker.at("rerank").at("fusion");
+      char buf[128];
+      std::snprintf(buf, sizeof buf, "rerank(bm25,16,dense:enc,fuse=%.17g:%.17g)", f.at("reranker_scale").get<double>(),
+                    f.at("initial_weight").get<double>());
+      start = buf;
+      EXPECT_DOUBLE_EQ(f.at("initial_weight").get<double>(), off_json.at("initial_prior").at("weight_start").get<double>());
+    }
+    const auto e = eval(method + "," + method + "-off," + start + ",bm25");
     const auto& sig = e.at("significance");
-    const auto& better = sig.at(method).at(start).at("rouge-1");
-    EXPECT_TRUE(better.at("better").get<bool>() && better.at("p").get<double>() < 0.05)
-        << method << " vs its start on test: " << better.dump() << " " << e.at("results").dump();
+    for (const std::string& base : {start, std::string("bm25")}) {
+      const auto& better = sig.at(method).at(base).at("rouge-1");
+      EXPECT_TRUE(better.at("better").get<bool>() && better.at("p").get<double>() < 0.05)
+          << method << " vs " << base << " on test: " << better.dump() << " " << e.at("results").dump();
+    }
     EXPECT_DOUBLE_EQ(e.at("results").at(method + "-off").at("rouge-1").get<double>(),
                      e.at("results").at(start).at("rouge-1").get<double>())
         << "the control is not its start";

@@ -2,6 +2,8 @@
 // retrievers"), the Retriever::rank contract (privacy, k) and spec parsing.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <algorithm>
 #include <map>
 #include <optional>
@@ -12,6 +14,7 @@
 #include "attune/retrieval/cached_index.h"
 #include "attune/retrieval/candidates.h"
 #include "attune/retrieval/retriever.h"
+#include "attune/retrieval/spec.h"
 #include "attune/text/lexical.h"
 
 namespace attune::retrieval {
@@ -237,6 +240,38 @@ TEST(RerankRetriever, RerankerOrdersOnlyTheFirstStagesTopL) {
   // L beyond the candidates: the reranker over all of them.
   EXPECT_EQ(make_retriever("rerank(recency, 10, bm25)", 0)->rank(query("apple"), c, 0).indices,
             make_retriever("bm25", 0)->rank(query("apple"), c, 0).indices);
+}
+
+TEST(RerankRetriever, FuseAddsTheInitialScoresZScoredToTheScaledRerankerScores) {
+  // recency scores e1 3, e2 2, e0 1: z = +1.2247, 0, -1.2247. bm25 on "apple": e2 > e0 > e1 (0).
+  const std::vector<Document> c = {doc("e0", "apple banana", "2020-01-01"), doc("e1", "cherry", "2022-01-01"),
+                                   doc("e2", "apple", "2021-01-01")};
+  const auto bm = make_retriever("bm25", 0)->rank(query("apple"), c, 0);
+  std::vector<double> bm25_of(3);
+  for (std::size_t p = 0; p < bm.size(); ++p) bm25_of[bm.indices[p]] = bm.scores[p];
+  const double z1 = std::sqrt(1.5);  // (3 - 2) / sqrt(2/3)
+  EXPECT_EQ(initial_prior_z(std::vector<double>{3, 2, 1}), (std::vector<double>{(3 - 2) / std::sqrt(2.0 / 3), 0, (1 - 2) / std::sqrt(2.0 / 3)}));
+  EXPECT_EQ(initial_prior_z(std::vector<double>{5, 5}), (std::vector<double>{0, 0}));  // no spread: no prior
+  EXPECT_EQ(initial_prior_z(std::vector<double>{7}), (std::vector<double>{0}));
+  struct Row {
+    const char* spec;
+    double scale, weight;
+    std::vector<std::size_t> order;
+  } rows[] = {
+      {"rerank(recency,3,bm25,fuse=2:0)", 2, 0, {2, 0, 1}},      // the reranker's order
+      {"rerank(recency,3,bm25,fuse=1:100)", 1, 100, {1, 2, 0}},  // the initial order
+  };
+  for (const auto& row : rows) {
+    const auto rr = make_retriever(row.spec, 0);
+    EXPECT_EQ(rr->name(), row.spec);
+    const auto r = rr->rank(query("apple"), c, 0);
+    expect_consistent(r, c);
+    EXPECT_EQ(r.indices, row.order) << row.spec;
+    const double z[] = {-z1, z1, 0};  // by candidate
+    for (std::size_t p = 0; p < r.size(); ++p)
+      EXPECT_NEAR(r.scores[p], row.scale * bm25_of[r.indices[p]] + row.weight * z[r.indices[p]], 1e-12) << row.spec;
+    EXPECT_EQ(rr->rank(query("apple"), c, 1).indices, std::vector<std::size_t>{row.order[0]});
+  }
 }
 
 TEST(RerankRetriever, RepeatedDrawsOfARandomFirstStageCountOnce) {

@@ -19,7 +19,8 @@ using Kind = RetrieverSpec::Kind;
 const std::string kExpected =
     "\" (expected none, random, recency, bm25, rrf(spec,spec,...), rerank(spec,L,spec) or a registered KIND:ARG such "
     "as dense:DIR)";
-const std::string kRerankExpected = " (expected rerank(INITIAL,L,RERANKER), e.g. rerank(bm25,16,cross:DIR))";
+const std::string kRerankExpected =
+    " (expected rerank(INITIAL,L,RERANKER) or rerank(INITIAL,L,RERANKER,fuse=S:W), e.g. rerank(bm25,16,cross:DIR))";
 
 // The UsageError message of parse_retriever_spec(spec); "" when it parses.
 std::string parse_error(const std::string& spec) {
@@ -56,6 +57,8 @@ TEST(Spec, CanonicalTextAndKinds) {
       {"rrf( bm25 , rrf(recency,random) )", "rrf(bm25,rrf(recency,random))", Kind::Rrf},
       {"rerank(bm25, 16, cross:/m)", "rerank(bm25,16,cross:/m)", Kind::Rerank},
       {"rerank(bm25,016,recency)", "rerank(bm25,16,recency)", Kind::Rerank},
+      {"rerank(bm25, 16, dense:/m, fuse=20:0.5)", "rerank(bm25,16,dense:/m,fuse=20:0.5)", Kind::Rerank},
+      {"rerank(bm25,16,dense:/m,fuse=2e1:-0.1)", "rerank(bm25,16,dense:/m,fuse=20:-0.10000000000000001)", Kind::Rerank},
       {"rerank(rrf(bm25,dense:/a),8,rerank(recency,4,cross:/c))", "rerank(rrf(bm25,dense:/a),8,rerank(recency,4,cross:/c))",
        Kind::Rerank},
       {"dense: /models/x ", "dense:/models/x", Kind::Registered},
@@ -143,7 +146,22 @@ TEST(Spec, MalformedSpecsAreUsageErrorsNamingTheSpec) {
       {"rrf(a)(b)", "bad retriever spec \"rrf(a)(b)\": unbalanced ')' in retriever specs \"a)(b\""},
       {"rerank(bm25,16)", "bad retriever spec \"rerank(bm25,16)\": it has 2 parts, not 3" + kRerankExpected},
       {"rerank(bm25,4,recency,none)",
-       "bad retriever spec \"rerank(bm25,4,recency,none)\": it has 4 parts, not 3" + kRerankExpected},
+       "bad retriever spec \"rerank(bm25,4,recency,none)\": its fourth part \"none\" is not fuse=S:W (two numbers)" +
+           kRerankExpected},
+      {"rerank(bm25,4,recency,fuse=1)",
+       "bad retriever spec \"rerank(bm25,4,recency,fuse=1)\": its fourth part \"fuse=1\" is not fuse=S:W (two numbers)" +
+           kRerankExpected},
+      {"rerank(bm25,4,recency,fuse=1:x)",
+       "bad retriever spec \"rerank(bm25,4,recency,fuse=1:x)\": its fourth part \"fuse=1:x\" is not fuse=S:W (two numbers)" +
+           kRerankExpected},
+      {"rerank(bm25,4,recency,fuse=0:1)",
+       "retriever spec \"rerank(bm25,4,recency,fuse=0:1)\": fuse=S:W needs S a positive number and W a finite one (got "
+       "0:1)"},
+      {"rerank(bm25,4,recency,fuse=1:inf)",
+       "retriever spec \"rerank(bm25,4,recency,fuse=1:inf)\": fuse=S:W needs S a positive number and W a finite one (got "
+       "1:inf)"},
+      {"rerank(bm25,4,recency,fuse=1:2,none)",
+       "bad retriever spec \"rerank(bm25,4,recency,fuse=1:2,none)\": it has 5 parts, not 3" + kRerankExpected},
       {"rerank(bm25,0,recency)",
        "bad retriever spec \"rerank(bm25,0,recency)\": L = \"0\" is not a positive whole number" + kRerankExpected},
       {"rerank(bm25,x,recency)",
@@ -193,6 +211,12 @@ class TrainedFolders : public ::testing::Test {
     std::ofstream(dir_ / "pearl" / "attune_model.json")
         << R"j({"kind": "cross", "method": "pearl", "rerank": {"initial": "rrf(bm25, )j" + ropg() +
                R"j()", "top_l": 16}})j";
+    std::filesystem::create_directories(dir_ / "fused");
+    std::ofstream(dir_ / "fused" / "attune_model.json")
+        << R"j({"kind": "dense", "method": "ropg-kd", "rerank": {"initial": "bm25", "top_l": 16, "fusion": {"reranker_scale": 20, "initial_weight": 0.75}}})j";
+    std::filesystem::create_directories(dir_ / "badfused");
+    std::ofstream(dir_ / "badfused" / "attune_model.json")
+        << R"j({"kind": "dense", "rerank": {"initial": "bm25", "top_l": 16, "fusion": {"reranker_scale": -1, "initial_weight": 0.75}}})j";
     std::ofstream(dir_ / "selector" / "attune_model.json") << R"({"kind": "selector", "method": "rspg-post"})";
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
@@ -240,6 +264,18 @@ TEST_F(TrainedFolders, APearlFolderIsARerankOfItsFirstStage) {
   EXPECT_EQ(rerank_initial(pearl), "");
   EXPECT_EQ(rerank_initial(expand_spec(pearl)), "rrf(bm25," + ropg() + ")");
   EXPECT_EQ(trained_model_kind(pearl), "cross");
+}
+
+TEST_F(TrainedFolders, ARopgFolderWithALearnedPriorIsAFusedRerank) {
+  const std::string f = path("fused");
+  const auto s = parse_retriever_spec(f);
+  ASSERT_EQ(s.kind, Kind::Rerank);
+  ASSERT_TRUE(s.fusion.has_value());
+  EXPECT_EQ(s.fusion->reranker_scale, 20);
+  EXPECT_EQ(s.fusion->initial_weight, 0.75);
+  EXPECT_EQ(expand_spec(f), "rerank(bm25,16,dense:" + f + ",fuse=20:0.75)");
+  EXPECT_EQ(parse_retriever_spec(expand_spec(f)).fusion, s.fusion);
+  EXPECT_THROW(parse_retriever_spec(path("badfused")), Error);
 }
 
 TEST_F(TrainedFolders, ASelectorFolderParsesButBuildsNoRetriever) {

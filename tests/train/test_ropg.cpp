@@ -392,6 +392,77 @@ TEST_F(Ropg, TheRerankProtocolIsRecordedSoTheFolderRetrievesAsItWasTrained) {
   EXPECT_THROW(bad.validate(), UsageError);
 }
 
+// The synthetic queries with initial scores: `informative` puts the helpful candidate
+// highest (a noisy score), else the scores are noise alone.
+std::vector<RopgExample> with_initial_scores(std::vector<RopgExample> ex, bool informative, std::uint64_t seed) {
+  Rng rng(seed);
+  for (auto& e : ex)
+    for (double u : e.utility) e.initial_score.push_back((informative ? 2 * u : 0.0) + rng.uniform());
+  return ex;
+}
+
+TEST_F(Ropg, ALearnedInitialPriorStartsFromAnInformativeInitialOrderAndIgnoresANoisyOne) {
+  const auto train_raw = synthetic(64, 1), dev_raw = synthetic(32, 2);
+  auto o = tiny_ropg(root_, "informative", RopgObjective::KD);
+  o.fit.epochs = 2;
+  o.rerank = RopgOptions::Rerank{"bm25", 6};
+  o.initial_prior = InitialPrior::Learned;
+  const auto good = train_ropg(with_initial_scores(train_raw, true, 7), with_initial_scores(dev_raw, true, 8), o);
+  EXPECT_GT(good.initial_weight_start, 0) << "the grid ignored an initial order that ranks the helpful candidate first";
+  EXPECT_EQ(good.init_dev_top1, 1.0) << "the start is not the initial order";
+  const auto marker = models::read_json_file(o.fit.out / "attune_model.json");
+  ASSERT_TRUE(marker.at("rerank").contains("fusion"));
+  EXPECT_NEAR(marker.at("rerank").at("fusion").at("reranker_scale").get<double>(), 1.0 / good.policy_temperature, 1e-12);
+  EXPECT_EQ(marker.at("rerank").at("fusion").at("initial_weight").get<double>(), good.initial_weight);
+  const auto rec = models::read_json_file(o.fit.out / "attune_train.json");
+  EXPECT_EQ(rec.at("initial_prior").at("weight").get<double>(), good.initial_weight);
+  EXPECT_EQ(rec.at("initial_prior").at("weight_start").get<double>(), good.initial_weight_start);
+  EXPECT_EQ(rec.at("options").at("initial_prior"), "learned");
+
+  auto noisy = o;
+  noisy.fit.out = root_ / "noisy";
+  noisy.fit.lr = 0;  // the start alone
+  noisy.fit.epochs = 1;
+  const auto bad = train_ropg(with_initial_scores(train_raw, false, 7), with_initial_scores(dev_raw, false, 8), noisy);
+  EXPECT_EQ(bad.initial_weight_start, 0) << "the grid kept an initial order that carries nothing";
+  EXPECT_FALSE(models::read_json_file(noisy.fit.out / "attune_model.json").at("rerank").contains("fusion"));
+}
+
+TEST_F(Ropg, ALearnedInitialPriorResumesToTheSameWeightAndNeedsItsInputs) {
+  const auto train = with_initial_scores(synthetic(24, 4), true, 3), dev = with_initial_scores(synthetic(8, 5), true, 4);
+  auto full = tiny_ropg(root_, "full", RopgObjective::KD);
+  full.fit.epochs = 3;
+  full.fit.checkpoint_every = 2;
+  full.fit.keep_start = false;  // keep the last epoch: its weight has moved
+  full.rerank = RopgOptions::Rerank{"bm25", 6};
+  full.initial_prior = InitialPrior::Learned;
+  const auto a = train_ropg(train, {}, full);
+  EXPECT_NE(a.initial_weight, a.initial_weight_start) << "the weight did not learn";
+  auto part = full;
+  part.fit.out = root_ / "part";
+  part.fit.stop_after = 4;
+  train_ropg(train, {}, part);
+  part.fit.stop_after = 0;
+  part.fit.resume = true;
+  const auto b = train_ropg(train, {}, part);
+  EXPECT_EQ(b.initial_weight_start, a.initial_weight_start);
+  EXPECT_EQ(b.initial_weight, a.initial_weight);
+  const auto wa = models::WeightSet::open(full.fit.out), wb = models::WeightSet::open(part.fit.out);
+  for (const auto& n : wa.names())
+    EXPECT_TRUE(torch::equal(models::to_tensor(wa.get(n)), models::to_tensor(wb.get(n)))) << n;
+
+  auto dense = tiny_ropg(root_, "dense", RopgObjective::KD);
+  dense.initial_prior = InitialPrior::Learned;  // no rerank protocol: no initial retriever
+  EXPECT_THROW(dense.validate(), UsageError);
+  auto unscored = full;
+  unscored.fit.out = root_ / "unscored";
+  unscored.fit.resume = false;
+  EXPECT_THROW(train_ropg(synthetic(8, 1), {}, unscored), Error);  // examples without initial scores
+  EXPECT_EQ(parse_initial_prior("learned"), InitialPrior::Learned);
+  EXPECT_EQ(to_string(InitialPrior::None), "none");
+  EXPECT_THROW(parse_initial_prior("fixed"), UsageError);
+}
+
 TEST_F(Ropg, KdLeavesOutQueriesWhoseCandidatesAllHelpAlike) {
   auto train = synthetic(16, 1);
   for (std::size_t i = 0; i < 6; ++i) std::fill(train[i].utility.begin(), train[i].utility.end(), 0.0);

@@ -37,6 +37,7 @@ struct TrainArgs {
   std::optional<double> policy_temperature;  // ROPG: pi = softmax(score / tau) (default: the encoder's own)
   std::optional<std::string> target_normalization;  // KD / RSPG targets: zscore | none
   std::string protocol = "rerank";           // ROPG: how the trained folder retrieves (rerank | dense)
+  std::optional<std::string> initial_prior;  // ROPG: learned | none (default: learned with --protocol rerank)
   bool keep_flat = false;                    // ROPG-KD: train on equal-utility queries too (the paper's)
   std::optional<std::size_t> epochs, batch_size, micro_batch, checkpoint_every;
   std::optional<double> lr, warmup, clip;

@@ -99,6 +99,10 @@ void add_train(CLI::App& app, int& rc) {
                   "it is trained and its epoch chosen in; dense = the encoder alone over every candidate (000's)")
       ->check(CLI::IsMember({"rerank", "dense"}))
       ->capture_default_str();
+  add_optional(cmd, "--initial-prior", a->initial_prior,
+               "ROPG with --protocol rerank: learned (default) = the policy adds w * the initial retriever's z-scored "
+               "score to the encoder's, w chosen on training queries before training and learned with it (the folder "
+               "retrieves rerank(INITIAL,TOP_L,dense:DIR,fuse=1/tau:w)); none = the encoder alone orders the candidates");
   cmd->add_flag("--keep-flat", a->keep_flat,
                 "ROPG-KD: also train on queries whose candidates all have the same utility (the paper's; by default "
                 "they are left out, since their uniform target only flattens the scores)");
@@ -121,6 +125,14 @@ void add_train(CLI::App& app, int& rc) {
     if (a->target_normalization) train::parse_target_normalization(*a->target_normalization);  // a bad value first
     if (a->protocol != "rerank" && a->method != "ropg-kd" && a->method != "ropg-rl")
       throw UsageError("--protocol applies to ropg-kd and ropg-rl, not " + a->method);
+    if (a->initial_prior && a->method != "ropg-kd" && a->method != "ropg-rl")
+      throw UsageError("--initial-prior applies to ropg-kd and ropg-rl, not " + a->method);
+    if (a->initial_prior) {
+      const auto p = train::parse_initial_prior(*a->initial_prior);  // a bad value first
+      if (p == train::InitialPrior::Learned && a->protocol != "rerank")
+        throw UsageError("--initial-prior learned needs --protocol rerank (its prior is the initial retriever's order; "
+                         "--protocol dense has no initial retriever at retrieval time)");
+    }
     if (a->policy_temperature && a->method != "ropg-kd" && a->method != "ropg-rl")
       throw UsageError("--policy-temperature applies to ropg-kd and ropg-rl, not " + a->method);
     if (a->method == "rspg-pre" || a->method == "rspg-post") return rspg(*d, *r, *a), void(rc = 0);
@@ -142,6 +154,9 @@ void add_train(CLI::App& app, int& rc) {
     ro->policy_temperature = a->policy_temperature;
     if (a->target_normalization) ro->target_normalization = train::parse_target_normalization(*a->target_normalization);
     if (a->protocol == "rerank") ro->rerank = train::RopgOptions::Rerank{a->initial, a->top_l};
+    ro->initial_prior = a->initial_prior ? train::parse_initial_prior(*a->initial_prior)
+                        : a->protocol == "rerank" ? train::InitialPrior::Learned
+                                                  : train::InitialPrior::None;
     ro->skip_flat = !a->keep_flat;
     ro->init = a->init;
     ro->validate();  // option errors before any work
@@ -152,7 +167,8 @@ void add_train(CLI::App& app, int& rc) {
     auto model = engine::make_llm(a->llm, *d, task.get(), r->models());
     nlohmann::json args = {{"method", a->method}, {"data", d->data}, {"task", d->task}, {"split", d->split},
                            {"dev_split", a->dev_split}, {"llm", llm::redact_url_passwords(a->llm)}, {"out", a->out}, {"init", a->init},
-                           {"initial", a->initial}, {"top_l", a->top_l}, {"protocol", a->protocol}, {"limit", a->limit}, {"epochs", ro->fit.epochs},
+                           {"initial", a->initial}, {"top_l", a->top_l}, {"protocol", a->protocol},
+                           {"initial_prior", train::to_string(ro->initial_prior)}, {"limit", a->limit}, {"epochs", ro->fit.epochs},
                            {"batch_size", ro->fit.batch_size}, {"lr", ro->fit.lr}, {"resume", a->resume}};
     const auto tr = load_workflow_split(*d, *task, *st, *r, {a->initial}, a->limit);
     const auto dev = load_dev_split(*d, *a, *task, *st, *r, {a->initial});
@@ -170,6 +186,10 @@ void add_train(CLI::App& app, int& rc) {
                               {"dev_examples", out.dev_examples}, {"steps", res.steps_done}, {"total_steps", res.total_steps},
                               {"best_epoch", res.best_epoch}, {"init_dev_top1", res.init_dev_top1}, {"dev_oracle", res.dev_oracle},
                               {"seconds", res.seconds}, {"seed", r->seed}};
+    if (ro->initial_prior == train::InitialPrior::Learned) {
+      summary["initial_weight_start"] = res.initial_weight_start;
+      summary["initial_weight"] = res.initial_weight;
+    }
     if (!res.epochs.empty()) {
       // best_epoch 0 with dev: no epoch beat the starting encoder, which the folder holds.
       summary["dev_top1"] = res.best_epoch ? res.epochs[res.best_epoch - 1].dev_top1

@@ -12,6 +12,10 @@
 //          candidates; ties by candidate position.
 // rerank(A,L,R): A ranks all candidates, R orders A's first L distinct ones (e.g.
 //          rerank(bm25,16,cross:DIR), Pearl's protocol); scores are R's.
+// rerank(A,L,R,fuse=S:W): the same L documents ordered by S * R's score + W * z(d), z(d)
+//          = A's score of d z-scored over the L (initial_prior_z; 0 when they are all
+//          equal): a reranker that keeps part of the initial order (ROPG's learned
+//          --initial-prior). S > 0 and W finite, written with 17 significant digits.
 // PREFIX:ARG: a kind registered with register_retriever_kind (dense:MODEL_DIR,
 //          cross:MODEL_DIR once attune::neural::register_retrievers() has run), also
 //          inside rrf(...) and rerank(...). PREFIX is not empty and holds no white space,
@@ -23,6 +27,8 @@
 // The words are tried first, then rrf(...) and rerank(...), then a folder, then PREFIX:ARG.
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,6 +43,13 @@ struct RetrieverSpec {
   // Rrf: the fused lists (at least one). Rerank: {initial, reranker}. Otherwise empty.
   std::vector<RetrieverSpec> children;
   std::size_t depth = 0;  // Rerank: L, how many distinct documents of the initial list go on
+  // Rerank: the final score is reranker_scale * R's score + initial_weight * z (A's scores
+  // z-scored over the L documents); unset: R's score alone.
+  struct Fusion {
+    double reranker_scale = 1, initial_weight = 0;
+    bool operator==(const Fusion&) const = default;
+  };
+  std::optional<Fusion> fusion;
   std::string prefix;     // Registered: PREFIX of PREFIX:ARG ("dense", "cross", ...)
   std::string arg;        // Registered: ARG, trimmed (may be empty: make_retriever refuses it)
   // The trained-model folder this node was read from, as written; "" when the spec was
@@ -45,6 +58,11 @@ struct RetrieverSpec {
 
   bool operator==(const RetrieverSpec&) const = default;
 };
+
+// The initial-order prior of rerank(A,L,R,fuse=S:W): `scores` (A's, of the L documents)
+// minus their mean over their standard deviation (population); all 0 when the standard
+// deviation is 0 (or there are fewer than 2). ROPG trains with the same function.
+std::vector<double> initial_prior_z(std::span<const double> scores);
 
 // Parses one spec. UsageError naming the spec when it is malformed or unknown, or when it
 // is a folder without attune_model.json; Error for a malformed attune_model.json. Whether

@@ -30,7 +30,24 @@ struct RopgExample {
   std::string query;
   std::vector<std::string> docs;
   std::vector<double> utility;
+  // The initial retriever's score of each document (as it ranked them); needed by
+  // InitialPrior::Learned, else may be empty.
+  std::vector<double> initial_score;
 };
+
+// How the policy uses the initial retriever's order (RopgOptions::initial_prior).
+//  None: pi = softmax(s(x, d) / tau), the encoder alone (000).
+//  Learned: pi = softmax(s(x, d) / tau + w z(d)), z = the initial retriever's scores of the
+//    l candidates z-scored among them (retrieval::initial_prior_z), w = w0 exp(theta): w0 the
+//    weight of a grid {0, 0.25, ..., 64} with the best top-1 utility on (up to 512)
+//    training queries before training, theta learned with the encoder. The trained folder
+//    retrieves rerank(initial, l, dense:DIR, fuse=1/tau:w). A reranker that starts from
+//    the initial order keeps what the initial retriever knows (with a relevance-like
+//    reader BM25's top-1 beat the encoder alone, which did not catch up) and learns what
+//    it misses; where the initial order carries nothing the grid picks w0 = 0.
+enum class InitialPrior { None, Learned };
+InitialPrior parse_initial_prior(const std::string& s);  // "none" | "learned"
+std::string to_string(InitialPrior p);
 
 enum class RopgObjective { RL, KD };
 RopgObjective parse_ropg_objective(const std::string& s);  // "ropg-rl" | "ropg-kd"
@@ -60,6 +77,8 @@ struct RopgOptions {
     std::size_t top_l = 0;
   };
   std::optional<Rerank> rerank;
+  // Learned needs `rerank` (the prior is the initial retriever of the protocol).
+  InitialPrior initial_prior = InitialPrior::None;
   // KD: leave out training queries whose candidates all have the same utility. Their
   // target is uniform, so KL(uniform || pi) only pulls every score together: with sparse
   // utilities (most queries all 0) that flattening outweighs what the rest teach. RL is
@@ -107,6 +126,8 @@ struct RopgResult {
   double init_dev_top1 = 0, init_dev_expected = 0;  // the initial encoder on dev
   double dev_oracle = 0;              // mean max_d u(d) over the dev candidates: the best top-1 any ranking gets
   double policy_temperature = 1;      // the tau the run used
+  double initial_weight_start = 0;    // InitialPrior::Learned: w0, the grid's choice
+  double initial_weight = 0;          // InitialPrior::Learned: w of the kept epoch
   std::size_t flat_skipped = 0;       // KD training queries left out as flat (skip_flat)
   double train_top1_before = 0;       // mean u(argmax pi) on train before training
   std::vector<RopgEpoch> epochs;      // of the whole run (resumed ones included)
