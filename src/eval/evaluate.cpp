@@ -101,7 +101,10 @@ Grid retrieve_and_prompt(const data::Dataset& ds, const tasks::Task& task, const
   const std::size_t R = p.retrievers.size(), n = p.n;
   Grid g;
   g.n = n;
-  for (std::size_t e = 0; e < n; ++e) g.golds.push_back(ds.examples[e].output);
+  for (std::size_t e = 0; e < n; ++e) {
+    g.golds.push_back(ds.examples[e].output);
+    g.queries.push_back(task.query(ds.examples[e]));
+  }
   g.prompts.resize(R * n);
   g.retrieved.resize(R * n);
   g.r5.assign(R * n, 0.0);

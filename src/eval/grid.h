@@ -15,6 +15,7 @@ namespace attune::eval {
 struct Grid {
   std::size_t n = 0;                          // examples evaluated
   std::vector<std::string> golds;             // per example: its gold output
+  std::vector<std::string> queries;           // per example: its input x (task.query), what a selector reads first
   std::vector<std::string> prompts;           // per cell: the prompt with the top-k documents
   std::vector<std::vector<DocId>> retrieved;  // per cell: those documents, best first
   std::vector<double> r5;                     // per cell: recall@5 on corpus tasks, else 0

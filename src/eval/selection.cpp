@@ -57,7 +57,7 @@ std::vector<std::size_t> selector_choices(const SelectorSpec& sel, Pool pool, co
       ps.push_back(g.prompts[g.at(r, e)]);
       os.push_back(g.outputs[g.at(r, e)]);
     }
-    const auto sc = sel.score(ps, os);
+    const auto sc = sel.score(g.queries[e], ps, os);
     if (sc.size() != pool.size())
       throw Error("selector " + sel.spec + " gave " + std::to_string(sc.size()) + " scores for a pool of " +
                   std::to_string(pool.size()));

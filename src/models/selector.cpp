@@ -20,12 +20,29 @@ std::vector<torch::Tensor> SelectorNet::parameters() {
   return p;
 }
 
-std::vector<batches::Tokens> encode_selector_inputs(const text::SubwordTokenizer& tok, const std::vector<std::string>& prompts,
+SelectorInput parse_selector_input(const std::string& s) {
+  if (s == "prompt") return SelectorInput::Prompt;
+  if (s == "query-first") return SelectorInput::QueryFirst;
+  throw UsageError("unknown selector input \"" + s + "\" (expected query-first or prompt)");
+}
+std::string to_string(SelectorInput i) { return i == SelectorInput::QueryFirst ? "query-first" : "prompt"; }
+
+std::vector<batches::Tokens> encode_selector_inputs(const text::SubwordTokenizer& tok, const std::vector<std::string>& queries,
+                                                    const std::vector<std::string>& prompts,
                                                     const std::vector<std::string>& outputs, bool pairs,
-                                                    std::size_t max_length) {
-  if (!pairs) return batches::tokenize(tok, prompts, max_length);
+                                                    SelectorInput input, std::size_t max_length) {
+  if (pairs && outputs.size() != prompts.size())
+    throw Error("an RSPG-Post selector needs one output per prompt (" + std::to_string(outputs.size()) + " for " +
+                std::to_string(prompts.size()) + ")");
+  if (input == SelectorInput::QueryFirst && queries.size() != prompts.size())
+    throw Error("a query-first selector needs the input x of each prompt (" + std::to_string(queries.size()) + " for " +
+                std::to_string(prompts.size()) + ")");
+  if (!pairs && input == SelectorInput::Prompt) return batches::tokenize(tok, prompts, max_length);
   std::vector<std::pair<std::string, std::string>> texts;
-  for (std::size_t i = 0; i < prompts.size(); ++i) texts.emplace_back(prompts[i], outputs.at(i));
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    if (input == SelectorInput::Prompt) texts.emplace_back(prompts[i], outputs[i]);
+    else texts.emplace_back(queries[i], pairs ? outputs[i] + "\n" + prompts[i] : prompts[i]);
+  }
   text::SubwordTokenizer::BatchOptions bo;
   bo.max_length = max_length;
   std::vector<batches::Tokens> out;
@@ -45,6 +62,7 @@ struct SelectorModel::Impl {
   SelectorNet net;
   std::shared_ptr<const text::SubwordTokenizer> tok;
   bool pairs = false;
+  SelectorInput input = SelectorInput::Prompt;
   std::size_t max_length = 512;
 };
 
@@ -52,9 +70,10 @@ SelectorModel::SelectorModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)
 SelectorModel::~SelectorModel() = default;
 
 std::shared_ptr<const SelectorModel> SelectorModel::load(const std::filesystem::path& dir, const Device& device, bool pairs,
-                                                         std::size_t max_length) {
+                                                         SelectorInput input, std::size_t max_length) {
   auto impl = std::make_unique<Impl>();
   impl->pairs = pairs;
+  impl->input = input;
   impl->max_length = max_length;
   impl->net.device = to_torch(device);
   impl->net.bert = load_bert(dir, impl->net.device).model;
@@ -70,11 +89,13 @@ std::shared_ptr<const SelectorModel> SelectorModel::load(const std::filesystem::
   return std::make_shared<const SelectorModel>(std::move(impl));
 }
 
-std::vector<float> SelectorModel::score(std::span<const std::string> prompts, std::span<const std::string> outputs) const {
+std::vector<float> SelectorModel::score(std::string_view query, std::span<const std::string> prompts,
+                                        std::span<const std::string> outputs) const {
   torch::NoGradGuard ng;
   std::vector<std::string> p(prompts.begin(), prompts.end()), out(outputs.begin(), outputs.end());
   if (impl_->pairs && out.size() != p.size()) throw Error("an RSPG-Post selector needs one output per prompt");
-  auto rows = encode_selector_inputs(*impl_->tok, p, out, impl_->pairs, impl_->max_length);
+  const std::vector<std::string> q(p.size(), std::string(query));
+  auto rows = encode_selector_inputs(*impl_->tok, q, p, out, impl_->pairs, impl_->input, impl_->max_length);
   std::vector<const batches::Tokens*> ptrs;
   for (auto& r : rows) ptrs.push_back(&r);
   auto s = const_cast<SelectorNet&>(impl_->net).forward(ptrs).to(torch::kCPU, torch::kFloat32).contiguous();

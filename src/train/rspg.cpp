@@ -31,9 +31,10 @@ namespace {
 
 using Net = models::SelectorNet;
 
-std::vector<Tokens> encode(const text::SubwordTokenizer& tok, const std::vector<std::string>& prompts,
-                           const std::vector<std::string>& outputs, RspgVariant v, std::size_t max_length) {
-  return models::encode_selector_inputs(tok, prompts, outputs, v == RspgVariant::Post, max_length);
+std::vector<Tokens> encode(const text::SubwordTokenizer& tok, const std::vector<std::string>& queries,
+                           const std::vector<std::string>& prompts, const std::vector<std::string>& outputs,
+                           RspgVariant v, models::SelectorInput input, std::size_t max_length) {
+  return models::encode_selector_inputs(tok, queries, prompts, outputs, v == RspgVariant::Post, input, max_length);
 }
 
 struct Tokenized {
@@ -42,16 +43,20 @@ struct Tokenized {
 };
 
 std::vector<Tokenized> tokenize_examples(const text::SubwordTokenizer& tok, const std::vector<RspgExample>& ex,
-                                         RspgVariant v, std::size_t R, std::size_t max_length) {
-  std::vector<std::string> prompts, outputs;
+                                         RspgVariant v, models::SelectorInput input, std::size_t R,
+                                         std::size_t max_length) {
+  std::vector<std::string> queries, prompts, outputs;
   for (const auto& e : ex) {
     if (e.prompts.size() != R || e.utility.size() != R || (v == RspgVariant::Post && e.outputs.size() != R))
       throw Error("RSPG example " + e.id + ": expected " + std::to_string(R) + " prompts, utilities" +
                   (v == RspgVariant::Post ? " and outputs" : "") + " (one per pool retriever)");
+    if (input == models::SelectorInput::QueryFirst && e.query.empty())
+      throw Error("RSPG example " + e.id + ": no input x (query), which a query-first selector reads");
     prompts.insert(prompts.end(), e.prompts.begin(), e.prompts.end());
+    queries.insert(queries.end(), R, e.query);
     if (v == RspgVariant::Post) outputs.insert(outputs.end(), e.outputs.begin(), e.outputs.end());
   }
-  auto t = encode(tok, prompts, outputs, v, max_length);
+  auto t = encode(tok, queries, prompts, outputs, v, input, max_length);
   std::vector<Tokenized> out(ex.size());
   for (std::size_t i = 0; i < ex.size(); ++i) {
     for (std::size_t r = 0; r < R; ++r) out[i].texts.push_back(std::move(t[i * R + r]));
@@ -118,8 +123,8 @@ class RspgLearner final : public DevSelectedLearner {
     net_.pad = tok->pad_id().value_or(0);
     const auto spec = models::read_pooling_spec(o.init);
     max_length_ = std::min(o.max_length, detail::length_cap(net_.bert->cfg.max_positions, 0, tok->model_max_length()));
-    tr_ = tokenize_examples(*tok, train, o.variant, R_, max_length_);
-    dv_ = tokenize_examples(*tok, dev, o.variant, R_, max_length_);
+    tr_ = tokenize_examples(*tok, train, o.variant, o.input, R_, max_length_);
+    dv_ = tokenize_examples(*tok, dev, o.variant, o.input, R_, max_length_);
     // AdamW; no decay on biases and LayerNorm weights.
     std::vector<torch::Tensor> decay, no_decay;
     for (auto& p : net_.parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
@@ -129,7 +134,8 @@ class RspgLearner final : public DevSelectedLearner {
     optimizer_ = std::make_unique<torch::optim::AdamW>(std::move(groups), torch::optim::AdamWOptions(o.fit.lr));
     mask_ = torch::ones({1, static_cast<std::int64_t>(R_)}, torch::kBool).to(net_.device);
     sig_ = {{"variant", rspg_variant_name(o.variant)}, {"init", o.init.string()}, {"pool", o.pool}, {"k", o.k},
-            {"prompt_max_length", o.prompt_max_length}, {"max_length", o.max_length}, {"epochs", o.fit.epochs},
+            {"prompt_max_length", o.prompt_max_length}, {"max_length", o.max_length},
+            {"input", models::to_string(o.input)}, {"epochs", o.fit.epochs},
             {"batch_size", o.fit.batch_size}, {"micro_batch", o.fit.micro_batch}, {"lr", o.fit.lr},
             {"warmup", o.fit.warmup}, {"clip", o.fit.clip}, {"temperature", o.temperature}, {"seed", o.fit.seed},
             {"train_examples", train.size()}};
@@ -176,7 +182,8 @@ class RspgLearner final : public DevSelectedLearner {
     const auto& out = o_.fit.out;
     save(out, st);
     models::write_json_file(out / "selector.json", {{"variant", name()}, {"pool", o_.pool}, {"k", o_.k},
-                                                    {"prompt_max_length", o_.prompt_max_length}, {"max_length", max_length_}});
+                                                    {"prompt_max_length", o_.prompt_max_length}, {"max_length", max_length_},
+                                                    {"input", models::to_string(o_.input)}});
     write_model_marker(out, "selector", name());
   }
 

@@ -39,6 +39,7 @@ std::vector<RspgExample> rspg_examples(const data::Dataset& ds, const tasks::Tas
     retrieval::Query q{ex.id, ex.user, task.query(ex)};
     RspgExample& x = out[e];
     x.id = ex.id;
+    x.query = q.text;
     for (std::size_t r = 0; r < rets.size(); ++r) {
       // As feedback::collect builds a retriever-kind prompt.
       const retrieval::CandidateSource* s = o.source_for ? o.source_for(o.pool[r]) : nullptr;

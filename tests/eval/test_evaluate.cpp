@@ -165,11 +165,13 @@ TEST(Evaluate, SelectorsChooseAPoolMemberPerExampleAndAreComparedWithQppAndOracl
   o.qpp_normalize = false;  // raw QPP values here; the z-scored default is checked below
   std::vector<std::vector<std::string>> seen_prompts, seen_outputs;
   // "first": always none; "post": picks the member whose output is longest (reads outputs).
-  o.selectors.push_back({"first", {"none", "bm25"}, [](std::span<const std::string>, std::span<const std::string>) {
+  std::vector<std::string> seen_queries;
+  o.selectors.push_back({"first", {"none", "bm25"}, [](std::string_view, std::span<const std::string>, std::span<const std::string>) {
                            return std::vector<float>{1.0f, 0.0f};
                          }});
   o.selectors.push_back({"post", {"none", "recency", "bm25"},
-                         [&](std::span<const std::string> p, std::span<const std::string> out) {
+                         [&](std::string_view q, std::span<const std::string> p, std::span<const std::string> out) {
+                           seen_queries.emplace_back(q);
                            seen_prompts.emplace_back(p.begin(), p.end());
                            seen_outputs.emplace_back(out.begin(), out.end());
                            std::vector<float> s;
@@ -194,6 +196,7 @@ TEST(Evaluate, SelectorsChooseAPoolMemberPerExampleAndAreComparedWithQppAndOracl
     EXPECT_EQ(seen_outputs[e][0], none.examples[e].output);
     EXPECT_EQ(seen_outputs[e][2], bm25.examples[e].output);
     EXPECT_NE(seen_prompts[e][2].find("area: fix"), std::string::npos);  // bm25's prompt holds documents
+    EXPECT_EQ(seen_queries.at(e), task->query(ds.examples[e]));         // and the example's input x
   }
   const auto& sel = rep.selections[0];
   ASSERT_EQ(sel.methods.size(), 7u);

@@ -24,6 +24,7 @@ std::vector<RspgExample> synthetic(std::size_t n, std::uint64_t seed, bool post)
   for (std::size_t i = 0; i < n; ++i) {
     RspgExample e;
     e.id = "x" + std::to_string(i);
+    e.query = w[20 + rng.below(5)];
     const std::size_t good = rng.below(3);
     for (std::size_t r = 0; r < 3; ++r) {
       std::string p;
@@ -82,7 +83,7 @@ TEST_F(Rspg, PreLearnsToPickTheHelpfulPromptAndTheSavedSelectorAgrees) {
   EXPECT_EQ(parse_rspg_variant(sel->variant()), RspgVariant::Pre);
   double success = 0;
   for (const auto& e : dev) {
-    auto s = sel->score(e.prompts, {});
+    auto s = sel->score(e.query, e.prompts, {});
     const auto pick = static_cast<std::size_t>(std::max_element(s.begin(), s.end()) - s.begin());
     success += e.utility[pick] >= *std::max_element(e.utility.begin(), e.utility.end()) - 1e-9;
   }
@@ -118,8 +119,68 @@ TEST_F(Rspg, PostReadsPromptAndOutputAndResumesToTheSameWeights) {
     }
   auto sel = neural::Selector::load(full.fit.out, "cpu");
   EXPECT_EQ(parse_rspg_variant(sel->variant()), RspgVariant::Post);
-  EXPECT_THROW(sel->score(dev[0].prompts, {}), Error);  // Post needs the outputs
-  EXPECT_EQ(sel->score(dev[0].prompts, dev[0].outputs).size(), 3u);
+  EXPECT_THROW(sel->score(dev[0].query, dev[0].prompts, {}), Error);  // Post needs the outputs
+  EXPECT_EQ(sel->score(dev[0].query, dev[0].prompts, dev[0].outputs).size(), 3u);
+}
+
+// Which pool member helps depends on the input x alone, and each prompt is long filler
+// (each member's from its own words, as retrievers bring their own documents) ending with
+// x, as LaMP prompts end with the input: cut to 8 tokens, a selector reading the prompt
+// alone never sees x, one reading x first always does.
+std::vector<RspgExample> x_decides(std::size_t n, std::uint64_t seed) {
+  const auto& w = testing::tiny_words();
+  Rng rng(seed);
+  std::vector<RspgExample> out;
+  for (std::size_t i = 0; i < n; ++i) {
+    RspgExample e;
+    e.id = "x" + std::to_string(i);
+    const std::size_t which = rng.below(2);
+    e.query = w[20 + which];  // "debian" -> member 0 helps, "package" -> member 1
+    for (std::size_t r = 0; r < 3; ++r) {
+      std::string p;
+      for (int t = 0; t < 12; ++t) p += (t ? " " : "") + w[5 * r + rng.below(5)];
+      e.prompts.push_back(p + " " + e.query);
+      e.utility.push_back(r == which ? 1.0 : 0.0);
+    }
+    out.push_back(e);
+  }
+  return out;
+}
+
+TEST_F(Rspg, AQueryFirstSelectorSeesTheInputThatAPromptOnlyOneLosesToTheCut) {
+  const auto train = x_decides(192, 5), dev = x_decides(32, 6);
+  auto first = tiny(root_, "first", RspgVariant::Pre);
+  first.max_length = 8;
+  first.temperature = 1;
+  first.fit.epochs = 16;
+  first.fit.batch_size = 16;
+  first.fit.lr = 1e-2;
+  const auto a = train_rspg(train, dev, first);
+  ASSERT_GT(a.best_epoch, 0u);
+  EXPECT_GE(a.epochs[a.best_epoch - 1].dev_success, 0.9) << "a query-first selector did not learn what x decides";
+  EXPECT_EQ(models::read_json_file(first.fit.out / "selector.json").at("input"), "query-first");
+  EXPECT_EQ(neural::Selector::load(first.fit.out, "cpu")->input(), models::SelectorInput::QueryFirst);
+  auto prompt = first;
+  prompt.fit.out = root_ / "prompt";
+  prompt.input = models::SelectorInput::Prompt;
+  const auto b = train_rspg(train, dev, prompt);
+  double best = b.init_dev_success;
+  for (const auto& e : b.epochs) best = std::max(best, e.dev_success);
+  EXPECT_LE(best, 0.75) << "a prompt-only selector learned what only x (cut off) decides";
+  EXPECT_EQ(neural::Selector::load(prompt.fit.out, "cpu")->input(), models::SelectorInput::Prompt);
+  // A folder from before selector.json recorded "input" reads the prompt alone.
+  auto cfg = models::read_json_file(prompt.fit.out / "selector.json");
+  cfg.erase("input");
+  models::write_json_file(prompt.fit.out / "selector.json", cfg);
+  EXPECT_EQ(neural::Selector::load(prompt.fit.out, "cpu")->input(), models::SelectorInput::Prompt);
+  cfg["input"] = "sideways";
+  models::write_json_file(prompt.fit.out / "selector.json", cfg);
+  EXPECT_THROW(neural::Selector::load(prompt.fit.out, "cpu"), Error);
+  auto no_x = train;
+  no_x[3].query.clear();
+  auto c = first;
+  c.fit.out = root_ / "no_x";
+  EXPECT_THROW(train_rspg(no_x, dev, c), Error);  // a query-first selector needs x
 }
 
 TEST_F(Rspg, BadInputIsRefused) {

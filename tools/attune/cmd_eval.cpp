@@ -71,8 +71,9 @@ void add_eval(CLI::App& app, int& rc) {
                      "eval: warning: selector %s was trained on prompts of k=%zu, budget %zu; this run builds k=%zu, "
                      "budget %zu\n",
                      s.c_str(), sel->k(), sel->prompt_max_length(), o->k, o->max_length);
-      o->selectors.push_back({s, sel->pool(), [sel](std::span<const std::string> p, std::span<const std::string> out) {
-                                return sel->score(p, out);
+      o->selectors.push_back({s, sel->pool(),
+                              [sel](std::string_view q, std::span<const std::string> p, std::span<const std::string> out) {
+                                return sel->score(q, p, out);
                               }});
     }
     o->retrievers = plain;

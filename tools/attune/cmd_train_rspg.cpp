@@ -21,6 +21,7 @@ struct RspgCli {
   std::size_t k = 4;
   std::size_t prompt_max_length = 256;
   std::size_t max_length = 0;  // selector input (0 = 512)
+  std::string input = "query-first";
 };
 
 }  // namespace
@@ -33,6 +34,11 @@ TrainRunner add_rspg_options(CLI::App* cmd) {
   cmd->add_option("--prompt-max-length", c->prompt_max_length, "RSPG: prompt budget of each retriever's prompt")
       ->capture_default_str();
   cmd->add_option("--selector-max-length", c->max_length, "RSPG: selector input tokens (0 = 512)")->capture_default_str();
+  cmd->add_option("--selector-input", c->input,
+                  "RSPG: what the selector reads: query-first = the input x, then the prompt (cut at its tail); "
+                  "prompt = the prompt alone, 000's (LaMP prompts end with x, so a long prompt loses it)")
+      ->check(CLI::IsMember({"query-first", "prompt"}))
+      ->capture_default_str();
   return [c](const DataOptions& d, const RunOptions& r, const TrainArgs& a) {
     if (a.init.empty())
       throw UsageError("--method " + a.method + " needs --init MODEL_DIR: the encoder the selector starts from");
@@ -47,6 +53,7 @@ TrainRunner add_rspg_options(CLI::App* cmd) {
     o.k = c->k;
     o.prompt_max_length = c->prompt_max_length;
     if (c->max_length) o.max_length = c->max_length;
+    o.input = models::parse_selector_input(c->input);
     o.temperature = a.target_temperature.value_or(o.temperature);
     apply_fit_options(a, r, o.fit);
     wf.data_label = d.data + " " + d.task + " " + d.split;
@@ -60,7 +67,7 @@ TrainRunner add_rspg_options(CLI::App* cmd) {
     auto model = engine::make_llm(a.llm, d, task.get(), r.models());
     nlohmann::json args = {{"method", a.method}, {"data", d.data}, {"task", d.task}, {"split", d.split},
                            {"dev_split", a.dev_split}, {"llm", llm::redact_url_passwords(a.llm)}, {"out", a.out}, {"init", a.init}, {"pool", pool},
-                           {"k", c->k}, {"limit", a.limit}, {"resume", a.resume}};
+                           {"k", c->k}, {"selector_input", c->input}, {"limit", a.limit}, {"resume", a.resume}};
     const auto tr = load_workflow_split(d, *task, *st, r, pool, a.limit);
     const auto dev = load_dev_split(d, a, *task, *st, r, pool);
     store::RunScope run(*st, "train", args.dump(), r.seed);

@@ -20,12 +20,15 @@
 
 namespace attune::eval {
 
-// A selector (000 §5): per example, one score per member of its pool, from each member's
-// prompt and (for RSPG-Post) the LLM's output for that prompt; the argmax is its choice.
+// A selector (000 §5): per example, one score per member of its pool, from the example's
+// input x (task.query), each member's prompt and (for RSPG-Post) the LLM's output for that
+// prompt; the argmax is its choice.
 struct SelectorSpec {
   std::string spec;               // the row's name
   std::vector<std::string> pool;  // retriever specs, each also in EvalOptions::retrievers
-  std::function<std::vector<float>(std::span<const std::string> prompts, std::span<const std::string> outputs)> score;
+  std::function<std::vector<float>(std::string_view query, std::span<const std::string> prompts,
+                                   std::span<const std::string> outputs)>
+      score;
 };
 
 struct EvalOptions {

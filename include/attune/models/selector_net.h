@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "attune/models/bert.h"
+#include "attune/models/selector.h"
 #include "attune/models/token_batches.h"
 #include "attune/text/subword.h"
 
@@ -29,10 +30,11 @@ struct SelectorNet {
   std::vector<torch::Tensor> parameters();
 };
 
-// The selector's input rows: `pairs` false (RSPG-Pre): each prompt alone; true (Post):
-// [CLS] prompt [SEP] output [SEP], truncated longest-first; at most max_length tokens.
-std::vector<batches::Tokens> encode_selector_inputs(const text::SubwordTokenizer& tok, const std::vector<std::string>& prompts,
+// The selector's input rows (at most max_length tokens each): `queries` one per row (x of
+// the row's example; QueryFirst only), `outputs` one per row for Post (`pairs`).
+std::vector<batches::Tokens> encode_selector_inputs(const text::SubwordTokenizer& tok, const std::vector<std::string>& queries,
+                                                    const std::vector<std::string>& prompts,
                                                     const std::vector<std::string>& outputs, bool pairs,
-                                                    std::size_t max_length);
+                                                    SelectorInput input, std::size_t max_length);
 
 }  // namespace attune::models

@@ -17,10 +17,13 @@ class Selector {
  public:
   // Error naming selector.json when it is missing or malformed.
   static std::shared_ptr<const Selector> load(const std::filesystem::path& dir, const Device& device = {});
-  // One score per pool member; `outputs` (the LLM's output for each prompt) only for Post.
-  std::vector<float> score(std::span<const std::string> prompts, std::span<const std::string> outputs) const {
-    return model_->score(prompts, outputs);
+  // One score per pool member; `query`: the input x the prompts were built for; `outputs`
+  // (the LLM's output for each prompt) only for Post.
+  std::vector<float> score(std::string_view query, std::span<const std::string> prompts,
+                           std::span<const std::string> outputs) const {
+    return model_->score(query, prompts, outputs);
   }
+  models::SelectorInput input() const { return input_; }  // what it reads (selector.json "input")
   const std::string& variant() const { return variant_; }  // "rspg-pre" | "rspg-post"
   const std::vector<std::string>& pool() const { return pool_; }  // retriever specs, in score order
   std::size_t k() const { return k_; }                            // documents per prompt it was trained on
@@ -31,6 +34,7 @@ class Selector {
   std::string variant_;
   std::vector<std::string> pool_;
   std::size_t k_ = 4, prompt_max_length_ = 256;
+  models::SelectorInput input_ = models::SelectorInput::Prompt;
 };
 
 }  // namespace attune::neural

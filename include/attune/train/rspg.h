@@ -18,6 +18,7 @@
 #include "attune/store/store.h"
 #include "attune/tasks/task.h"
 #include "attune/text/tokenizer.h"
+#include "attune/models/selector.h"
 #include "attune/train/fit_options.h"
 
 namespace attune::train {
@@ -30,6 +31,7 @@ std::string rspg_variant_name(RspgVariant v);
 // output) and the utility Eval(y, M(prompt)).
 struct RspgExample {
   std::string id;
+  std::string query;                 // the input x (task.query): what a query-first selector reads first
   std::vector<std::string> prompts;
   std::vector<std::string> outputs;  // Post only (empty for Pre)
   std::vector<double> utility;
@@ -42,6 +44,10 @@ struct RspgOptions {
   std::size_t k = 4;                   // documents per prompt (recorded for inference)
   std::size_t prompt_max_length = 256; // the prompt budget the prompts were built with (recorded)
   std::size_t max_length = 512;        // selector input tokens (000 used Longformer's 1024)
+  // What the selector reads (models/selector.h): x first, then the prompt (default), or the
+  // prompt alone (000's; LaMP prompts end with x, which a 256-token cut drops). Recorded in
+  // selector.json "input".
+  models::SelectorInput input = models::SelectorInput::QueryFirst;
   double temperature = 1.0;            // target softmax temperature over Eval values
   // The loop: 000's schedule (AdamW lr 1e-5, 20 epochs), batches of 16 in micro-batches of 4.
   FitOptions fit = [] { FitOptions f; f.epochs = 20; f.batch_size = 16; f.micro_batch = 4; return f; }();
