@@ -71,6 +71,10 @@ std::string utf8_lossy(std::string_view bytes);
 // GPT-2's bytes_to_unicode table: byte -> code point, and the reverse (-1 when not a byte).
 const std::uint32_t* byte_to_unicode();
 int unicode_to_byte(std::uint32_t cp);
+// HF ByteLevel(add_prefix_space=false, use_regex=true) pre-tokenization: the GPT-2 regex
+// pieces of `text` (invalid UTF-8 read as U+FFFD), each byte mapped by bytes_to_unicode
+// and written as UTF-8. What a byte-level BPE model sees, and what its trainer counts.
+std::vector<std::string> byte_level_words(std::string_view text);
 
 // ---------------------------------------------------------------------------------------
 // PCRE2 regex (UTF + UCP), compiled once, JIT when available; const matching is thread-safe.

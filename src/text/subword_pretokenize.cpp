@@ -271,6 +271,17 @@ class SequencePre final : public PreTokenizer {
 
 }  // namespace
 
+std::vector<std::string> byte_level_words(std::string_view text) {
+  static const ByteLevelPre pre(false, true);
+  std::vector<NStr> pieces{make_nstr(text)};
+  pre.apply(pieces);
+  std::vector<std::string> out;
+  out.reserve(pieces.size());
+  for (auto& x : pieces)
+    if (!x.s.empty()) out.push_back(std::move(x.s));
+  return out;
+}
+
 std::unique_ptr<PreTokenizer> make_pre_tokenizer(const json& j, const Ctx& ctx) {
   if (j.is_null()) return nullptr;
   const std::string type = ctx.type_of(j, "pre_tokenizer");

@@ -46,7 +46,7 @@ const std::string kSample = std::string(ATTUNE_SOURCE_DIR) + "/data/sample";
 }  // namespace
 
 TEST_F(Cli, HelpForEveryVerb) {
-  for (std::string verb : {"", "rank", "eval", "metrics", "feedback", "import", "demo", "sample", "generate", "score", "pretrain-encoder", "train"}) {
+  for (std::string verb : {"", "rank", "eval", "metrics", "feedback", "import", "demo", "sample", "generate", "score", "pretrain-encoder", "train", "train-tokenizer"}) {
     auto r = run(verb + " --help");
     EXPECT_EQ(r.rc, 0) << verb;
     EXPECT_NE(r.out.find("Usage"), std::string::npos) << verb;
@@ -246,6 +246,47 @@ TEST_F(Cli, TheLexicalVerbsRunWithoutLibtorchAndTheOthersAreHandedOver) {
   const int status = std::system(full.c_str());
   EXPECT_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 1);
   EXPECT_NE(slurp(dir_ / "err.txt").find("standard output"), std::string::npos) << slurp(dir_ / "err.txt");
+}
+
+// attune train-tokenizer (issue 15): a tokenizer folder every attune command loads, and
+// one-line refusals for bad input before any work.
+TEST_F(Cli, TrainTokenizerWritesAFolderAndRefusesBadInput) {
+  std::string jsonl, text;
+  for (int i = 0; i < 50; ++i) {
+    jsonl += R"({"id": ")" + std::to_string(i) + R"(", "subject": "fix the parser for café ñ", "text": "the parser read )" +
+             std::to_string(i) + R"( bytes"})" + "\n";
+    text += "a plain line of text " + std::to_string(i) + "\n";
+  }
+  write("c.jsonl", jsonl);
+  write("t.txt", text);
+  auto r = run("train-tokenizer --input c.jsonl --input t.txt --vocab-size 300 --out tok --quiet");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("300 tokens"), std::string::npos) << r.out;
+  EXPECT_EQ(r.err, "");
+  const auto rec = nlohmann::json::parse(slurp(dir_ / "tok/attune_tokenizer.json"));
+  EXPECT_EQ(rec.at("texts"), 150);  // 50 lines x (subject, text), 50 lines
+  EXPECT_EQ(rec.at("sources").at(0).at("texts"), 100);
+  EXPECT_EQ(rec.at("merges"), 300 - 3 - 256);
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"}) EXPECT_TRUE(fs::exists(dir_ / "tok" / f)) << f;
+  // The same input gives the same file.
+  ASSERT_EQ(run("train-tokenizer --input c.jsonl --input t.txt --vocab-size 300 --out tok2 --quiet").rc, 0);
+  EXPECT_EQ(slurp(dir_ / "tok/tokenizer.json"), slurp(dir_ / "tok2/tokenizer.json"));
+  // Refusals: one line, nothing written.
+  const auto refused = [&](const std::string& args, int rc, const std::vector<std::string>& says) {
+    auto e = run(args);
+    EXPECT_EQ(e.rc, rc) << args << "\n" << e.err;
+    for (const auto& s : says) EXPECT_NE(e.err.find(s), std::string::npos) << args << ": " << e.err;
+    EXPECT_EQ(std::count(e.err.begin(), e.err.end(), '\n'), 1) << e.err;
+  };
+  refused("train-tokenizer --input c.jsonl --out tok", 2, {"already holds a tokenizer.json"});
+  refused("train-tokenizer --input missing.jsonl --out x", 2, {"missing.jsonl", "no such file"});
+  refused("train-tokenizer --input c.jsonl --out x --vocab-size 100", 2, {"vocab_size", "256 byte symbols"});
+  refused("train-tokenizer --input c.jsonl --out x --bos '<bos>'", 2, {"bos", "<bos>"});
+  refused("train-tokenizer --input c.jsonl --out x --special-tokens '<s>,<s>,</s>'", 2, {"twice"});
+  write("bad.jsonl", "{\"subject\": \"ok\"}\nnot json\n");
+  refused("train-tokenizer --input bad.jsonl --out x --quiet", 1, {"bad.jsonl", "line 2", "not a JSON object"});
+  refused("train-tokenizer --input c.jsonl --out x --fields title --quiet", 1, {"c.jsonl", "no text", "--fields title"});
+  EXPECT_FALSE(fs::exists(dir_ / "x"));
 }
 
 TEST_F(Cli, MetricsOnLiteralFiles) {

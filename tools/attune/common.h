@@ -100,6 +100,7 @@ void add_feedback(CLI::App& app, int& rc);
 void add_import(CLI::App& app, int& rc);
 void add_demo(CLI::App& app, int& rc);
 void add_sample(CLI::App& app, int& rc);
+void add_train_tokenizer(CLI::App& app, int& rc);  // cmd_train_tokenizer.cpp
 void add_generate(CLI::App& app, int& rc);
 void add_score(CLI::App& app, int& rc);
 void add_serve_llm(CLI::App& app, int& rc);  // cmd_serve_llm.cpp

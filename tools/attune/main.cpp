@@ -42,6 +42,7 @@ int main(int argc, char** argv) {
   attune::cli::add_import(app, rc);
   attune::cli::add_demo(app, rc);
   attune::cli::add_sample(app, rc);
+  attune::cli::add_train_tokenizer(app, rc);
   attune::cli::add_generate(app, rc);
   attune::cli::add_score(app, rc);
   attune::cli::add_serve_llm(app, rc);

@@ -1,5 +1,5 @@
 // attune: learns which documents help a language model, and serves them.
-// The verbs that never touch a neural model (metrics, import, sample) run here, in a
+// The verbs that never touch a neural model (metrics, import, sample, train-tokenizer) run here, in a
 // program without libtorch that starts at once; every other verb, and the top-level help,
 // is handed to attune-torch beside this program (main.cpp), with the same arguments.
 // Exit codes (CLI.md): 0 success, 2 usage error, 1 runtime error (one line on stderr).
@@ -16,7 +16,7 @@
 namespace {
 
 // The verbs this program runs itself.
-const std::set<std::string> kLight = {"metrics", "import", "sample"};
+const std::set<std::string> kLight = {"metrics", "import", "sample", "train-tokenizer"};
 
 // Replaces this process by attune-torch from this program's folder.
 int hand_over(char** argv) {
@@ -39,5 +39,6 @@ int main(int argc, char** argv) {
   attune::cli::add_metrics(app, rc);
   attune::cli::add_import(app, rc);
   attune::cli::add_sample(app, rc);
+  attune::cli::add_train_tokenizer(app, rc);
   return attune::cli::run_app(app, rc, argc, argv);
 }
