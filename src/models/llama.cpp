@@ -389,6 +389,15 @@ torch::Tensor Llama::forward(const torch::Tensor& tokens) {
   return s.step(tokens.to(device_), torch::ones(tokens.sizes(), torch::kBool).to(device_));
 }
 
+torch::Tensor Llama::forward_train(const torch::Tensor& tokens_in) {
+  auto tokens = tokens_in.to(device_, torch::kInt64);
+  const auto B = tokens.size(0), L = tokens.size(1);
+  auto positions = torch::arange(L, torch::TensorOptions().dtype(torch::kInt64).device(device_)).unsqueeze(0).expand({B, L});
+  auto mask = causal_key_mask(torch::ones({B, L}, torch::TensorOptions().dtype(torch::kBool).device(device_)), L);
+  std::vector<torch::Tensor> kc(static_cast<std::size_t>(cfg_.num_layers)), vc(static_cast<std::size_t>(cfg_.num_layers));
+  return net_->logits(net_->hidden(tokens, positions, mask, kc, vc));
+}
+
 void Llama::save(const fs::path& dir) const {
   fs::create_directories(dir);
   nlohmann::json j = {{"architectures", {"LlamaForCausalLM"}},

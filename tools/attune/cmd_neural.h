@@ -14,6 +14,7 @@
 namespace attune::cli {
 
 // attune pretrain-encoder: Contriever-style contrastive pretraining of a small BERT encoder.
+void add_train_lm(CLI::App& app, int& rc);  // cmd_train_lm.cpp
 void add_pretrain_encoder(CLI::App& app, int& rc);
 // attune train: ROPG-RL / ROPG-KD, RSPG-Pre/Post and Pearl from language-model feedback.
 void add_train(CLI::App& app, int& rc);

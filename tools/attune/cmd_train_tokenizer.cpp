@@ -35,54 +35,6 @@ struct TokenizerCli {
   bool quiet = false;
 };
 
-std::vector<std::string> split_commas(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream in(s);
-  std::string part;
-  while (std::getline(in, part, ',')) out.push_back(part);
-  return out;
-}
-
-bool is_jsonl(const fs::path& p) {
-  const auto e = p.extension().string();
-  return e == ".jsonl" || e == ".ndjson";
-}
-
-// Feeds every text of `path` to `add` (JSONL: the listed string fields of each line, each a
-// text; else each non-empty line); returns how many lines held none. Stops after `room`
-// texts (0 = no limit). InputError naming the file and line for a line that is not JSON.
-std::size_t read_source(const fs::path& path, const std::vector<std::string>& fields, std::size_t room,
-                        const std::function<void(std::string_view)>& add, std::size_t& added) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path.string(), "", "", "cannot be read");
-  std::string line;
-  std::size_t lineno = 0, empty = 0;
-  const bool jsonl = is_jsonl(path);
-  while (std::getline(in, line) && (room == 0 || added < room)) {
-    ++lineno;
-    if (line.empty() || line == "\r") continue;
-    if (!jsonl) {
-      add(line);
-      ++added;
-      continue;
-    }
-    const auto j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.is_object())
-      throw InputError(path.string(), "line " + std::to_string(lineno), "", "not a JSON object (a .jsonl file holds one a line)");
-    bool any = false;
-    for (const auto& f : fields) {
-      auto it = j.find(f);
-      if (it == j.end() || !it->is_string() || it->get_ref<const std::string&>().empty()) continue;
-      add(it->get_ref<const std::string&>());
-      any = true;
-      ++added;
-      if (room && added >= room) break;
-    }
-    empty += !any;
-  }
-  return empty;
-}
-
 }  // namespace
 
 void add_train_tokenizer(CLI::App& app, int& rc) {
@@ -143,7 +95,7 @@ void add_train_tokenizer(CLI::App& app, int& rc) {
       const std::size_t before = added;
       Progress prog("train-tokenizer: reading " + in, fs::file_size(in), !c->quiet);
       std::size_t bytes = 0, shown = 0;
-      const std::size_t empty = read_source(in, fields, c->max_texts, [&](std::string_view t) {
+      const std::size_t empty = read_text_source(in, fields, c->max_texts, [&](std::string_view t) {
         trainer.add_text(t);
         bytes += t.size() + 1;
         if (bytes > (1u << 20)) {
@@ -155,7 +107,7 @@ void add_train_tokenizer(CLI::App& app, int& rc) {
       if (const auto size = fs::file_size(in); size > shown) prog.add(size - shown);  // field names, JSON syntax
       prog.finish();
       if (added == before)
-        throw InputError(in, "", "", "no text in it" + (is_jsonl(in) ? " (no line has a non-empty string field among --fields " +
+        throw InputError(in, "", "", "no text in it" + (is_jsonl_file(in) ? " (no line has a non-empty string field among --fields " +
                                                                             c->fields + ")"
                                                                       : std::string()));
       sources.push_back({{"path", in}, {"bytes", fs::file_size(in)}, {"texts", added - before}, {"lines_without_fields", empty}});

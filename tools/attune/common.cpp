@@ -4,6 +4,8 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "attune/core/error.h"
@@ -180,6 +182,51 @@ void print_llm_counters(const llm::LanguageModel& model, bool quiet) {
     line += (i ? ", " : " ") + std::string(buf) + " " + name;
   }
   std::fprintf(stderr, "%s\n", line.c_str());
+}
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  std::string part;
+  while (std::getline(in, part, ',')) out.push_back(part);
+  return out;
+}
+
+bool is_jsonl_file(const fs::path& p) {
+  const auto e = p.extension().string();
+  return e == ".jsonl" || e == ".ndjson";
+}
+
+std::size_t read_text_source(const fs::path& path, const std::vector<std::string>& fields, std::size_t room,
+                        const std::function<void(std::string_view)>& add, std::size_t& added) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path.string(), "", "", "cannot be read");
+  std::string line;
+  std::size_t lineno = 0, empty = 0;
+  const bool jsonl = is_jsonl_file(path);
+  while (std::getline(in, line) && (room == 0 || added < room)) {
+    ++lineno;
+    if (line.empty() || line == "\r") continue;
+    if (!jsonl) {
+      add(line);
+      ++added;
+      continue;
+    }
+    const auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object())
+      throw InputError(path.string(), "line " + std::to_string(lineno), "", "not a JSON object (a .jsonl file holds one a line)");
+    bool any = false;
+    for (const auto& f : fields) {
+      auto it = j.find(f);
+      if (it == j.end() || !it->is_string() || it->get_ref<const std::string&>().empty()) continue;
+      add(it->get_ref<const std::string&>());
+      any = true;
+      ++added;
+      if (room && added >= room) break;
+    }
+    empty += !any;
+  }
+  return empty;
 }
 
 }  // namespace attune::cli

@@ -101,6 +101,17 @@ void add_import(CLI::App& app, int& rc);
 void add_demo(CLI::App& app, int& rc);
 void add_sample(CLI::App& app, int& rc);
 void add_train_tokenizer(CLI::App& app, int& rc);  // cmd_train_tokenizer.cpp
+
+// "a,b,c" -> {"a", "b", "c"} (empty pieces kept).
+std::vector<std::string> split_commas(const std::string& s);
+// Text training sources (train-tokenizer, train-lm): .jsonl / .ndjson files hold one JSON
+// object a line whose string `fields` are texts; any other file holds one text a line.
+bool is_jsonl_file(const std::filesystem::path& p);
+// Feeds every text of `path` to `add`, counting them in `added`, until `added` reaches `room`
+// (0 = no limit); returns how many JSONL lines held none of the fields. InputError naming
+// the file and line for a JSONL line that is not a JSON object, or a file that cannot be read.
+std::size_t read_text_source(const std::filesystem::path& path, const std::vector<std::string>& fields, std::size_t room,
+                             const std::function<void(std::string_view)>& add, std::size_t& added);
 void add_generate(CLI::App& app, int& rc);
 void add_score(CLI::App& app, int& rc);
 void add_serve_llm(CLI::App& app, int& rc);  // cmd_serve_llm.cpp

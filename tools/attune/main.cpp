@@ -47,6 +47,7 @@ int main(int argc, char** argv) {
   attune::cli::add_score(app, rc);
   attune::cli::add_serve_llm(app, rc);
   attune::cli::add_pretrain_encoder(app, rc);
+  attune::cli::add_train_lm(app, rc);
   attune::cli::add_train(app, rc);
   return attune::cli::run_app(app, rc, argc, argv);
 }

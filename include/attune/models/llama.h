@@ -54,6 +54,9 @@ class Llama final : public Decoder {
   std::int64_t vocab_size() const override { return cfg_.vocab_size; }
   // Full forward without cache: logits [B, L, V] for right-padded tokens (tests).
   torch::Tensor forward(const torch::Tensor& tokens);
+  // Training forward: logits [B, L, V] (float32) of causal attention over `tokens` [B, L]
+  // (every position valid), with gradients; the module's train/eval mode is the caller's.
+  torch::Tensor forward_train(const torch::Tensor& tokens);
   torch::nn::Module& module();
   void save(const std::filesystem::path& dir) const;  // config.json + model.safetensors
 

@@ -1,0 +1,64 @@
+#pragma once
+// Language-model pretraining from scratch (issue 15, stage 1): a Llama-architecture decoder
+// (models/llama.h: RoPE, RMSNorm, SwiGLU, tied embeddings) trained on the next token of
+// texts packed into fixed-length sequences. The output is a Hugging Face folder
+// (config.json, model.safetensors, generation_config.json and the tokenizer's files) that
+// `local:DIR` loads. Torch-free header.
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "attune/train/fit_options.h"
+
+namespace attune::train {
+
+struct LmOptions {
+  std::filesystem::path tokenizer;  // a tokenizer folder (attune train-tokenizer) with BOS and EOS
+  // The decoder: ~5.3M parameters with an 8k vocabulary (embeddings tied to the output).
+  std::size_t hidden = 256, layers = 4, heads = 4, kv_heads = 4, intermediate = 688;
+  std::size_t max_positions = 512;  // the model's context (config.json max_position_embeddings)
+  std::size_t seq_len = 256;        // tokens per training sequence (<= max_positions)
+  double rope_theta = 10000.0;
+  double weight_decay = 0.1;        // AdamW, on matrices only
+  // Held out for dev loss (and the kept epoch): every text whose hash falls in this share.
+  double dev_fraction = 0.01;
+  // The loop (train::fit): 1 epoch over the packed sequences, 16 sequences a step in
+  // micro-batches of 4, AdamW lr 1e-3, 2% warmup then linear decay, clip 1.
+  FitOptions fit = [] {
+    FitOptions f;
+    f.epochs = 1;
+    f.batch_size = 16;
+    f.micro_batch = 4;
+    f.lr = 1e-3;
+    f.warmup = 0.02;
+    f.checkpoint_every = 100;
+    return f;
+  }();
+
+  // FieldError<UsageError> naming the field.
+  void validate() const;
+};
+
+struct LmResult {
+  std::size_t steps_done = 0, total_steps = 0;
+  std::size_t train_sequences = 0, dev_sequences = 0, train_tokens = 0;
+  double init_dev_loss = 0, dev_loss = 0;  // mean next-token cross-entropy (nats) on dev: start, kept
+  std::size_t best_epoch = 0;
+  std::vector<double> losses;              // per step of this process
+  double seconds = 0, tokens_per_second = 0;
+  std::size_t parameters = 0;
+};
+
+// Trains on `texts` (each becomes BOS + its tokens + EOS; all of them concatenated and cut
+// into seq_len + 1 token sequences, the last partial one dropped) and writes fit.out.
+// Checkpoints and resume as every learner (train/fit_options.h). UsageError for bad
+// options; Error when the texts give no training sequence.
+// The checks train_lm's output folder gets (UsageError: it holds a run and resume is off,
+// or resume is on without a checkpoint), for callers to run before reading their texts.
+void prepare_lm_out(const LmOptions& o);
+
+LmResult train_lm(const std::vector<std::string>& texts, const LmOptions& o);
+
+}  // namespace attune::train

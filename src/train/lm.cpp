@@ -1,0 +1,244 @@
+// Language-model pretraining (train/lm.h) on the shared loop.
+#include "attune/train/lm.h"
+
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "attune/core/error.h"
+#include "attune/core/file.h"
+#include "attune/core/parallel.h"
+#include "attune/core/rng.h"
+#include "attune/models/config.h"
+#include "attune/models/llama.h"
+#include "attune/models/runtime.h"
+#include "attune/models/weights.h"
+#include "attune/text/subword.h"
+#include "checkpoint.h"
+#include "fit.h"
+
+namespace attune::train {
+
+namespace fs = std::filesystem;
+
+void LmOptions::validate() const {
+  {
+    FitOptions f = fit;
+    f.inputs.push_back(tokenizer);
+    f.validate();
+  }
+  const auto bad = [](const char* field, std::size_t v, const std::string& why) {
+    throw FieldError<UsageError>(field, std::string(field) + " = " + std::to_string(v) + ": " + why);
+  };
+  if (tokenizer.empty()) throw FieldError<UsageError>("tokenizer", "a language model needs a tokenizer folder (attune train-tokenizer)");
+  if (hidden == 0 || layers == 0 || intermediate == 0) bad("hidden", hidden, "hidden, layers and intermediate must be positive");
+  if (heads == 0 || hidden % heads) bad("heads", heads, "must divide hidden = " + std::to_string(hidden));
+  if ((hidden / heads) % 2) bad("heads", heads, "hidden / heads must be even (RoPE rotates pairs)");
+  if (kv_heads == 0 || heads % kv_heads) bad("kv_heads", kv_heads, "must divide heads = " + std::to_string(heads));
+  if (seq_len < 2) bad("seq_len", seq_len, "must be at least 2");
+  if (seq_len > max_positions) bad("seq_len", seq_len, "must not exceed max_positions = " + std::to_string(max_positions));
+  if (!(dev_fraction >= 0 && dev_fraction < 0.5))
+    throw FieldError<UsageError>("dev_fraction", "dev_fraction = " + std::to_string(dev_fraction) + ": must be in [0, 0.5)");
+  if (!(weight_decay >= 0) || !std::isfinite(weight_decay))
+    throw FieldError<UsageError>("weight_decay", "weight_decay = " + std::to_string(weight_decay) + ": must be finite and >= 0");
+}
+
+namespace {
+
+using Seq = std::vector<std::int32_t>;
+
+// GPT-2 style: N(0, 0.02) for matrices, the residual outputs (o_proj, down_proj) scaled by
+// 1 / sqrt(2 layers), norms at 1.
+void init_weights(torch::nn::Module& m, std::size_t layers) {
+  torch::NoGradGuard g;
+  const double out_std = 0.02 / std::sqrt(2.0 * static_cast<double>(layers));
+  for (auto& p : m.named_parameters()) {
+    const auto& name = p.key();
+    auto& t = p.value();
+    if (t.dim() >= 2) {
+      const bool residual = name.find("o_proj") != std::string::npos || name.find("down_proj") != std::string::npos;
+      t.normal_(0, residual ? out_std : 0.02);
+    } else if (name.find("norm") != std::string::npos) {
+      t.fill_(1.0);
+    } else {
+      t.zero_();
+    }
+  }
+}
+
+class LmLearner final : public DevSelectedLearner {
+ public:
+  LmLearner(std::vector<Seq> train, std::vector<Seq> dev, const models::LlamaConfig& cfg, const LmOptions& o)
+      : DevSelectedLearner(o.fit, {"dev_loss"}), o_(o), tr_(std::move(train)), dv_(std::move(dev)) {
+    device_ = models::to_torch(o.fit.device);
+    torch::manual_seed(o.fit.seed);
+    model_ = std::make_shared<models::Llama>(cfg, device_, torch::kFloat32);
+    init_weights(model_->module(), o.layers);
+    model_->module().to(device_);
+    std::vector<torch::Tensor> decay, no_decay;
+    for (auto& p : model_->module().parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
+    for (const auto& p : model_->module().parameters()) params_ += static_cast<std::size_t>(p.numel());
+    std::vector<torch::optim::OptimizerParamGroup> groups;
+    groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(
+                                   torch::optim::AdamWOptions(o.fit.lr).betas({0.9, 0.95}).weight_decay(o.weight_decay)));
+    groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(
+                                      torch::optim::AdamWOptions(o.fit.lr).betas({0.9, 0.95}).weight_decay(0.0)));
+    optimizer_ = std::make_unique<torch::optim::AdamW>(std::move(groups), torch::optim::AdamWOptions(o.fit.lr));
+    sig_ = {{"tokenizer", o.tokenizer.string()}, {"hidden", o.hidden}, {"layers", o.layers}, {"heads", o.heads},
+            {"kv_heads", o.kv_heads}, {"intermediate", o.intermediate}, {"max_positions", o.max_positions},
+            {"seq_len", o.seq_len}, {"rope_theta", o.rope_theta}, {"weight_decay", o.weight_decay},
+            {"dev_fraction", o.dev_fraction}, {"epochs", o.fit.epochs}, {"batch_size", o.fit.batch_size},
+            {"micro_batch", o.fit.micro_batch}, {"lr", o.fit.lr}, {"warmup", o.fit.warmup}, {"clip", o.fit.clip},
+            {"seed", o.fit.seed}, {"train_sequences", tr_.size()}};
+  }
+
+  std::string name() const override { return "lm"; }
+  std::size_t size() const override { return tr_.size(); }
+  std::vector<std::size_t> order(std::size_t epoch) const override { return epoch_order(o_.fit.seed, "lm-epoch-", epoch, tr_.size()); }
+  std::vector<torch::Tensor> parameters() override { return model_->module().parameters(); }
+  torch::optim::Optimizer& optimizer() override { return *optimizer_; }
+  void train_mode(bool on) override { model_->module().train(on); }
+
+  torch::Tensor loss(const MicroBatch& mb) override {
+    std::vector<const Seq*> rows;
+    for (auto i : mb.items) rows.push_back(&tr_[i]);
+    return batch_loss(rows);
+  }
+
+  std::optional<DevValue> dev() override {
+    if (dv_.empty()) return std::nullopt;
+    torch::NoGradGuard ng;
+    double sum = 0;
+    std::size_t n = 0;
+    for (std::size_t lo = 0; lo < dv_.size(); lo += 8) {
+      std::vector<const Seq*> rows;
+      for (std::size_t i = lo; i < std::min(dv_.size(), lo + 8); ++i) rows.push_back(&dv_[i]);
+      sum += batch_loss(rows).item<double>() * static_cast<double>(rows.size());
+      n += rows.size();
+    }
+    const double loss = sum / static_cast<double>(n);
+    char line[96];
+    std::snprintf(line, sizeof line, " dev loss %.4f (perplexity %.1f)", loss, std::exp(loss));
+    return DevValue{-loss, {{"dev_loss", loss}}, line};
+  }
+  nlohmann::json signature() const override { return sig_; }
+
+  void save(const fs::path& dir, const FitState& st) override {
+    model_->save(dir);
+    models::write_json_file(dir / "attune_train.json", metadata(st, st.step));
+  }
+  void load(const fs::path& dir) override { models::load_module(model_->module(), models::WeightSet::open(dir)); }
+  void save_kept(const FitState& st) override {
+    const auto& out = o_.fit.out;
+    save(out, st);
+    // The tokenizer beside the weights, and how to generate: a Hugging Face folder.
+    for (const char* f : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"})
+      if (fs::exists(o_.tokenizer / f)) write_file_atomic(out / f, read_file(o_.tokenizer / f));
+    const auto& c = model_->config();
+    nlohmann::json gen = {{"bos_token_id", c.bos_id}, {"eos_token_id", c.eos_ids.at(0)}, {"max_length", c.max_positions},
+                          {"do_sample", false}};
+    models::write_json_file(out / "generation_config.json", gen);
+  }
+
+  std::size_t parameter_count() const { return params_; }
+
+ private:
+  std::size_t dev_size() const override { return dv_.size(); }
+
+  // Mean next-token cross-entropy of rows of seq_len + 1 tokens.
+  torch::Tensor batch_loss(const std::vector<const Seq*>& rows) {
+    const auto B = static_cast<std::int64_t>(rows.size()), T = static_cast<std::int64_t>(o_.seq_len + 1);
+    auto ids = torch::empty({B, T}, torch::kInt64);
+    auto a = ids.accessor<std::int64_t, 2>();
+    for (std::int64_t b = 0; b < B; ++b)
+      for (std::int64_t t = 0; t < T; ++t) a[b][t] = (*rows[static_cast<std::size_t>(b)])[static_cast<std::size_t>(t)];
+    ids = ids.to(device_);
+    auto logits = model_->forward_train(ids.narrow(1, 0, T - 1));
+    auto target = ids.narrow(1, 1, T - 1);
+    return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), target.reshape({-1}));
+  }
+
+  const LmOptions& o_;
+  std::vector<Seq> tr_, dv_;
+  torch::Device device_{torch::kCPU};
+  std::shared_ptr<models::Llama> model_;
+  std::unique_ptr<torch::optim::AdamW> optimizer_;
+  nlohmann::json sig_;
+  std::size_t params_ = 0;
+};
+
+}  // namespace
+
+void prepare_lm_out(const LmOptions& o) { prepare_out(o.fit); }
+
+LmResult train_lm(const std::vector<std::string>& texts, const LmOptions& o) {
+  o.validate();
+  const auto tok = text::SubwordTokenizer::load(o.tokenizer);
+  const auto bos = tok->bos_id(), eos = tok->eos_id();
+  if (!bos || !eos)
+    throw FieldError<UsageError>("tokenizer", o.tokenizer.string() + ": the tokenizer names no " + (bos ? "EOS" : "BOS") +
+                                                  " token (a language model's texts start with BOS and end with EOS)");
+  // Tokenize (in parallel), split train / dev by a hash of the text, pack.
+  std::vector<std::vector<std::int32_t>> ids(texts.size());
+  parallel_for(texts.size(), 0, [&](std::size_t i) { ids[i] = tok->encode(texts[i], false).ids; });
+  const auto cut = static_cast<std::uint64_t>(o.dev_fraction * 1e6);
+  std::vector<std::int32_t> tr_stream, dv_stream;
+  for (std::size_t i = 0; i < texts.size(); ++i) {
+    if (ids[i].empty()) continue;
+    auto& s = derive_seed(0, texts[i]) % 1000000 < cut ? dv_stream : tr_stream;
+    s.push_back(*bos);
+    s.insert(s.end(), ids[i].begin(), ids[i].end());
+    s.push_back(*eos);
+  }
+  const std::size_t T = o.seq_len + 1;
+  const auto pack = [T](const std::vector<std::int32_t>& s) {
+    std::vector<Seq> out;
+    for (std::size_t at = 0; at + T <= s.size(); at += T) out.emplace_back(s.begin() + static_cast<std::ptrdiff_t>(at), s.begin() + static_cast<std::ptrdiff_t>(at + T));
+    return out;
+  };
+  auto train = pack(tr_stream), dev = pack(dv_stream);
+  if (dev.size() > 256) dev.resize(256);  // dev loss on at most 256 sequences
+  if (train.empty())
+    throw Error("train-lm: the texts give no training sequence of " + std::to_string(T) + " tokens (" +
+                std::to_string(tr_stream.size()) + " tokens in all): give more text or a shorter --seq-len");
+  if (!o.fit.quiet)
+    std::fprintf(stderr, "train-lm: %zu texts -> %zu training sequences of %zu tokens (%zu tokens), %zu dev sequences\n",
+                 texts.size(), train.size(), o.seq_len, train.size() * o.seq_len, dev.size());
+  prepare_out(o.fit);
+
+  models::LlamaConfig cfg;
+  cfg.vocab_size = static_cast<std::int64_t>(tok->vocab_size());
+  cfg.hidden_size = static_cast<std::int64_t>(o.hidden);
+  cfg.intermediate_size = static_cast<std::int64_t>(o.intermediate);
+  cfg.num_layers = static_cast<std::int64_t>(o.layers);
+  cfg.num_heads = static_cast<std::int64_t>(o.heads);
+  cfg.num_kv_heads = static_cast<std::int64_t>(o.kv_heads);
+  cfg.head_dim = cfg.hidden_size / cfg.num_heads;
+  cfg.max_positions = static_cast<std::int64_t>(o.max_positions);
+  cfg.rms_eps = 1e-5;
+  cfg.rope_theta = o.rope_theta;
+  cfg.tie_embeddings = true;
+  cfg.eos_ids = {*eos};
+  cfg.bos_id = *bos;
+
+  LmResult res;
+  res.train_sequences = train.size();
+  res.dev_sequences = dev.size();
+  res.train_tokens = train.size() * o.seq_len;
+  LmLearner learner(std::move(train), std::move(dev), cfg, o);
+  res.parameters = learner.parameter_count();
+  if (!o.fit.quiet) std::fprintf(stderr, "train-lm: %zu parameters\n", res.parameters);
+  const auto f = fit(learner, o.fit);
+  res.steps_done = f.steps_done;
+  res.total_steps = f.state.total_steps;
+  res.best_epoch = f.state.best_epoch;
+  res.losses = f.losses;
+  res.seconds = f.seconds;
+  res.init_dev_loss = learner.initial("dev_loss");
+  res.dev_loss = res.best_epoch ? f.state.epochs[res.best_epoch - 1].dev_value("dev_loss") : res.init_dev_loss;
+  const double steps_here = static_cast<double>(f.losses.size());
+  if (f.seconds > 0) res.tokens_per_second = steps_here * static_cast<double>(o.fit.batch_size * o.seq_len) / f.seconds;
+  return res;
+}
+
+}  // namespace attune::train

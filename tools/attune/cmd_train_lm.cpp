@@ -1,0 +1,87 @@
+// attune train-lm: a Llama-architecture language model trained from scratch on JSONL or
+// text files (train/lm.h), written as a Hugging Face folder that `local:DIR` loads.
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "attune/core/error.h"
+#include "attune/core/progress.h"
+#include "attune/train/lm.h"
+#include "cmd_neural.h"
+#include "common.h"
+
+namespace fs = std::filesystem;
+
+namespace attune::cli {
+
+void add_train_lm(CLI::App& app, int& rc) {
+  auto* cmd = app.add_subcommand("train-lm",
+                                 "pretrain a small Llama-architecture language model from scratch on JSONL or text files "
+                                 "(next-token loss on packed sequences); writes a Hugging Face folder for local:DIR");
+  auto o = std::make_shared<train::LmOptions>();
+  auto inputs = std::make_shared<std::vector<std::string>>();
+  auto fields = std::make_shared<std::string>("subject,text,title,description,question,answer");
+  auto out = std::make_shared<std::string>();
+  auto tokenizer = std::make_shared<std::string>();
+  auto max_texts = std::make_shared<std::size_t>(0);
+  cmd->add_option("--input", *inputs, "a training file (repeatable): .jsonl/.ndjson (its --fields are texts) or one text a line")
+      ->required();
+  cmd->add_option("--fields", *fields, "JSONL: the string fields that are texts")->capture_default_str();
+  cmd->add_option("--tokenizer", *tokenizer, "the tokenizer folder (attune train-tokenizer), with BOS and EOS tokens")->required();
+  cmd->add_option("--out", *out, "the model folder to write")->required();
+  cmd->add_option("--max-texts", *max_texts, "read at most this many texts (0 = all), in the order of --input")->capture_default_str();
+  cmd->add_option("--hidden", o->hidden, "hidden size")->capture_default_str();
+  cmd->add_option("--layers", o->layers, "decoder layers")->capture_default_str();
+  cmd->add_option("--heads", o->heads, "attention heads (must divide --hidden)")->capture_default_str();
+  cmd->add_option("--kv-heads", o->kv_heads, "key/value heads (grouped-query attention; must divide --heads)")->capture_default_str();
+  cmd->add_option("--intermediate", o->intermediate, "SwiGLU feed-forward size")->capture_default_str();
+  cmd->add_option("--max-positions", o->max_positions, "the model's context (max_position_embeddings)")->capture_default_str();
+  cmd->add_option("--seq-len", o->seq_len, "tokens per training sequence (at most --max-positions)")->capture_default_str();
+  cmd->add_option("--epochs", o->fit.epochs, "passes over the packed sequences")->capture_default_str();
+  cmd->add_option("--batch-size", o->fit.batch_size, "sequences per optimiser step")->capture_default_str();
+  cmd->add_option("--micro-batch", o->fit.micro_batch, "sequences per forward/backward")->capture_default_str();
+  cmd->add_option("--lr", o->fit.lr, "AdamW peak learning rate (warmup, then linear decay)")->capture_default_str();
+  cmd->add_option("--warmup", o->fit.warmup, "warmup, as a fraction of all steps")->capture_default_str();
+  cmd->add_option("--weight-decay", o->weight_decay, "AdamW weight decay on matrices")->capture_default_str();
+  cmd->add_option("--dev-fraction", o->dev_fraction, "share of texts held out for dev loss (by a hash of the text)")
+      ->capture_default_str();
+  cmd->add_option("--seed", o->fit.seed, "seed for the initialisation and the order of sequences")->capture_default_str();
+  cmd->add_option_function<std::string>(
+         "--device", [o](const std::string& v) { o->fit.device = Device::parse(v); }, "cpu, cuda, cuda:N or auto")
+      ->default_str("cpu");
+  cmd->add_option("--checkpoint-every", o->fit.checkpoint_every, "steps between checkpoints in OUT/checkpoint (0 = epoch ends)")
+      ->capture_default_str();
+  cmd->add_flag("--resume", o->fit.resume, "continue the run in --out from its last checkpoint (same options and inputs)");
+  cmd->add_option("--log-every", o->fit.log_every, "steps between progress lines")->capture_default_str();
+  cmd->add_flag("--quiet", o->fit.quiet, "no progress on stderr");
+  cmd->callback([=, &rc] {
+    auto opts = *o;
+    opts.fit.out = *out;
+    opts.tokenizer = *tokenizer;
+    if (!fs::is_directory(opts.tokenizer)) throw UsageError("--tokenizer " + *tokenizer + ": no such folder");
+    for (const auto& in : *inputs)
+      if (!fs::is_regular_file(in)) throw UsageError("--input " + in + ": no such file");
+    opts.validate();
+    train::prepare_lm_out(opts);  // a bad --out or --resume fails before the texts are read
+    std::vector<std::string> texts;
+    std::size_t added = 0;
+    std::string described;
+    for (const auto& in : *inputs) {
+      const std::size_t before = added;
+      read_text_source(in, split_commas(*fields), *max_texts, [&](std::string_view t) { texts.emplace_back(t); }, added);
+      if (added == before) throw InputError(in, "", "", "no text in it (JSONL: no line has a non-empty string among --fields " + *fields + ")");
+      described += (described.empty() ? "" : " + ") + in + " (" + std::to_string(added - before) + " texts)";
+    }
+    opts.fit.data_description = described;
+    if (!opts.fit.quiet) std::fprintf(stderr, "train-lm: %s\n", described.c_str());
+    const auto res = train::train_lm(texts, opts);
+    if (res.steps_done == res.total_steps)
+      std::printf("trained a %zu-parameter language model on %zu tokens (%zu steps, %.1fs, %.0f tokens/s): kept epoch %zu, dev "
+                  "loss %.4f (start %.4f) -> %s\n",
+                  res.parameters, res.train_tokens, res.steps_done, res.seconds, res.tokens_per_second, res.best_epoch,
+                  res.dev_loss, res.init_dev_loss, out->c_str());
+    rc = 0;
+  });
+}
+
+}  // namespace attune::cli
