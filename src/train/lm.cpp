@@ -1,5 +1,6 @@
 // Language-model pretraining (train/lm.h) on the shared loop.
 #include "attune/train/lm.h"
+#include "attune/train/reader.h"
 
 #include <cmath>
 #include <cstdio>
@@ -30,7 +31,8 @@ void LmOptions::validate() const {
   const auto bad = [](const char* field, std::size_t v, const std::string& why) {
     throw FieldError<UsageError>(field, std::string(field) + " = " + std::to_string(v) + ": " + why);
   };
-  if (tokenizer.empty()) throw FieldError<UsageError>("tokenizer", "a language model needs a tokenizer folder (attune train-tokenizer)");
+  if (tokenizer.empty() && init.empty())
+    throw FieldError<UsageError>("tokenizer", "a language model needs a tokenizer folder (attune train-tokenizer)");
   if (hidden == 0 || layers == 0 || intermediate == 0) bad("hidden", hidden, "hidden, layers and intermediate must be positive");
   if (heads == 0 || hidden % heads) bad("heads", heads, "must divide hidden = " + std::to_string(hidden));
   if ((hidden / heads) % 2) bad("heads", heads, "hidden / heads must be even (RoPE rotates pairs)");
@@ -45,7 +47,12 @@ void LmOptions::validate() const {
 
 namespace {
 
-using Seq = std::vector<std::int32_t>;
+// A training sequence: its tokens, and the first position whose token is a target (1 for
+// pretraining: every next token; the first answer token for a reader example).
+struct Seq {
+  std::vector<std::int32_t> ids;
+  std::size_t target_from = 1;
+};
 
 // GPT-2 style: N(0, 0.02) for matrices, the residual outputs (o_proj, down_proj) scaled by
 // 1 / sqrt(2 layers), norms at 1.
@@ -68,13 +75,19 @@ void init_weights(torch::nn::Module& m, std::size_t layers) {
 
 class LmLearner final : public DevSelectedLearner {
  public:
-  LmLearner(std::vector<Seq> train, std::vector<Seq> dev, const models::LlamaConfig& cfg, const LmOptions& o)
-      : DevSelectedLearner(o.fit, {"dev_loss"}), o_(o), tr_(std::move(train)), dv_(std::move(dev)) {
+  LmLearner(std::vector<Seq> train, std::vector<Seq> dev, const models::LlamaConfig& cfg, const LmOptions& o,
+            const fs::path& tokenizer_dir, std::int32_t pad)
+      : DevSelectedLearner(o.fit, {"dev_loss"}), o_(o), tr_(std::move(train)), dv_(std::move(dev)), tokenizer_dir_(tokenizer_dir),
+        pad_(pad) {
     device_ = models::to_torch(o.fit.device);
     torch::manual_seed(o.fit.seed);
-    model_ = std::make_shared<models::Llama>(cfg, device_, torch::kFloat32);
-    init_weights(model_->module(), o.layers);
-    model_->module().to(device_);
+    if (o.init.empty()) {
+      model_ = std::make_shared<models::Llama>(cfg, device_, torch::kFloat32);
+      init_weights(model_->module(), o.layers);
+      model_->module().to(device_);
+    } else {
+      model_ = models::Llama::load(o.init, device_, torch::kFloat32);
+    }
     std::vector<torch::Tensor> decay, no_decay;
     for (auto& p : model_->module().parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
     for (const auto& p : model_->module().parameters()) params_ += static_cast<std::size_t>(p.numel());
@@ -84,7 +97,7 @@ class LmLearner final : public DevSelectedLearner {
     groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(
                                       torch::optim::AdamWOptions(o.fit.lr).betas({0.9, 0.95}).weight_decay(0.0)));
     optimizer_ = std::make_unique<torch::optim::AdamW>(std::move(groups), torch::optim::AdamWOptions(o.fit.lr));
-    sig_ = {{"tokenizer", o.tokenizer.string()}, {"hidden", o.hidden}, {"layers", o.layers}, {"heads", o.heads},
+    sig_ = {{"tokenizer", tokenizer_dir.string()}, {"init", o.init.string()}, {"hidden", o.hidden}, {"layers", o.layers}, {"heads", o.heads},
             {"kv_heads", o.kv_heads}, {"intermediate", o.intermediate}, {"max_positions", o.max_positions},
             {"seq_len", o.seq_len}, {"rope_theta", o.rope_theta}, {"weight_decay", o.weight_decay},
             {"dev_fraction", o.dev_fraction}, {"epochs", o.fit.epochs}, {"batch_size", o.fit.batch_size},
@@ -133,7 +146,7 @@ class LmLearner final : public DevSelectedLearner {
     save(out, st);
     // The tokenizer beside the weights, and how to generate: a Hugging Face folder.
     for (const char* f : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"})
-      if (fs::exists(o_.tokenizer / f)) write_file_atomic(out / f, read_file(o_.tokenizer / f));
+      if (fs::exists(tokenizer_dir_ / f)) write_file_atomic(out / f, read_file(tokenizer_dir_ / f));
     const auto& c = model_->config();
     nlohmann::json gen = {{"bos_token_id", c.bos_id}, {"eos_token_id", c.eos_ids.at(0)}, {"max_length", c.max_positions},
                           {"do_sample", false}};
@@ -145,21 +158,34 @@ class LmLearner final : public DevSelectedLearner {
  private:
   std::size_t dev_size() const override { return dv_.size(); }
 
-  // Mean next-token cross-entropy of rows of seq_len + 1 tokens.
+  // Mean next-token cross-entropy over the rows' target positions (rows right-padded: a
+  // causal model's real tokens never see the padding after them).
   torch::Tensor batch_loss(const std::vector<const Seq*>& rows) {
-    const auto B = static_cast<std::int64_t>(rows.size()), T = static_cast<std::int64_t>(o_.seq_len + 1);
-    auto ids = torch::empty({B, T}, torch::kInt64);
+    std::size_t longest = 0;
+    for (const auto* r : rows) longest = std::max(longest, r->ids.size());
+    const auto B = static_cast<std::int64_t>(rows.size()), T = static_cast<std::int64_t>(longest);
+    auto ids = torch::full({B, T}, static_cast<std::int64_t>(pad_), torch::kInt64);
+    auto use = torch::zeros({B, T - 1}, torch::kFloat32);
     auto a = ids.accessor<std::int64_t, 2>();
-    for (std::int64_t b = 0; b < B; ++b)
-      for (std::int64_t t = 0; t < T; ++t) a[b][t] = (*rows[static_cast<std::size_t>(b)])[static_cast<std::size_t>(t)];
+    auto u = use.accessor<float, 2>();
+    for (std::int64_t b = 0; b < B; ++b) {
+      const auto& r = *rows[static_cast<std::size_t>(b)];
+      for (std::size_t t = 0; t < r.ids.size(); ++t) a[b][static_cast<std::int64_t>(t)] = r.ids[t];
+      for (std::size_t t = std::max<std::size_t>(r.target_from, 1); t < r.ids.size(); ++t) u[b][static_cast<std::int64_t>(t) - 1] = 1;
+    }
     ids = ids.to(device_);
+    use = use.to(device_);
     auto logits = model_->forward_train(ids.narrow(1, 0, T - 1));
     auto target = ids.narrow(1, 1, T - 1);
-    return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), target.reshape({-1}));
+    auto per = torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), target.reshape({-1}),
+                                                    torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
+    return (per * use.reshape({-1})).sum() / use.sum().clamp_min(1);
   }
 
   const LmOptions& o_;
   std::vector<Seq> tr_, dv_;
+  fs::path tokenizer_dir_;
+  std::int32_t pad_ = 0;
   torch::Device device_{torch::kCPU};
   std::shared_ptr<models::Llama> model_;
   std::unique_ptr<torch::optim::AdamW> optimizer_;
@@ -193,7 +219,8 @@ LmResult train_lm(const std::vector<std::string>& texts, const LmOptions& o) {
   const std::size_t T = o.seq_len + 1;
   const auto pack = [T](const std::vector<std::int32_t>& s) {
     std::vector<Seq> out;
-    for (std::size_t at = 0; at + T <= s.size(); at += T) out.emplace_back(s.begin() + static_cast<std::ptrdiff_t>(at), s.begin() + static_cast<std::ptrdiff_t>(at + T));
+    for (std::size_t at = 0; at + T <= s.size(); at += T)
+      out.push_back({std::vector<std::int32_t>(s.begin() + static_cast<std::ptrdiff_t>(at), s.begin() + static_cast<std::ptrdiff_t>(at + T)), 1});
     return out;
   };
   auto train = pack(tr_stream), dev = pack(dv_stream);
@@ -225,7 +252,8 @@ LmResult train_lm(const std::vector<std::string>& texts, const LmOptions& o) {
   res.train_sequences = train.size();
   res.dev_sequences = dev.size();
   res.train_tokens = train.size() * o.seq_len;
-  LmLearner learner(std::move(train), std::move(dev), cfg, o);
+  if (!o.init.empty()) throw FieldError<UsageError>("init", "pretraining starts from random weights: init must be empty (train_reader fine-tunes)");
+  LmLearner learner(std::move(train), std::move(dev), cfg, o, o.tokenizer, tok->pad_id().value_or(*eos));
   res.parameters = learner.parameter_count();
   if (!o.fit.quiet) std::fprintf(stderr, "train-lm: %zu parameters\n", res.parameters);
   const auto f = fit(learner, o.fit);
@@ -238,6 +266,64 @@ LmResult train_lm(const std::vector<std::string>& texts, const LmOptions& o) {
   res.dev_loss = res.best_epoch ? f.state.epochs[res.best_epoch - 1].dev_value("dev_loss") : res.init_dev_loss;
   const double steps_here = static_cast<double>(f.losses.size());
   if (f.seconds > 0) res.tokens_per_second = steps_here * static_cast<double>(o.fit.batch_size * o.seq_len) / f.seconds;
+  return res;
+}
+
+LmResult train_reader(const std::vector<ReaderExample>& examples, const LmOptions& o_in) {
+  LmOptions o = o_in;
+  if (o.init.empty()) throw FieldError<UsageError>("init", "reader fine-tuning needs the language model to start from (--init DIR)");
+  o.tokenizer = o.init;
+  o.validate();
+  const auto tok = text::SubwordTokenizer::load(o.init);
+  const auto bos = tok->bos_id(), eos = tok->eos_id();
+  if (!bos || !eos) throw FieldError<UsageError>("init", o.init.string() + ": its tokenizer names no BOS or EOS token");
+  const auto file = models::ConfigFile::load(o.init);
+  const auto cfg = models::LlamaConfig::from(file);
+  const std::size_t context = static_cast<std::size_t>(cfg.max_positions);
+  std::vector<Seq> seqs(examples.size());
+  parallel_for(examples.size(), 0, [&](std::size_t i) {
+    auto p = tok->encode(examples[i].prompt, true).ids;
+    if (p.empty() || p.front() != *bos) p.insert(p.begin(), *bos);
+    const auto t = tok->encode(examples[i].target, false).ids;
+    Seq s;
+    s.target_from = p.size();
+    s.ids = std::move(p);
+    s.ids.insert(s.ids.end(), t.begin(), t.end());
+    s.ids.push_back(*eos);
+    seqs[i] = std::move(s);
+  });
+  const auto cut = static_cast<std::uint64_t>(o.dev_fraction * 1e6);
+  std::vector<Seq> train, dev;
+  LmResult res;
+  for (std::size_t i = 0; i < examples.size(); ++i) {
+    if (seqs[i].ids.size() > context) {
+      ++res.too_long;
+      continue;
+    }
+    (derive_seed(0, examples[i].id) % 1000000 < cut ? dev : train).push_back(std::move(seqs[i]));
+  }
+  if (dev.size() > 256) dev.resize(256);
+  if (train.empty()) throw Error("train-lm: no reader example fits the model's context of " + std::to_string(context) + " tokens");
+  res.train_sequences = train.size();
+  res.dev_sequences = dev.size();
+  for (const auto& s : train) res.train_tokens += s.ids.size();
+  if (!o.fit.quiet)
+    std::fprintf(stderr, "train-lm: %zu reader examples (%zu tokens), %zu dev, %zu left out as longer than %zu tokens\n",
+                 train.size(), res.train_tokens, dev.size(), res.too_long, context);
+  prepare_out(o.fit);
+  LmLearner learner(std::move(train), std::move(dev), cfg, o, o.init, tok->pad_id().value_or(*eos));
+  res.parameters = learner.parameter_count();
+  const auto f = fit(learner, o.fit);
+  res.steps_done = f.steps_done;
+  res.total_steps = f.state.total_steps;
+  res.best_epoch = f.state.best_epoch;
+  res.losses = f.losses;
+  res.seconds = f.seconds;
+  res.init_dev_loss = learner.initial("dev_loss");
+  res.dev_loss = res.best_epoch ? f.state.epochs[res.best_epoch - 1].dev_value("dev_loss") : res.init_dev_loss;
+  if (f.seconds > 0 && res.total_steps)
+    res.tokens_per_second = static_cast<double>(res.train_tokens) * static_cast<double>(o.fit.epochs) *
+                            (static_cast<double>(f.losses.size()) / static_cast<double>(res.total_steps)) / f.seconds;
   return res;
 }
 

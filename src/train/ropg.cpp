@@ -84,8 +84,8 @@ struct Model {
   // InitialPrior::Learned: score += (w0 + kPriorStep theta) z (prior_start = w0; theta a
   // parameter at 0 to begin with). kPriorStep 1: Adam moves w by about lr a step. At 10
   // (planted:first, commit_subject, 2,500 queries) KD pulled w from 1 to 0.2 in two epochs as
-  // the encoder fitted the training queries, and dev fell after epoch 2; at 1 (w 1 -> 0.83,
-  // with w0 exp(theta)) dev rose every epoch.
+  // the encoder fitted the training queries, and dev fell after epoch 2; at 1 w went from 1
+  // to 0.80 and dev rose every epoch (docs/RESULTS.md).
   static constexpr double kPriorStep = 1;
   bool prior = false;
   double prior_start = 0;

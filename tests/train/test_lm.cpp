@@ -5,13 +5,17 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 
 #include "attune/core/error.h"
 #include "attune/core/file.h"
 #include "attune/models/local_lm.h"
 #include "attune/models/weights.h"
 #include "attune/text/bpe_trainer.h"
+#include "attune/text/subword.h"
+#include "attune/tasks/task.h"
 #include "attune/train/lm.h"
+#include "attune/train/reader.h"
 #include "tiny_bert.h"
 
 namespace attune::train {
@@ -122,6 +126,77 @@ TEST_F(Lm, BadOptionsAndTooLittleTextAreRefused) {
   o.tokenizer = "";
   EXPECT_THROW(o.validate(), UsageError);
   EXPECT_THROW(train_lm({"too short"}, tiny("short")), Error);
+}
+
+// Commit histories as in ../shared/data/text/commits.jsonl: two authors, each subject
+// "<area>: <verb> <thing>" in a personal style.
+std::vector<Commit> histories() {
+  std::vector<Commit> c;
+  const char* things[] = {"parser", "cache", "buffer", "stream", "socket", "index"};
+  for (int i = 0; i < 60; ++i) {
+    const bool alice = i % 2 == 0;
+    const std::string thing = things[i % 6];
+    char date[16];
+    std::snprintf(date, sizeof date, "2020-01-%02d", 1 + i / 2);
+    c.push_back({"c" + std::to_string(i), "r", alice ? "alice" : "bob", date,
+                 (alice ? "net: fix the " : "core: rework ") + thing, "the " + thing + " was wrong when the input was empty"});
+  }
+  return c;
+}
+
+TEST_F(Lm, ReaderExamplesAreTheTasksPromptsOverEarlierCommitsOfTheSameAuthor) {
+  auto task = tasks::make_task("commit_subject");
+  const auto tok = text::SubwordTokenizer::load(root_ / "tok");
+  CommitReaderOptions ro;
+  ro.seed = 3;
+  const auto ex = commit_reader_examples(histories(), *task, *tok, ro);
+  // Each author's first day has no strictly earlier commit: 60 commits, 2 without history.
+  ASSERT_EQ(ex.size(), 58u);
+  std::map<std::string, int> modes;
+  for (const auto& e : ex) {
+    ++modes[e.mode.substr(0, e.mode.find('@'))];
+    EXPECT_EQ(e.target.front(), '\n');
+    const bool alice = std::stoi(e.id.substr(1)) % 2 == 0;
+    // Only the author's own subjects reach the prompt.
+    EXPECT_EQ(e.prompt.find(alice ? "core: rework" : "net: fix the"), std::string::npos) << e.prompt;
+    if (e.mode != "none") {
+      EXPECT_NE(e.prompt.find(alice ? "net: fix the" : "core: rework"), std::string::npos) << e.mode << " " << e.prompt;
+    }
+    EXPECT_NE(e.prompt.find("Generate a subject line for the following commit description: the "), std::string::npos);
+  }
+  for (const char* m : {"none", "bm25", "random", "recency"}) EXPECT_GT(modes[m], 3) << m;
+  // Deterministic for a seed.
+  EXPECT_EQ(commit_reader_examples(histories(), *task, *tok, ro)[7].prompt, ex[7].prompt);
+  EXPECT_THROW(commit_reader_examples(histories(), *tasks::make_task("commit_area"), *tok, ro), UsageError);
+}
+
+TEST_F(Lm, AReaderFineTunedFromAPretrainedModelLearnsTheAnswersAndLeavesThePromptUntrained) {
+  auto pre = tiny("pre");
+  pre.max_positions = 256;
+  pre.fit.epochs = 1;
+  train_lm(corpus(200), pre);
+  auto task = tasks::make_task("commit_subject");
+  const auto tok = text::SubwordTokenizer::load(pre.fit.out);
+  CommitReaderOptions ro;
+  ro.prompt_max_length = 128;
+  auto ex = commit_reader_examples(histories(), *task, *tok, ro);
+  LmOptions o = tiny("reader");
+  o.init = pre.fit.out;
+  o.fit.epochs = 6;
+  o.dev_fraction = 0.2;
+  const auto res = train_reader(ex, o);
+  EXPECT_GT(res.train_sequences, 30u);
+  EXPECT_LT(res.dev_loss, res.init_dev_loss - 1.0) << res.init_dev_loss << " -> " << res.dev_loss;
+  // The author's style: after alice's prompt, her subject beats bob's.
+  auto lm = models::LocalModel::load(o.fit.out);
+  const auto& e = ex[10];  // an alice commit (even id)
+  ASSERT_EQ(std::stoi(e.id.substr(1)) % 2, 0);
+  const std::string thing = e.target.substr(e.target.rfind(' ') + 1);
+  const std::vector<llm::ScoreRequest> reqs = {{e.prompt, "\nnet: fix the " + thing}, {e.prompt, "\ncore: rework " + thing}};
+  const auto s = lm->score(reqs);
+  EXPECT_GT(s[0], s[1]) << s[0] << " vs " << s[1];
+  LmOptions none = tiny("none");
+  EXPECT_THROW(train_reader(ex, none), UsageError);  // no --init
 }
 
 }  // namespace

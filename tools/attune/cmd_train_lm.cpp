@@ -2,11 +2,15 @@
 // text files (train/lm.h), written as a Hugging Face folder that `local:DIR` loads.
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "attune/core/error.h"
 #include "attune/core/progress.h"
+#include "attune/tasks/task.h"
+#include "attune/text/subword.h"
 #include "attune/train/lm.h"
+#include "attune/train/reader.h"
 #include "cmd_neural.h"
 #include "common.h"
 
@@ -24,10 +28,23 @@ void add_train_lm(CLI::App& app, int& rc) {
   auto out = std::make_shared<std::string>();
   auto tokenizer = std::make_shared<std::string>();
   auto max_texts = std::make_shared<std::size_t>(0);
+  auto stage = std::make_shared<std::string>("pretrain");
+  auto init = std::make_shared<std::string>();
+  auto reader_k = std::make_shared<std::string>("1,2,4");
+  auto prompt_max = std::make_shared<std::size_t>(384);
   cmd->add_option("--input", *inputs, "a training file (repeatable): .jsonl/.ndjson (its --fields are texts) or one text a line")
       ->required();
   cmd->add_option("--fields", *fields, "JSONL: the string fields that are texts")->capture_default_str();
-  cmd->add_option("--tokenizer", *tokenizer, "the tokenizer folder (attune train-tokenizer), with BOS and EOS tokens")->required();
+  cmd->add_option("--stage", *stage,
+                  "pretrain = next-token pretraining on texts from scratch; reader = fine-tune --init as a retrieval-augmented "
+                  "reader on commit histories (--input: JSONL commits with repo, author, date, subject, text)")
+      ->check(CLI::IsMember({"pretrain", "reader"}))
+      ->capture_default_str();
+  cmd->add_option("--tokenizer", *tokenizer, "pretrain: the tokenizer folder (attune train-tokenizer), with BOS and EOS tokens");
+  cmd->add_option("--init", *init, "reader: the language-model folder to fine-tune (its architecture and tokenizer are kept)");
+  cmd->add_option("--reader-k", *reader_k, "reader: documents per prompt to draw from (with none, BM25, random and recency)")
+      ->capture_default_str();
+  cmd->add_option("--prompt-max-length", *prompt_max, "reader: the prompt budget in the model's tokenizer")->capture_default_str();
   cmd->add_option("--out", *out, "the model folder to write")->required();
   cmd->add_option("--max-texts", *max_texts, "read at most this many texts (0 = all), in the order of --input")->capture_default_str();
   cmd->add_option("--hidden", o->hidden, "hidden size")->capture_default_str();
@@ -57,10 +74,65 @@ void add_train_lm(CLI::App& app, int& rc) {
   cmd->callback([=, &rc] {
     auto opts = *o;
     opts.fit.out = *out;
-    opts.tokenizer = *tokenizer;
-    if (!fs::is_directory(opts.tokenizer)) throw UsageError("--tokenizer " + *tokenizer + ": no such folder");
     for (const auto& in : *inputs)
       if (!fs::is_regular_file(in)) throw UsageError("--input " + in + ": no such file");
+    if (*stage == "reader") {
+      if (init->empty()) throw UsageError("--stage reader needs --init LM_DIR: the language model to fine-tune (attune train-lm)");
+      if (!tokenizer->empty()) throw UsageError("--stage reader takes the tokenizer of --init; leave out --tokenizer");
+      if (!fs::is_directory(*init)) throw UsageError("--init " + *init + ": no such folder");
+      opts.init = *init;
+      opts.tokenizer = *init;
+      opts.validate();
+      train::prepare_lm_out(opts);
+      std::vector<train::Commit> commits;
+      for (const auto& in : *inputs) {
+        std::ifstream f(in);
+        std::string line;
+        std::size_t lineno = 0;
+        while (std::getline(f, line)) {
+          ++lineno;
+          if (line.empty()) continue;
+          const auto j = nlohmann::json::parse(line, nullptr, false);
+          const auto field = [&](const char* k) {
+            if (!j.is_object() || !j.contains(k) || !j[k].is_string())
+              throw InputError(in, "line " + std::to_string(lineno), k, "a commit needs string fields repo, author, date, subject and text");
+            return j[k].get<std::string>();
+          };
+          commits.push_back({field("id"), field("repo"), field("author"), field("date"), field("subject"), field("text")});
+        }
+      }
+      auto task = tasks::make_task("commit_subject");
+      const auto tok = text::SubwordTokenizer::load(opts.init);
+      train::CommitReaderOptions ro;
+      ro.prompt_max_length = *prompt_max;
+      ro.seed = opts.fit.seed;
+      ro.limit = *max_texts;
+      ro.ks.clear();
+      for (const auto& k : split_commas(*reader_k)) {
+        std::size_t v = 0, used = 0;
+        try {
+          v = std::stoul(k, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used != k.size() || k.empty() || v == 0) throw UsageError("--reader-k " + *reader_k + ": expected positive whole numbers, e.g. 1,2,4");
+        ro.ks.push_back(v);
+      }
+      const auto examples = train::commit_reader_examples(commits, *task, *tok, ro);
+      opts.fit.data_description = "reader examples from " + std::to_string(commits.size()) + " commits (" +
+                                  std::to_string(examples.size()) + " queries with a history)";
+      if (!opts.fit.quiet) std::fprintf(stderr, "train-lm: %s\n", opts.fit.data_description.c_str());
+      const auto res = train::train_reader(examples, opts);
+      if (res.steps_done == res.total_steps)
+        std::printf("fine-tuned a reader on %zu examples (%zu steps, %.1fs): kept epoch %zu, dev answer loss %.4f (start %.4f) -> %s\n",
+                    res.train_sequences, res.steps_done, res.seconds, res.best_epoch, res.dev_loss, res.init_dev_loss, out->c_str());
+      rc = 0;
+      return;
+    }
+    if (!init->empty()) throw UsageError("--init applies to --stage reader (pretraining starts from random weights)");
+    if (tokenizer->empty()) throw UsageError("--stage pretrain needs --tokenizer DIR (attune train-tokenizer)");
+    opts.tokenizer = *tokenizer;
+    if (!fs::is_directory(opts.tokenizer)) throw UsageError("--tokenizer " + *tokenizer + ": no such folder");
     opts.validate();
     train::prepare_lm_out(opts);  // a bad --out or --resume fails before the texts are read
     std::vector<std::string> texts;

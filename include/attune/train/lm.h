@@ -16,6 +16,9 @@ namespace attune::train {
 
 struct LmOptions {
   std::filesystem::path tokenizer;  // a tokenizer folder (attune train-tokenizer) with BOS and EOS
+  // A language-model folder to start from (train_reader: required; its architecture and
+  // tokenizer replace the fields below and `tokenizer`). Empty: random initialisation.
+  std::filesystem::path init;
   // The decoder: ~5.3M parameters with an 8k vocabulary (embeddings tied to the output).
   std::size_t hidden = 256, layers = 4, heads = 4, kv_heads = 4, intermediate = 688;
   std::size_t max_positions = 512;  // the model's context (config.json max_position_embeddings)
@@ -49,6 +52,7 @@ struct LmResult {
   std::vector<double> losses;              // per step of this process
   double seconds = 0, tokens_per_second = 0;
   std::size_t parameters = 0;
+  std::size_t too_long = 0;                // train_reader: examples left out, longer than the context
 };
 
 // Trains on `texts` (each becomes BOS + its tokens + EOS; all of them concatenated and cut
@@ -60,5 +64,13 @@ struct LmResult {
 void prepare_lm_out(const LmOptions& o);
 
 LmResult train_lm(const std::vector<std::string>& texts, const LmOptions& o);
+
+// Stage 2: fine-tunes the language model in o.init as a reader on retrieval-augmented
+// examples (train/reader.h): each is BOS + prompt + target + EOS, the loss on the target's
+// tokens and EOS only. Examples longer than the model's context are left out (counted in
+// the result); dev examples by a hash of their id (o.dev_fraction). The output folder is a
+// language-model folder like train_lm's.
+struct ReaderExample;
+LmResult train_reader(const std::vector<ReaderExample>& examples, const LmOptions& o);
 
 }  // namespace attune::train
