@@ -193,6 +193,22 @@ class LmLearner final : public DevSelectedLearner {
   std::size_t params_ = 0;
 };
 
+// Runs the loop and fills `res` from it: steps, the kept epoch, dev losses (start, kept) and
+// this process's rate in training tokens a second (res.train_tokens: one epoch's).
+void run_and_fill(LmLearner& learner, const LmOptions& o, LmResult& res) {
+  const auto f = fit(learner, o.fit);
+  res.steps_done = f.steps_done;
+  res.total_steps = f.state.total_steps;
+  res.best_epoch = f.state.best_epoch;
+  res.losses = f.losses;
+  res.seconds = f.seconds;
+  res.init_dev_loss = learner.initial("dev_loss");
+  res.dev_loss = res.best_epoch ? f.state.epochs[res.best_epoch - 1].dev_value("dev_loss") : res.init_dev_loss;
+  if (f.seconds > 0 && res.total_steps)
+    res.tokens_per_second = static_cast<double>(res.train_tokens) * static_cast<double>(o.fit.epochs) *
+                            (static_cast<double>(f.losses.size()) / static_cast<double>(res.total_steps)) / f.seconds;
+}
+
 }  // namespace
 
 void prepare_lm_out(const LmOptions& o) { prepare_out(o.fit); }
@@ -256,16 +272,7 @@ LmResult train_lm(const std::vector<std::string>& texts, const LmOptions& o) {
   LmLearner learner(std::move(train), std::move(dev), cfg, o, o.tokenizer, tok->pad_id().value_or(*eos));
   res.parameters = learner.parameter_count();
   if (!o.fit.quiet) std::fprintf(stderr, "train-lm: %zu parameters\n", res.parameters);
-  const auto f = fit(learner, o.fit);
-  res.steps_done = f.steps_done;
-  res.total_steps = f.state.total_steps;
-  res.best_epoch = f.state.best_epoch;
-  res.losses = f.losses;
-  res.seconds = f.seconds;
-  res.init_dev_loss = learner.initial("dev_loss");
-  res.dev_loss = res.best_epoch ? f.state.epochs[res.best_epoch - 1].dev_value("dev_loss") : res.init_dev_loss;
-  const double steps_here = static_cast<double>(f.losses.size());
-  if (f.seconds > 0) res.tokens_per_second = steps_here * static_cast<double>(o.fit.batch_size * o.seq_len) / f.seconds;
+  run_and_fill(learner, o, res);
   return res;
 }
 
@@ -313,17 +320,7 @@ LmResult train_reader(const std::vector<ReaderExample>& examples, const LmOption
   prepare_out(o.fit);
   LmLearner learner(std::move(train), std::move(dev), cfg, o, o.init, tok->pad_id().value_or(*eos));
   res.parameters = learner.parameter_count();
-  const auto f = fit(learner, o.fit);
-  res.steps_done = f.steps_done;
-  res.total_steps = f.state.total_steps;
-  res.best_epoch = f.state.best_epoch;
-  res.losses = f.losses;
-  res.seconds = f.seconds;
-  res.init_dev_loss = learner.initial("dev_loss");
-  res.dev_loss = res.best_epoch ? f.state.epochs[res.best_epoch - 1].dev_value("dev_loss") : res.init_dev_loss;
-  if (f.seconds > 0 && res.total_steps)
-    res.tokens_per_second = static_cast<double>(res.train_tokens) * static_cast<double>(o.fit.epochs) *
-                            (static_cast<double>(f.losses.size()) / static_cast<double>(res.total_steps)) / f.seconds;
+  run_and_fill(learner, o, res);
   return res;
 }
 
