@@ -46,7 +46,7 @@ const std::string kSample = std::string(ATTUNE_SOURCE_DIR) + "/data/sample";
 }  // namespace
 
 TEST_F(Cli, HelpForEveryVerb) {
-  for (std::string verb : {"", "rank", "eval", "metrics", "feedback", "import", "demo", "sample", "generate", "score", "pretrain-encoder", "train", "train-tokenizer"}) {
+  for (std::string verb : {"", "rank", "eval", "metrics", "feedback", "import", "demo", "sample", "generate", "score", "pretrain-encoder", "train", "train-tokenizer", "train-lm"}) {
     auto r = run(verb + " --help");
     EXPECT_EQ(r.rc, 0) << verb;
     EXPECT_NE(r.out.find("Usage"), std::string::npos) << verb;
@@ -287,6 +287,15 @@ TEST_F(Cli, TrainTokenizerWritesAFolderAndRefusesBadInput) {
   refused("train-tokenizer --input bad.jsonl --out x --quiet", 1, {"bad.jsonl", "line 2", "not a JSON object"});
   refused("train-tokenizer --input c.jsonl --out x --fields title --quiet", 1, {"c.jsonl", "no text", "--fields title"});
   EXPECT_FALSE(fs::exists(dir_ / "x"));
+  // train-lm's stages and their inputs, refused before any text is read.
+  refused("train-lm --input c.jsonl --out lm", 2, {"--tokenizer"});
+  refused("train-lm --input c.jsonl --out lm --tokenizer tok --init tok", 2, {"--init", "--stage reader"});
+  refused("train-lm --stage reader --input c.jsonl --out lm", 2, {"--init"});
+  refused("train-lm --stage reader --input c.jsonl --out lm --init tok --tokenizer tok", 2, {"--tokenizer"});
+  refused("train-lm --input c.jsonl --out lm --tokenizer tok --heads 3", 2, {"heads", "3"});
+  refused("train-lm --input c.jsonl --out lm --tokenizer tok --seq-len 600", 2, {"seq_len", "600"});
+  refused("train-lm --input c.jsonl --out lm --tokenizer nowhere", 2, {"nowhere", "no such folder"});
+  EXPECT_FALSE(fs::exists(dir_ / "lm"));
 }
 
 TEST_F(Cli, MetricsOnLiteralFiles) {
