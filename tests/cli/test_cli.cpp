@@ -108,6 +108,7 @@ TEST_F(Cli, NumbersAreDecimalFiniteAndBounded) {
   refused(train + "--method pearl --initial-prior none", {"--initial-prior", "pearl"});
   refused(train + "--method ropg-kd --init x --initial-prior fixed", {"fixed", "learned or none"});
   refused(train + "--method ropg-rl --init x --protocol dense --initial-prior learned", {"--initial-prior learned", "--protocol rerank"});
+  refused(train + "--method rspg-pre --init x --selector-input sideways", {"--selector-input", "sideways"});
   refused("eval --data " + kSample + " --task commit_subject --split dev --retrievers bm25 --llm reference --oracle 5000",
           {"oracle_depth", "5000"});
   refused("serve-llm --llm 'openai:http://127.0.0.1:1/v1#m'", {"proxy"});
@@ -295,6 +296,10 @@ TEST_F(Cli, TrainTokenizerWritesAFolderAndRefusesBadInput) {
   refused("train-lm --input c.jsonl --out lm --tokenizer tok --heads 3", 2, {"heads", "3"});
   refused("train-lm --input c.jsonl --out lm --tokenizer tok --seq-len 600", 2, {"seq_len", "600"});
   refused("train-lm --input c.jsonl --out lm --tokenizer nowhere", 2, {"nowhere", "no such folder"});
+  // --stage reader reads commits (repo, author, date, subject, text) and its --reader-k.
+  write("commits.jsonl", R"({"id": "a", "repo": "r", "author": "x", "date": "2020-01-01", "subject": "s", "text": "t"})" "\n");
+  refused("train-lm --stage reader --init tok --input c.jsonl --out lm --quiet", 1, {"c.jsonl", "line 1", "repo"});
+  refused("train-lm --stage reader --init tok --input commits.jsonl --out lm --reader-k 1,x --quiet", 2, {"--reader-k", "1,x"});
   EXPECT_FALSE(fs::exists(dir_ / "lm"));
 }
 
