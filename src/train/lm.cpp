@@ -287,6 +287,14 @@ LmResult train_reader(const std::vector<ReaderExample>& examples, const LmOption
   const auto file = models::ConfigFile::load(o.init);
   const auto cfg = models::LlamaConfig::from(file);
   const std::size_t context = static_cast<std::size_t>(cfg.max_positions);
+  // attune_train.json records the architecture fine-tuned, which is --init's, not the defaults.
+  o.hidden = static_cast<std::size_t>(cfg.hidden_size);
+  o.layers = static_cast<std::size_t>(cfg.num_layers);
+  o.heads = static_cast<std::size_t>(cfg.num_heads);
+  o.kv_heads = static_cast<std::size_t>(cfg.num_kv_heads);
+  o.intermediate = static_cast<std::size_t>(cfg.intermediate_size);
+  o.max_positions = context;
+  o.seq_len = std::min(o.seq_len, context);
   std::vector<Seq> seqs(examples.size());
   parallel_for(examples.size(), 0, [&](std::size_t i) {
     auto p = tok->encode(examples[i].prompt, true).ids;

@@ -187,6 +187,9 @@ TEST_F(Lm, AReaderFineTunedFromAPretrainedModelLearnsTheAnswersAndLeavesThePromp
   const auto res = train_reader(ex, o);
   EXPECT_GT(res.train_sequences, 30u);
   EXPECT_LT(res.dev_loss, res.init_dev_loss - 1.0) << res.init_dev_loss << " -> " << res.dev_loss;
+  const auto rec = nlohmann::json::parse(read_file(o.fit.out / "attune_train.json"));
+  EXPECT_EQ(rec.at("options").at("max_positions"), 256);  // --init's, not the options' 64
+  EXPECT_EQ(rec.at("options").at("kv_heads"), 1);
   // The author's style: after alice's prompt, her subject beats bob's.
   auto lm = models::LocalModel::load(o.fit.out);
   const auto& e = ex[10];  // an alice commit (even id)
