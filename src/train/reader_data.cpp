@@ -1,21 +1,107 @@
-// Reader fine-tuning examples from commit histories (train/reader.h). Torch-free.
+// Reader fine-tuning examples from commit histories and Debian claims (train/reader.h).
+// Torch-free.
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "attune/core/error.h"
 #include "attune/core/parallel.h"
 #include "attune/core/rng.h"
+#include "attune/core/strings.h"
+#include "attune/index/corpus_index.h"
 #include "attune/retrieval/retriever.h"
 #include "attune/train/reader.h"
 
 namespace attune::train {
+namespace {
 
-std::vector<ReaderExample> commit_reader_examples(const std::vector<Commit>& commits, const tasks::Task& task,
-                                                  const text::Tokenizer& tok, const CommitReaderOptions& o) {
-  if (task.name() != "commit_subject")
-    throw UsageError("reader examples from commit histories are built for commit_subject, not " + task.name());
+void check_ks(const ReaderDataOptions& o) {
   if (o.ks.empty() || std::find(o.ks.begin(), o.ks.end(), std::size_t{0}) != o.ks.end())
     throw FieldError<UsageError>("ks", "the documents per prompt must be positive numbers");
+}
+
+std::string first_words(std::string_view s, std::size_t n) {
+  if (n == 0) return std::string(s);
+  const auto w = split_whitespace(s);
+  std::string out;
+  for (std::size_t i = 0; i < w.size() && i < n; ++i) out += (i ? " " : "") + w[i];
+  return out;
+}
+
+template <class T>
+void shuffle(std::vector<T>& v, Rng& rng) {
+  for (std::size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[rng.below(i)]);
+}
+
+// A seeded sample of `limit` of `n` positions (all when limit is 0 or >= n), ascending.
+std::vector<std::size_t> sample_positions(std::size_t n, std::size_t limit, std::uint64_t seed, std::string_view what) {
+  std::vector<std::size_t> pos(n);
+  for (std::size_t i = 0; i < n; ++i) pos[i] = i;
+  if (limit == 0 || limit >= n) return pos;
+  Rng rng(derive_seed(seed, "reader-sample-" + std::string(what)));
+  shuffle(pos, rng);
+  pos.resize(limit);
+  std::sort(pos.begin(), pos.end());
+  return pos;
+}
+
+struct Mix {
+  std::string mode;  // none, bm25, bm25-shuffled, random, recency
+  std::size_t k = 0;
+  std::string label() const { return mode == "none" ? mode : mode + "@" + std::to_string(k); }
+};
+
+Mix draw_mix(Rng& rng, const std::vector<std::string>& modes, const std::vector<std::size_t>& ks) {
+  Mix m;
+  m.mode = modes[rng.below(modes.size())];
+  m.k = m.mode == "none" ? 0 : ks[rng.below(ks.size())];
+  return m;
+}
+
+constexpr std::size_t kAreaLabels = 15;  // as ../shared/data/git/commit_area
+
+}  // namespace
+
+std::string commit_subject_area(std::string_view subject) {
+  const auto colon = subject.find(':');
+  if (colon == std::string_view::npos || colon == 0 || colon > 40) return "";
+  const auto area = subject.substr(0, colon);
+  for (char c : area)
+    if (static_cast<unsigned char>(c) <= ' ') return "";
+  return std::string(area);
+}
+
+std::vector<ReaderExample> commit_reader_examples(const std::vector<Commit>& commits, const tasks::Task& task,
+                                                  const text::Tokenizer& tok, const ReaderDataOptions& o) {
+  const bool area_task = task.name() == "commit_area";
+  if (task.name() != "commit_subject" && !area_task)
+    throw UsageError("reader examples from commit histories are built for commit_subject and commit_area, not " + task.name());
+  check_ks(o);
+  // commit_area: each repository's 15 most frequent areas, in a seeded order.
+  std::map<std::string, std::vector<std::string>> repo_labels;
+  std::map<std::string, std::set<std::string>> repo_label_set;
+  if (area_task) {
+    std::map<std::string, std::map<std::string, std::size_t>> counts;
+    for (const auto& c : commits)
+      if (auto a = commit_subject_area(c.subject); !a.empty()) ++counts[c.repo][a];
+    for (auto& [repo, m] : counts) {
+      std::vector<std::pair<std::size_t, std::string>> v;
+      for (auto& [a, n] : m) v.push_back({n, a});
+      std::stable_sort(v.begin(), v.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+      if (v.size() > kAreaLabels) v.resize(kAreaLabels);
+      if (v.size() < 2) continue;  // no choice to make
+      auto& labels = repo_labels[repo];
+      for (auto& [n, a] : v) labels.push_back(a);
+      Rng rng(derive_seed(o.seed, "reader-area-labels-" + repo));
+      shuffle(labels, rng);
+      repo_label_set[repo] = {labels.begin(), labels.end()};
+    }
+  }
+  const auto area_of = [&](const Commit& c) -> std::string {
+    auto a = commit_subject_area(c.subject);
+    const auto it = repo_label_set.find(c.repo);
+    return it != repo_label_set.end() && it->second.count(a) ? a : "";
+  };
   // Each (repository, author)'s commits in date order (then id, for equal dates).
   std::map<std::pair<std::string, std::string>, std::vector<std::size_t>> by_author;
   for (std::size_t i = 0; i < commits.size(); ++i) by_author[{commits[i].repo, commits[i].author}].push_back(i);
@@ -29,6 +115,7 @@ std::vector<ReaderExample> commit_reader_examples(const std::vector<Commit>& com
       return commits[a].date != commits[b].date ? commits[a].date < commits[b].date : commits[a].id < commits[b].id;
     });
     for (std::size_t j = o.min_history; j < idx.size(); ++j) {
+      if (area_task && area_of(commits[idx[j]]).empty()) continue;
       Query q{idx[j], {}};
       // Strictly earlier dates only: a same-day commit may come after it.
       for (std::size_t h = 0; h < j; ++h)
@@ -38,11 +125,17 @@ std::vector<ReaderExample> commit_reader_examples(const std::vector<Commit>& com
       queries.push_back(std::move(q));
     }
   }
-  // File order of the query commits, so --limit takes the same examples every time.
+  // File order of the query commits; a seeded sample when limited.
   std::sort(queries.begin(), queries.end(), [](const Query& a, const Query& b) { return a.commit < b.commit; });
-  if (o.limit && queries.size() > o.limit) queries.resize(o.limit);
+  {
+    const auto keep = sample_positions(queries.size(), o.limit, o.seed, task.name());
+    std::vector<Query> kept;
+    kept.reserve(keep.size());
+    for (auto p : keep) kept.push_back(std::move(queries[p]));
+    queries = std::move(kept);
+  }
 
-  static const char* kModes[] = {"none", "bm25", "random", "recency"};
+  static const std::vector<std::string> kModes = {"none", "bm25", "bm25-shuffled", "random", "recency"};
   std::vector<ReaderExample> out(queries.size());
   tasks::PromptOptions popts;
   popts.max_length = o.prompt_max_length;
@@ -50,31 +143,109 @@ std::vector<ReaderExample> commit_reader_examples(const std::vector<Commit>& com
     const auto& q = queries[qi];
     const Commit& c = commits[q.commit];
     Example ex;
-    ex.id = c.id;
+    ex.id = (area_task ? "area-" : "") + c.id;
     ex.user = c.repo + "/" + c.author;
-    ex.input = "Generate a subject line for the following commit description: " + c.text;
-    ex.output = c.subject;
+    std::string area;
+    if (area_task) {
+      area = area_of(c);
+      ex.input = "Which area does this commit belong to among the following areas? Just answer with the area name without "
+                 "further explanation. areas: [" + join(repo_labels.at(c.repo), ", ") + "] description: " + c.text;
+      ex.output = area;
+    } else {
+      ex.input = "Generate a subject line for the following commit description: " + c.text;
+      ex.output = c.subject;
+    }
     for (auto h : q.history) {
       Document d;
       d.id = commits[h].id;
       d.owner = ex.user;
-      d.fields["title"] = commits[h].subject;
-      d.fields["text"] = commits[h].text;
+      if (area_task) {
+        d.fields["description"] = first_words(commits[h].text, o.profile_words);
+        const auto a = area_of(commits[h]);
+        d.fields["tag"] = a.empty() ? "other" : a;
+      } else {
+        d.fields["title"] = commits[h].subject;
+        d.fields["text"] = first_words(commits[h].text, o.profile_words);
+      }
       d.date = commits[h].date;
       d.text = task.document_text(d);
       ex.profile.push_back(std::move(d));
     }
-    Rng rng(derive_seed(o.seed, "reader-mix-" + c.id));
-    const auto mode = kModes[rng.below(4)];
-    const std::size_t k = o.ks[rng.below(o.ks.size())];
+    Rng rng(derive_seed(o.seed, "reader-mix-" + ex.id));
+    const auto mix = draw_mix(rng, kModes, o.ks);
     std::vector<const Document*> docs;
-    if (std::string(mode) != "none") {
-      const auto r = retrieval::make_retriever(mode, derive_seed(o.seed, "reader-retriever"));
-      const auto ranking = r->rank(retrieval::Query{ex.id, ex.user, task.query(ex)}, ex.profile, k);
+    if (mix.mode != "none") {
+      const std::string kind = mix.mode == "bm25-shuffled" ? "bm25" : mix.mode;
+      const auto r = retrieval::make_retriever(kind, derive_seed(o.seed, "reader-retriever"));
+      const auto ranking = r->rank(retrieval::Query{ex.id, ex.user, task.query(ex)}, ex.profile, mix.k);
       for (auto i : ranking.indices) docs.push_back(&ex.profile[i]);
+      if (mix.mode == "bm25-shuffled") shuffle(docs, rng);
     }
-    out[qi] = {c.id, task.prompt(ex, docs, tok, popts), "\n" + c.subject,
-               std::string(mode) + (std::string(mode) == "none" ? "" : "@" + std::to_string(k))};
+    out[qi] = {ex.id, task.name(), task.prompt(ex, docs, tok, popts), "\n" + ex.output, mix.label()};
+  });
+  return out;
+}
+
+std::vector<ReaderExample> claim_qa_reader_examples(const std::vector<Example>& claims, const std::vector<Document>& corpus,
+                                                    const tasks::Task& task, const text::Tokenizer& tok,
+                                                    const ReaderDataOptions& o) {
+  if (task.name() != "qa") throw UsageError("reader examples from claims are built for qa, not " + task.name());
+  check_ks(o);
+  if (corpus.empty()) throw FieldError<UsageError>("corpus", "qa reader examples need the passages to retrieve from");
+  // "Claim: The Debian package <name> is <synopsis>." with output SUPPORTS.
+  struct Qa {
+    std::string id, name, synopsis;
+  };
+  std::vector<Qa> qas;
+  for (const auto& c : claims) {
+    if (strip(c.output) != "SUPPORTS") continue;
+    static constexpr std::string_view kHead = "Claim: The Debian package ";
+    const std::string_view in = c.input;
+    if (in.substr(0, kHead.size()) != kHead) continue;
+    const auto rest = in.substr(kHead.size());
+    const auto is = rest.find(" is ");
+    if (is == std::string_view::npos || is == 0) continue;
+    std::string name(rest.substr(0, is));
+    std::string syn = strip(rest.substr(is + 4));
+    if (!syn.empty() && syn.back() == '.') syn.pop_back();
+    syn = strip(syn);
+    if (syn.empty()) continue;
+    qas.push_back({"qa-from-" + c.id, std::move(name), std::move(syn)});
+  }
+  {
+    const auto keep = sample_positions(qas.size(), o.limit, o.seed, task.name());
+    std::vector<Qa> kept;
+    for (auto p : keep) kept.push_back(std::move(qas[p]));
+    qas = std::move(kept);
+  }
+  std::vector<std::string> texts(corpus.size());
+  for (std::size_t i = 0; i < corpus.size(); ++i) texts[i] = task.document_text(corpus[i]);
+  const auto index = index::CorpusIndex::build(texts);
+  static const std::vector<std::string> kModes = {"none", "bm25", "bm25-shuffled", "random"};
+  std::vector<ReaderExample> out(qas.size());
+  tasks::PromptOptions popts;
+  popts.max_length = o.prompt_max_length;
+  parallel_for(qas.size(), 0, [&](std::size_t qi) {
+    const auto& q = qas[qi];
+    Example ex;
+    ex.id = q.id;
+    ex.user = q.id;
+    ex.input = "Which Debian package is described as: " + q.synopsis + "?";
+    ex.output = q.name;
+    Rng rng(derive_seed(o.seed, "reader-mix-" + ex.id));
+    const auto mix = draw_mix(rng, kModes, o.ks);
+    std::vector<const Document*> docs;
+    if (mix.mode == "random") {
+      std::set<std::size_t> seen;
+      while (docs.size() < std::min(mix.k, corpus.size())) {
+        const auto i = rng.below(corpus.size());
+        if (seen.insert(i).second) docs.push_back(&corpus[i]);
+      }
+    } else if (mix.mode != "none") {
+      for (const auto& h : index.search(task.query(ex), mix.k)) docs.push_back(&corpus[h.doc]);
+      if (mix.mode == "bm25-shuffled") shuffle(docs, rng);
+    }
+    out[qi] = {ex.id, task.name(), task.prompt(ex, docs, tok, popts), "\n" + ex.output, mix.label()};
   });
   return out;
 }

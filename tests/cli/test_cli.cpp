@@ -300,6 +300,11 @@ TEST_F(Cli, TrainTokenizerWritesAFolderAndRefusesBadInput) {
   write("commits.jsonl", R"({"id": "a", "repo": "r", "author": "x", "date": "2020-01-01", "subject": "s", "text": "t"})" "\n");
   refused("train-lm --stage reader --init tok --input c.jsonl --out lm --quiet", 1, {"c.jsonl", "line 1", "repo"});
   refused("train-lm --stage reader --init tok --input commits.jsonl --out lm --reader-k 1,x --quiet", 2, {"--reader-k", "1,x"});
+  refused("train-lm --stage reader --init tok --input commits.jsonl --out lm --tasks commit_pick --quiet", 2, {"--tasks", "commit_pick"});
+  refused("train-lm --stage reader --init tok --input commits.jsonl --out lm --tasks qa --quiet", 2, {"--claims", "--corpus"});
+  refused("train-lm --stage reader --init tok --input commits.jsonl --out lm --claims commits.jsonl --quiet", 2, {"add qa to --tasks"});
+  refused("train-lm --stage reader --init tok --input commits.jsonl --out lm --tasks qa --claims nowhere.jsonl --corpus c.jsonl --quiet", 2,
+          {"nowhere.jsonl", "no such file"});
   EXPECT_FALSE(fs::exists(dir_ / "lm"));
 }
 

@@ -147,7 +147,7 @@ std::vector<Commit> histories() {
 TEST_F(Lm, ReaderExamplesAreTheTasksPromptsOverEarlierCommitsOfTheSameAuthor) {
   auto task = tasks::make_task("commit_subject");
   const auto tok = text::SubwordTokenizer::load(root_ / "tok");
-  CommitReaderOptions ro;
+  ReaderDataOptions ro;
   ro.seed = 3;
   const auto ex = commit_reader_examples(histories(), *task, *tok, ro);
   // Each author's first day has no strictly earlier commit: 60 commits, 2 without history.
@@ -167,7 +167,96 @@ TEST_F(Lm, ReaderExamplesAreTheTasksPromptsOverEarlierCommitsOfTheSameAuthor) {
   for (const char* m : {"none", "bm25", "random", "recency"}) EXPECT_GT(modes[m], 3) << m;
   // Deterministic for a seed.
   EXPECT_EQ(commit_reader_examples(histories(), *task, *tok, ro)[7].prompt, ex[7].prompt);
-  EXPECT_THROW(commit_reader_examples(histories(), *tasks::make_task("commit_area"), *tok, ro), UsageError);
+  EXPECT_THROW(commit_reader_examples(histories(), *tasks::make_task("qa"), *tok, ro), UsageError);
+  // A seeded sample keeps file order and is the same for the same seed.
+  ro.limit = 10;
+  const auto few = commit_reader_examples(histories(), *task, *tok, ro);
+  ASSERT_EQ(few.size(), 10u);
+  for (std::size_t i = 1; i < few.size(); ++i) EXPECT_LT(std::stoi(few[i - 1].id.substr(1)), std::stoi(few[i].id.substr(1)));
+  EXPECT_EQ(commit_reader_examples(histories(), *task, *tok, ro)[3].id, few[3].id);
+  ro.seed = 4;
+  const auto other = commit_reader_examples(histories(), *task, *tok, ro);
+  bool differs = false;
+  for (std::size_t i = 0; i < few.size(); ++i) differs |= other[i].id != few[i].id;
+  EXPECT_TRUE(differs) << "another seed samples other commits";
+}
+
+TEST_F(Lm, CommitAreaReaderExamplesListTheRepositorysAreasAndTagTheProfile) {
+  EXPECT_EQ(commit_subject_area("net: fix the parser"), "net");
+  EXPECT_EQ(commit_subject_area("builtin/am.c: stop"), "builtin/am.c");
+  EXPECT_EQ(commit_subject_area("Fix the parser: again"), "");  // a space before the colon
+  EXPECT_EQ(commit_subject_area("no area"), "");
+  EXPECT_EQ(commit_subject_area(": empty"), "");
+  auto c = histories();
+  c.push_back({"x1", "r", "carol", "2020-02-01", "Merge branch 'x'", "a merge with no area at all in its subject"});
+  c.push_back({"x2", "r", "carol", "2020-02-02", "Merge branch 'y'", "another merge"});
+  auto task = tasks::make_task("commit_area");
+  const auto tok = text::SubwordTokenizer::load(root_ / "tok");
+  ReaderDataOptions ro;
+  ro.seed = 1;
+  const auto ex = commit_reader_examples(c, *task, *tok, ro);
+  ASSERT_EQ(ex.size(), 58u);  // carol's commits have no area: no query
+  for (const auto& e : ex) {
+    EXPECT_EQ(e.task, "commit_area");
+    EXPECT_EQ(e.id.substr(0, 5), "area-");
+    const bool alice = std::stoi(e.id.substr(6)) % 2 == 0;
+    EXPECT_EQ(e.target, alice ? "\nnet" : "\ncore");
+    EXPECT_TRUE(e.prompt.find("areas: [net, core] description: ") != std::string::npos ||
+                e.prompt.find("areas: [core, net] description: ") != std::string::npos)
+        << e.prompt;
+    if (e.mode != "none") {
+      EXPECT_NE(e.prompt.find(std::string("is \"") + (alice ? "net" : "core") + "\""), std::string::npos) << e.prompt;
+    }
+    EXPECT_EQ(e.prompt.find(std::string("is \"") + (alice ? "core" : "net") + "\""), std::string::npos) << e.prompt;
+  }
+}
+
+TEST_F(Lm, QaReaderExamplesComeFromSupportedClaimsAndRetrieveFromTheCorpus) {
+  std::vector<Document> corpus;
+  const char* pk[][2] = {{"zsh", "Section: shells. A shell with powerful completion and scripting"},
+                         {"vim", "Section: editors. A text editor that is upwards compatible with vi"},
+                         {"gcc", "Section: devel. The GNU C compiler for many architectures"}};
+  for (auto& p : pk) {
+    Document d;
+    d.id = p[0];
+    d.fields["title"] = p[0];
+    d.fields["text"] = p[1];
+    corpus.push_back(d);
+  }
+  std::vector<Example> claims;
+  const auto claim = [&](std::string id, std::string input, std::string out) {
+    Example e;
+    e.id = id;
+    e.user = id;
+    e.input = input;
+    e.output = out;
+    claims.push_back(e);
+  };
+  for (int i = 0; i < 12; ++i) {
+    claim("fc-vim" + std::to_string(i), "Claim: The Debian package vim is Vi IMproved - enhanced vi editor.", "SUPPORTS");
+    claim("fc-gcc" + std::to_string(i), "Claim: The Debian package gcc is A shell with completion.", "REFUTES");
+  }
+  claim("fc-odd", "Something else entirely.", "SUPPORTS");
+  auto task = tasks::make_task("qa");
+  const auto tok = text::SubwordTokenizer::load(root_ / "tok");
+  ReaderDataOptions ro;
+  const auto ex = claim_qa_reader_examples(claims, corpus, *task, *tok, ro);
+  ASSERT_EQ(ex.size(), 12u);  // REFUTES claims and other forms are skipped
+  std::map<std::string, int> modes;
+  for (const auto& e : ex) {
+    ++modes[e.mode.substr(0, e.mode.find('@'))];
+    EXPECT_EQ(e.target, "\nvim");
+    EXPECT_NE(e.prompt.find("Which Debian package is described as: Vi IMproved - enhanced vi editor?"), std::string::npos) << e.prompt;
+    if (e.mode.rfind("bm25", 0) == 0) {
+      EXPECT_NE(e.prompt.find("is the description of the package \"vim\""), std::string::npos) << e.prompt;
+    }
+    if (e.mode == "none") {
+      EXPECT_EQ(e.prompt.find("is the description of the package"), std::string::npos) << e.prompt;
+    }
+  }
+  EXPECT_GE(modes.size(), 3u);
+  EXPECT_THROW(claim_qa_reader_examples(claims, corpus, *tasks::make_task("commit_area"), *tok, ro), UsageError);
+  EXPECT_THROW(claim_qa_reader_examples(claims, {}, *task, *tok, ro), UsageError);
 }
 
 TEST_F(Lm, AReaderFineTunedFromAPretrainedModelLearnsTheAnswersAndLeavesThePromptUntrained) {
@@ -177,7 +266,7 @@ TEST_F(Lm, AReaderFineTunedFromAPretrainedModelLearnsTheAnswersAndLeavesThePromp
   train_lm(corpus(200), pre);
   auto task = tasks::make_task("commit_subject");
   const auto tok = text::SubwordTokenizer::load(pre.fit.out);
-  CommitReaderOptions ro;
+  ReaderDataOptions ro;
   ro.prompt_max_length = 128;
   auto ex = commit_reader_examples(histories(), *task, *tok, ro);
   LmOptions o = tiny("reader");

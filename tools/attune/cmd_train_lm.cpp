@@ -7,6 +7,7 @@
 
 #include "attune/core/error.h"
 #include "attune/core/progress.h"
+#include "attune/data/dataset.h"
 #include "attune/tasks/task.h"
 #include "attune/text/subword.h"
 #include "attune/train/lm.h"
@@ -30,23 +31,38 @@ void add_train_lm(CLI::App& app, int& rc) {
   auto max_texts = std::make_shared<std::size_t>(0);
   auto stage = std::make_shared<std::string>("pretrain");
   auto init = std::make_shared<std::string>();
-  auto reader_k = std::make_shared<std::string>("1,2,4");
-  auto prompt_max = std::make_shared<std::size_t>(384);
+  auto reader_k = std::make_shared<std::string>("1,2,3,4,5");
+  auto prompt_max = std::make_shared<std::size_t>(256);
+  auto reader_tasks = std::make_shared<std::string>("commit_subject,commit_area");
+  auto claims = std::make_shared<std::string>();
+  auto corpus = std::make_shared<std::string>();
   cmd->add_option("--input", *inputs, "a training file (repeatable): .jsonl/.ndjson (its --fields are texts) or one text a line")
       ->required();
   cmd->add_option("--fields", *fields, "JSONL: the string fields that are texts")->capture_default_str();
   cmd->add_option("--stage", *stage,
                   "pretrain = next-token pretraining on texts from scratch; reader = fine-tune --init as a retrieval-augmented "
-                  "reader on commit histories (--input: JSONL commits with repo, author, date, subject, text)")
+                  "reader on commit histories (--input: JSONL commits with repo, author, date, subject, text) and, with --tasks qa, "
+                  "Debian claims (--claims, --corpus)")
       ->check(CLI::IsMember({"pretrain", "reader"}))
       ->capture_default_str();
   cmd->add_option("--tokenizer", *tokenizer, "pretrain: the tokenizer folder (attune train-tokenizer), with BOS and EOS tokens");
   cmd->add_option("--init", *init, "reader: the language-model folder to fine-tune (its architecture and tokenizer are kept)");
   cmd->add_option("--reader-k", *reader_k, "reader: documents per prompt to draw from (with none, BM25, random and recency)")
       ->capture_default_str();
-  cmd->add_option("--prompt-max-length", *prompt_max, "reader: the prompt budget in the model's tokenizer")->capture_default_str();
+  cmd->add_option("--prompt-max-length", *prompt_max, "reader: the prompt budget in the model's tokenizer (eval's --max-length)")
+      ->capture_default_str();
+  cmd->add_option("--tasks", *reader_tasks,
+                  "reader: the tasks whose prompts the examples take: commit_subject and commit_area (from the commits of "
+                  "--input), qa (from --claims and --corpus)")
+      ->capture_default_str();
+  cmd->add_option("--claims", *claims,
+                  "reader, qa: a Debian factcheck JSONL file; its SUPPORTS claims become qa examples (package from synopsis)");
+  cmd->add_option("--corpus", *corpus, "reader, qa: the passage corpus JSONL the qa examples retrieve from");
   cmd->add_option("--out", *out, "the model folder to write")->required();
-  cmd->add_option("--max-texts", *max_texts, "read at most this many texts (0 = all), in the order of --input")->capture_default_str();
+  cmd->add_option("--max-texts", *max_texts,
+                  "pretrain: read at most this many texts (0 = all), in the order of --input; reader: at most this many "
+                  "examples per task (a seeded sample)")
+      ->capture_default_str();
   cmd->add_option("--hidden", o->hidden, "hidden size")->capture_default_str();
   cmd->add_option("--layers", o->layers, "decoder layers")->capture_default_str();
   cmd->add_option("--heads", o->heads, "attention heads (must divide --hidden)")->capture_default_str();
@@ -84,6 +100,20 @@ void add_train_lm(CLI::App& app, int& rc) {
       opts.tokenizer = *init;
       opts.validate();
       train::prepare_lm_out(opts);
+      std::vector<std::string> task_names;
+      for (const auto& t : split_commas(*reader_tasks)) {
+        if (t != "commit_subject" && t != "commit_area" && t != "qa")
+          throw UsageError("--tasks " + *reader_tasks + ": \"" + t + "\" is not a reader task (commit_subject, commit_area, qa)");
+        if (std::find(task_names.begin(), task_names.end(), t) == task_names.end()) task_names.push_back(t);
+      }
+      if (task_names.empty()) throw UsageError("--tasks: name at least one of commit_subject, commit_area, qa");
+      const bool want_qa = std::find(task_names.begin(), task_names.end(), "qa") != task_names.end();
+      if (want_qa && (claims->empty() || corpus->empty()))
+        throw UsageError("--tasks qa needs --claims FILE (Debian factcheck JSONL) and --corpus FILE (the passages)");
+      if (!want_qa && (!claims->empty() || !corpus->empty()))
+        throw UsageError("--claims and --corpus build qa examples: add qa to --tasks");
+      for (const auto* f : {claims.get(), corpus.get()})
+        if (!f->empty() && !fs::is_regular_file(*f)) throw UsageError(*f + ": no such file");
       std::vector<train::Commit> commits;
       for (const auto& in : *inputs) {
         std::ifstream f(in);
@@ -101,9 +131,8 @@ void add_train_lm(CLI::App& app, int& rc) {
           commits.push_back({field("id"), field("repo"), field("author"), field("date"), field("subject"), field("text")});
         }
       }
-      auto task = tasks::make_task("commit_subject");
       const auto tok = text::SubwordTokenizer::load(opts.init);
-      train::CommitReaderOptions ro;
+      train::ReaderDataOptions ro;
       ro.prompt_max_length = *prompt_max;
       ro.seed = opts.fit.seed;
       ro.limit = *max_texts;
@@ -118,9 +147,24 @@ void add_train_lm(CLI::App& app, int& rc) {
         if (used != k.size() || k.empty() || v == 0) throw UsageError("--reader-k " + *reader_k + ": expected positive whole numbers, e.g. 1,2,4");
         ro.ks.push_back(v);
       }
-      const auto examples = train::commit_reader_examples(commits, *task, *tok, ro);
-      opts.fit.data_description = "reader examples from " + std::to_string(commits.size()) + " commits (" +
-                                  std::to_string(examples.size()) + " queries with a history)";
+      std::vector<train::ReaderExample> examples;
+      std::string counts;
+      for (const auto& name : task_names) {
+        auto task = tasks::make_task(name);
+        std::vector<train::ReaderExample> ex;
+        if (name == "qa") {
+          const auto claim_set = data::read_qa_jsonl(*claims, "factcheck", "train");
+          const auto passages = data::read_corpus_jsonl(*corpus);
+          ex = train::claim_qa_reader_examples(claim_set.examples, passages, *task, *tok, ro);
+        } else {
+          ex = train::commit_reader_examples(commits, *task, *tok, ro);
+        }
+        if (ex.empty()) throw UsageError("--tasks " + name + ": the inputs give no example of it");
+        counts += (counts.empty() ? "" : ", ") + name + " " + std::to_string(ex.size());
+        examples.insert(examples.end(), std::make_move_iterator(ex.begin()), std::make_move_iterator(ex.end()));
+      }
+      opts.fit.data_description = "reader examples (" + counts + ") from " + std::to_string(commits.size()) + " commits" +
+                                  (want_qa ? " and the SUPPORTS claims of " + *claims + " over " + *corpus : "");
       if (!opts.fit.quiet) std::fprintf(stderr, "train-lm: %s\n", opts.fit.data_description.c_str());
       const auto res = train::train_reader(examples, opts);
       if (res.steps_done == res.total_steps)

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "attune/core/types.h"
 #include "attune/tasks/task.h"
 #include "attune/text/tokenizer.h"
 
@@ -14,9 +15,12 @@ namespace attune::train {
 
 struct ReaderExample {
   std::string id;
+  std::string task;    // the task whose prompt this is (commit_subject, commit_area, qa)
   std::string prompt;  // phi_p(x, docs)
   std::string target;  // what the reader should answer: "\n" + y (outputs are stripped when scored)
-  std::string mode;    // which documents the prompt holds: none, bm25, random or recency, with k
+  // Which documents the prompt holds: none, or bm25, bm25-shuffled (BM25's top k in a random
+  // order), random or recency, with "@k".
+  std::string mode;
 };
 
 // One commit of a history file (../shared/data/text/commits.jsonl).
@@ -24,23 +28,46 @@ struct Commit {
   std::string id, repo, author, date, subject, text;
 };
 
-struct CommitReaderOptions {
+struct ReaderDataOptions {
   std::size_t min_history = 1;           // earlier commits of the author (same repository) a query needs
   std::size_t max_history = 64;          // the profile: at most this many of the latest earlier commits
-  std::vector<std::size_t> ks = {1, 2, 4};
-  std::size_t prompt_max_length = 384;   // the prompt budget, in the reader's tokenizer
+  std::size_t profile_words = 30;        // profile texts cut to their first words, as in ../shared/data/git (0 = whole)
+  std::vector<std::size_t> ks = {1, 2, 3, 4, 5};
+  std::size_t prompt_max_length = 256;   // the prompt budget, in the reader's tokenizer (eval's default)
   std::uint64_t seed = 0;
-  std::size_t limit = 0;                 // at most this many examples (0 = all), in file order
+  // At most this many examples (0 = all): a seeded sample, kept in file order.
+  std::size_t limit = 0;
 };
 
-// commit_subject examples from per-author histories, exactly the layout of ../shared/data/git:
-// input "Generate a subject line for the following commit description: " + text, output =
-// subject, profile = the author's earlier commits in the same repository ({title: subject,
-// text, date}). Each example's documents come from a mixture drawn from (seed, commit id):
-// none, BM25's top k, k random profile documents or the k most recent, k from `ks`, so
-// the reader learns to use a document when it helps and to do without. `task` must be
-// commit_subject (UsageError otherwise).
+// The area of a commit subject, "<area>: ...": the text before the first ':' when it is 1
+// to 40 characters without spaces; "" otherwise.
+std::string commit_subject_area(std::string_view subject);
+
+// Examples from per-author histories, exactly the layout of ../shared/data/git: a commit
+// with an older commit by its author in its repository is a query whose profile is those
+// earlier commits (the latest max_history, texts cut to profile_words).
+//  - commit_subject: input "Generate a subject line for the following commit description: "
+//    + text, output = subject, profile items {title: subject, text, date}.
+//  - commit_area: each repository's labels are the 15 most frequent subject areas
+//    (commit_subject_area; ties by name) in a seeded order; queries are the commits with
+//    one of them, input "Which area does this commit belong to among the following areas?
+//    Just answer with the area name without further explanation. areas: [a, b, ...]
+//    description: " + text, output = the area, profile items {description: text, tag: area
+//    or "other", date}.
+// Each example's documents come from a mixture drawn from (seed, task, commit id): none,
+// BM25's top k (as ranked or shuffled), k random profile documents or the k most recent, k
+// from `ks`, so the reader learns to use a document when it helps and to do without.
+// UsageError for another task.
 std::vector<ReaderExample> commit_reader_examples(const std::vector<Commit>& commits, const tasks::Task& task,
-                                                  const text::Tokenizer& tok, const CommitReaderOptions& o);
+                                                  const text::Tokenizer& tok, const ReaderDataOptions& o);
+
+// Debian qa examples that are not qa queries: every SUPPORTS claim "Claim: The Debian
+// package <name> is <synopsis>." of `claims` (factcheck lines) becomes "Which Debian package
+// is described as: <synopsis>?" -> <name>, its documents from `corpus` drawn like the commit
+// examples' (none, BM25's top k over the corpus as ranked or shuffled, k random passages).
+// `task` must be qa (UsageError otherwise); claims of another form are skipped.
+std::vector<ReaderExample> claim_qa_reader_examples(const std::vector<Example>& claims, const std::vector<Document>& corpus,
+                                                    const tasks::Task& task, const text::Tokenizer& tok,
+                                                    const ReaderDataOptions& o);
 
 }  // namespace attune::train
