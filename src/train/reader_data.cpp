@@ -33,16 +33,20 @@ void shuffle(std::vector<T>& v, Rng& rng) {
   for (std::size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[rng.below(i)]);
 }
 
-// A seeded sample of `limit` of `n` positions (all when limit is 0 or >= n), ascending.
-std::vector<std::size_t> sample_positions(std::size_t n, std::size_t limit, std::uint64_t seed, std::string_view what) {
-  std::vector<std::size_t> pos(n);
-  for (std::size_t i = 0; i < n; ++i) pos[i] = i;
-  if (limit == 0 || limit >= n) return pos;
+// Keeps a seeded sample of `limit` items (all when limit is 0 or >= the size), in their order.
+template <class T>
+void keep_sample(std::vector<T>& items, std::size_t limit, std::uint64_t seed, std::string_view what) {
+  if (limit == 0 || limit >= items.size()) return;
+  std::vector<std::size_t> pos(items.size());
+  for (std::size_t i = 0; i < pos.size(); ++i) pos[i] = i;
   Rng rng(derive_seed(seed, "reader-sample-" + std::string(what)));
   shuffle(pos, rng);
   pos.resize(limit);
   std::sort(pos.begin(), pos.end());
-  return pos;
+  std::vector<T> kept;
+  kept.reserve(limit);
+  for (auto p : pos) kept.push_back(std::move(items[p]));
+  items = std::move(kept);
 }
 
 struct Mix {
@@ -127,13 +131,7 @@ std::vector<ReaderExample> commit_reader_examples(const std::vector<Commit>& com
   }
   // File order of the query commits; a seeded sample when limited.
   std::sort(queries.begin(), queries.end(), [](const Query& a, const Query& b) { return a.commit < b.commit; });
-  {
-    const auto keep = sample_positions(queries.size(), o.limit, o.seed, task.name());
-    std::vector<Query> kept;
-    kept.reserve(keep.size());
-    for (auto p : keep) kept.push_back(std::move(queries[p]));
-    queries = std::move(kept);
-  }
+  keep_sample(queries, o.limit, o.seed, task.name());
 
   static const std::vector<std::string> kModes = {"none", "bm25", "bm25-shuffled", "random", "recency"};
   std::vector<ReaderExample> out(queries.size());
@@ -145,12 +143,10 @@ std::vector<ReaderExample> commit_reader_examples(const std::vector<Commit>& com
     Example ex;
     ex.id = (area_task ? "area-" : "") + c.id;
     ex.user = c.repo + "/" + c.author;
-    std::string area;
     if (area_task) {
-      area = area_of(c);
       ex.input = "Which area does this commit belong to among the following areas? Just answer with the area name without "
                  "further explanation. areas: [" + join(repo_labels.at(c.repo), ", ") + "] description: " + c.text;
-      ex.output = area;
+      ex.output = area_of(c);
     } else {
       ex.input = "Generate a subject line for the following commit description: " + c.text;
       ex.output = c.subject;
@@ -212,12 +208,7 @@ std::vector<ReaderExample> claim_qa_reader_examples(const std::vector<Example>& 
     if (syn.empty()) continue;
     qas.push_back({"qa-from-" + c.id, std::move(name), std::move(syn)});
   }
-  {
-    const auto keep = sample_positions(qas.size(), o.limit, o.seed, task.name());
-    std::vector<Qa> kept;
-    for (auto p : keep) kept.push_back(std::move(qas[p]));
-    qas = std::move(kept);
-  }
+  keep_sample(qas, o.limit, o.seed, task.name());
   std::vector<std::string> texts(corpus.size());
   for (std::size_t i = 0; i < corpus.size(); ++i) texts[i] = task.document_text(corpus[i]);
   const auto index = index::CorpusIndex::build(texts);
