@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <unordered_map>
 
 #include "attune/core/error.h"
 #include "attune/core/parallel.h"
@@ -212,7 +213,15 @@ std::vector<ReaderExample> claim_qa_reader_examples(const std::vector<Example>& 
   std::vector<std::string> texts(corpus.size());
   for (std::size_t i = 0; i < corpus.size(); ++i) texts[i] = task.document_text(corpus[i]);
   const auto index = index::CorpusIndex::build(texts);
-  static const std::vector<std::string> kModes = {"none", "bm25", "bm25-shuffled", "random"};
+  // bm25+gold: BM25's top k with the claim's own passage put in at a random place when BM25
+  // missed it (replacing its k-th), so that a share of the examples can only be answered by
+  // reading a passage; none and random teach the reader to answer without one.
+  static const std::vector<std::string> kModes = {"none", "bm25", "bm25-shuffled", "bm25+gold", "random"};
+  std::unordered_map<std::string, std::size_t> by_title;
+  for (std::size_t i = 0; i < corpus.size(); ++i) {
+    const auto t = corpus[i].fields.find("title");
+    if (t != corpus[i].fields.end()) by_title.emplace(t->second, i);
+  }
   std::vector<ReaderExample> out(qas.size());
   tasks::PromptOptions popts;
   popts.max_length = o.prompt_max_length;
@@ -234,6 +243,13 @@ std::vector<ReaderExample> claim_qa_reader_examples(const std::vector<Example>& 
       }
     } else if (mix.mode != "none") {
       for (const auto& h : index.search(task.query(ex), mix.k)) docs.push_back(&corpus[h.doc]);
+      if (mix.mode == "bm25+gold") {
+        const auto g = by_title.find(q.name);
+        if (g != by_title.end() && std::find(docs.begin(), docs.end(), &corpus[g->second]) == docs.end()) {
+          if (docs.size() == mix.k && !docs.empty()) docs.pop_back();
+          docs.insert(docs.begin() + static_cast<std::ptrdiff_t>(rng.below(docs.size() + 1)), &corpus[g->second]);
+        }
+      }
       if (mix.mode == "bm25-shuffled") shuffle(docs, rng);
     }
     out[qi] = {ex.id, task.name(), task.prompt(ex, docs, tok, popts), "\n" + ex.output, mix.label()};

@@ -255,6 +255,25 @@ TEST_F(Lm, QaReaderExamplesComeFromSupportedClaimsAndRetrieveFromTheCorpus) {
     }
   }
   EXPECT_GE(modes.size(), 3u);
+  // bm25+gold holds the claim's own passage even where BM25 would miss it.
+  ReaderDataOptions one;
+  one.ks = {1};
+  std::vector<Example> hard;
+  for (int i = 0; i < 30; ++i) {
+    Example e;
+    e.id = "fc-hard" + std::to_string(i);
+    e.user = e.id;
+    e.input = "Claim: The Debian package vim is A shell with completion.";
+    e.output = "SUPPORTS";
+    hard.push_back(e);
+  }
+  std::size_t gold = 0;
+  for (const auto& e : claim_qa_reader_examples(hard, corpus, *task, *tok, one)) {
+    if (e.mode != "bm25+gold@1") continue;
+    ++gold;
+    EXPECT_NE(e.prompt.find("is the description of the package \"vim\""), std::string::npos) << e.prompt;
+  }
+  EXPECT_GT(gold, 0u);
   EXPECT_THROW(claim_qa_reader_examples(claims, corpus, *tasks::make_task("commit_area"), *tok, ro), UsageError);
   EXPECT_THROW(claim_qa_reader_examples(claims, {}, *task, *tok, ro), UsageError);
 }

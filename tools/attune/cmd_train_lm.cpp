@@ -19,6 +19,9 @@ namespace fs = std::filesystem;
 
 namespace attune::cli {
 
+// --stage reader without --max-texts: examples per task.
+constexpr std::size_t kReaderExamplesPerTask = 3000;
+
 void add_train_lm(CLI::App& app, int& rc) {
   auto* cmd = app.add_subcommand("train-lm",
                                  "pretrain a small Llama-architecture language model from scratch on JSONL or text files "
@@ -59,10 +62,10 @@ void add_train_lm(CLI::App& app, int& rc) {
                   "reader, qa: a Debian factcheck JSONL file; its SUPPORTS claims become qa examples (package from synopsis)");
   cmd->add_option("--corpus", *corpus, "reader, qa: the passage corpus JSONL the qa examples retrieve from");
   cmd->add_option("--out", *out, "the model folder to write")->required();
-  cmd->add_option("--max-texts", *max_texts,
-                  "pretrain: read at most this many texts (0 = all), in the order of --input; reader: at most this many "
-                  "examples per task (a seeded sample)")
-      ->capture_default_str();
+  auto* max_texts_opt = cmd->add_option("--max-texts", *max_texts,
+                                        "pretrain: read at most this many texts (default 0 = all), in the order of --input; "
+                                        "reader: at most this many examples per task, a seeded sample (default " +
+                                            std::to_string(kReaderExamplesPerTask) + "; 0 = all)");
   cmd->add_option("--hidden", o->hidden, "hidden size")->capture_default_str();
   cmd->add_option("--layers", o->layers, "decoder layers")->capture_default_str();
   cmd->add_option("--heads", o->heads, "attention heads (must divide --hidden)")->capture_default_str();
@@ -135,7 +138,9 @@ void add_train_lm(CLI::App& app, int& rc) {
       train::ReaderDataOptions ro;
       ro.prompt_max_length = *prompt_max;
       ro.seed = opts.fit.seed;
-      ro.limit = *max_texts;
+      // The reader's default sample keeps the default run within its budget on 2 cores
+      // (docs/RESULTS.md); every commit would be about 130,000 examples.
+      ro.limit = max_texts_opt->count() ? *max_texts : kReaderExamplesPerTask;
       ro.ks.clear();
       for (const auto& k : split_commas(*reader_k)) {
         std::size_t v = 0, used = 0;

@@ -19,7 +19,8 @@ struct ReaderExample {
   std::string prompt;  // phi_p(x, docs)
   std::string target;  // what the reader should answer: "\n" + y (outputs are stripped when scored)
   // Which documents the prompt holds: none, or bm25, bm25-shuffled (BM25's top k in a random
-  // order), random or recency, with "@k".
+  // order), random, recency (commits) or bm25+gold (qa: BM25's top k with the claim's own
+  // passage put in at a random place), with "@k".
   std::string mode;
 };
 
