@@ -1,11 +1,14 @@
 // Neural throughput on this machine (float32, CPU unless ATTUNE_BENCH_DEVICE=cuda).
 //   Matmul/<n>: n x n x n float32 matmul; reports GFLOP/s (2 n^3 per product). The
 //     machine's peak that the model benchmarks are measured against.
-//   LlamaScore/<shared>: log p(target | prompt) for 32 targets of 16 tokens sharing one
-//     256-token prompt, on a random 4-layer Llama (hidden 512, 8 heads, 4 kv heads,
-//     vocab 8000). shared=0 runs 32 full prompt+target rows (naive); shared=1 reads the
-//     prompt once and fans its KV cache out to the 32 targets. items/s = requests/s;
-//     the tokens/s counter counts prompt+target tokens per request (the logical work).
+//   LlamaScore/<shared>/<shape>: log p(target | prompt) for 32 targets of 16 tokens sharing
+//     one 256-token prompt, on a random 4-layer Llama: shape 0 = hidden 512, 8 heads, 4 kv
+//     heads, vocab 8000; shape 1 = the default `attune train-lm` reader (hidden 256, 4
+//     heads, SwiGLU 688, vocab 8192). shared=0 runs 32 full prompt+target rows (naive);
+//     shared=1 reads the prompt once and fans its KV cache out to the 32 targets. items/s =
+//     requests/s; the tokens/s counter counts prompt+target tokens per request.
+//   LlamaGenerate/<batch>: greedy generation of 32 tokens after each of 16 different
+//     256-token prompts, at the reader's shape, decoded <batch> prompts at a time.
 //   EncoderForward/<shape>: BERT-family encoder forward (no grad) on batch 32 x 128 tokens,
 //     shape 0 = MiniLM-L6 (384 hidden, 6 layers, 12 heads, 1536 FFN), 1 = BERT-base (768,
 //     12, 12, 3072). items/s = sequences/s; GFLOP/s = the forward's matmul FLOPs per
@@ -66,21 +69,33 @@ BENCHMARK(LinearShape)
     ->Args({4096, 768, 768})->Args({4096, 768, 3072})->Args({4096, 3072, 768})
     ->Unit(benchmark::kMillisecond)->UseRealTime();
 
-void LlamaScore(benchmark::State& state) {
-  const bool shared = state.range(0) != 0;
+// shape 0: the random 4-layer Llama of the issue-3 measurements (hidden 512); shape 1: the
+// default `attune train-lm` reader (hidden 256, 4 layers, 4 heads, SwiGLU 688, vocab 8192).
+LlamaConfig llama_shape(std::int64_t shape) {
   LlamaConfig c;
-  c.vocab_size = 8000;
-  c.hidden_size = 512;
-  c.intermediate_size = 1376;
+  c.vocab_size = shape == 0 ? 8000 : 8192;
+  c.hidden_size = shape == 0 ? 512 : 256;
+  c.intermediate_size = shape == 0 ? 1376 : 688;
   c.num_layers = 4;
-  c.num_heads = 8;
+  c.num_heads = shape == 0 ? 8 : 4;
   c.num_kv_heads = 4;
   c.head_dim = 64;
   c.rms_eps = 1e-5;
-  c.max_positions = 1024;
+  c.max_positions = shape == 0 ? 1024 : 512;
+  return c;
+}
+
+TokenIds bench_prompt(std::size_t n, std::int64_t vocab, std::size_t salt = 0) {
+  TokenIds p(n);
+  for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<std::int32_t>((i * 7919 + salt * 104729) % static_cast<std::size_t>(vocab));
+  return p;
+}
+
+void LlamaScore(benchmark::State& state) {
+  const bool shared = state.range(0) != 0;
+  const LlamaConfig c = llama_shape(state.range(1));
   auto m = Llama::random(c, 1, bench_device());
-  TokenIds prompt(256);
-  for (std::size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<std::int32_t>((i * 7919) % c.vocab_size);
+  const TokenIds prompt = bench_prompt(256, c.vocab_size);
   std::vector<TokenIds> targets(32, TokenIds(16));
   for (std::size_t t = 0; t < targets.size(); ++t)
     for (std::size_t i = 0; i < 16; ++i) targets[t][i] = static_cast<std::int32_t>((t * 131 + i * 17) % c.vocab_size);
@@ -91,7 +106,23 @@ void LlamaScore(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * 32);
   state.counters["tokens/s"] = benchmark::Counter(32.0 * (256 + 16), benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(LlamaScore)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(LlamaScore)->Args({0, 0})->Args({1, 0})->Args({0, 1})->Args({1, 1})->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// Greedy generation of 32 tokens after each of 16 different 256-token prompts, decoded
+// together (eval's batch), at the default reader's shape: items/s = prompts/s.
+void LlamaGenerate(benchmark::State& state) {
+  const LlamaConfig c = llama_shape(1);
+  auto m = Llama::random(c, 1, bench_device());
+  std::vector<TokenIds> prompts;
+  for (std::size_t i = 0; i < 16; ++i) prompts.push_back(bench_prompt(256, c.vocab_size, i + 1));
+  DecodeOptions o;
+  o.max_new_tokens = 32;  // no EOS: every row generates all 32
+  o.batch_size = static_cast<std::size_t>(state.range(0));
+  for (auto _ : state) benchmark::DoNotOptimize(generate(*m, prompts, o));
+  state.SetItemsProcessed(state.iterations() * 16);
+  state.counters["new tokens/s"] = benchmark::Counter(16.0 * 32, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(LlamaGenerate)->Arg(1)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 BertConfig encoder_shape(int which) {
   BertConfig c;
