@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# attune's own neural reader, from nothing, on commit histories (issue 15; docs/RESULTS.md):
+#
+#   bash scripts/train_reader.sh                       # -> runs/reader/{tok8k,lm,reader}
+#   COMMITS=my_commits.jsonl OUT=runs/mine bash scripts/train_reader.sh
+#
+# 1. a byte-level BPE tokenizer (8,192 tokens) on the commits' subjects and descriptions;
+# 2. a 5.3M-parameter Llama-architecture LM pretrained on the same texts (1 epoch);
+# 3. that LM fine-tuned as a retrieval-augmented reader on the prompts `attune eval` builds
+#    for commit_subject and commit_area (per-author histories of COMMITS) and, when the
+#    Debian files are there, qa (SUPPORTS claims of factcheck_train, passages of the corpus).
+#
+# COMMITS is JSONL in the layout of ../shared/data/text/commits.jsonl (id, repo, author,
+# date, subject, text). Every stage is skipped when its folder is complete and resumes from
+# its checkpoint when a run was killed, so running the script again continues it. The
+# reader is `--llm local:$OUT/reader` for generate, score, feedback, eval and train.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ATTUNE=${ATTUNE:-$ROOT/build/tools/attune/attune}
+SHARED=${SHARED:-$ROOT/../shared}
+COMMITS=${COMMITS:-$SHARED/data/text/commits.jsonl}
+DEBIAN=${DEBIAN:-$SHARED/data/debian}
+OUT=${OUT:-$ROOT/runs/reader}
+SEED=${SEED:-0}
+VOCAB=${VOCAB:-8192}
+READER_EXAMPLES=${READER_EXAMPLES:-5000}   # examples per task for the reader stage
+
+[ -x "$ATTUNE" ] || { echo "no attune binary at $ATTUNE: run scripts/setup.sh first" >&2; exit 2; }
+[ -f "$COMMITS" ] || { echo "no commits file at $COMMITS (set COMMITS=...)" >&2; exit 2; }
+mkdir -p "$OUT"
+
+# A stage is done when its folder has its marker: tokenizer.json for the tokenizer, and for a
+# model the "seconds_this_run" that train-lm writes into attune_train.json when it finishes.
+# A folder with a checkpoint and no marker is a killed run, continued with --resume.
+run_stage() {  # name file pattern command...
+  local name=$1 file=$2 pattern=$3
+  shift 3
+  if [ -f "$OUT/$name/$file" ] && grep -q "$pattern" "$OUT/$name/$file"; then
+    echo "== $name: $OUT/$name is complete, skipped"
+  elif [ -d "$OUT/$name/checkpoint" ]; then
+    echo "== $name: resuming $OUT/$name"
+    "$@" --resume
+  else
+    echo "== $name"
+    rm -rf "${OUT:?}/$name"
+    "$@"
+  fi
+}
+
+run_stage tok8k tokenizer.json model "$ATTUNE" train-tokenizer --input "$COMMITS" --vocab-size "$VOCAB" --out "$OUT/tok8k"
+run_stage lm attune_train.json seconds_this_run "$ATTUNE" train-lm --input "$COMMITS" --tokenizer "$OUT/tok8k" --out "$OUT/lm" --seed "$SEED"
+
+TASKS=commit_subject,commit_area
+QA=()
+if [ -f "$DEBIAN/factcheck_train.jsonl" ] && [ -f "$DEBIAN/debian_corpus.jsonl" ]; then
+  TASKS=$TASKS,qa
+  QA=(--claims "$DEBIAN/factcheck_train.jsonl" --corpus "$DEBIAN/debian_corpus.jsonl")
+else
+  echo "== no Debian files under $DEBIAN: the reader learns the commit tasks only"
+fi
+run_stage reader attune_train.json seconds_this_run "$ATTUNE" train-lm --stage reader --init "$OUT/lm" --input "$COMMITS" \
+  --tasks "$TASKS" "${QA[@]}" --max-texts "$READER_EXAMPLES" --out "$OUT/reader" --seed "$SEED"
+
+echo "the reader: --llm local:$OUT/reader"
