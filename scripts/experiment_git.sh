@@ -22,6 +22,7 @@ SHARED=${SHARED:-$ROOT/../shared}
 DATA=${DATA:-$SHARED/data/git}
 OUT=${OUT:-$ROOT/runs/git}
 LLM=${LLM:-reference}
+MAX_NEW_TOKENS=${MAX_NEW_TOKENS:-128}  # generation cap of the feedback and the eval (48 for our own reader)
 TASKS=${TASKS:-commit_subject commit_area commit_pick}
 SEED=${SEED:-0}
 EVAL_SPLIT=${EVAL_SPLIT:-test}
@@ -61,7 +62,7 @@ if [ ! -f "$ENC/model.safetensors" ]; then
     --hidden 128 --layers 3 --heads 4 --max-length 256 --steps "$PRETRAIN_STEPS" --batch-size 32 --log-every 100
 fi
 
-common=(--data "$DATA" --store "$STORE" --seed "$SEED" --llm "$LLM")
+common=(--data "$DATA" --store "$STORE" --seed "$SEED" --llm "$LLM" --max-new-tokens "$MAX_NEW_TOKENS")
 train=(--limit "$TRAIN_LIMIT" --dev-limit "$DEV_LIMIT" --epochs "$EPOCHS" --batch-size "$BATCH")
 
 for T in $TASKS; do

@@ -69,6 +69,7 @@ nlohmann::json pearl_dev_json(const PearlDevResult& dv, const std::string& split
 feedback::Summary collect_feedback(const Bench& b, const SplitSource& s, feedback::CollectOptions co) {
   co.run.threads = b.threads;
   co.run.progress = b.progress;
+  co.generate = b.generate;
   co.run.limit = s.limit;
   co.source_for = s.source_for;
   const auto& ds = *s.dataset;
@@ -138,6 +139,7 @@ PearlRun run_pearl(const Bench& b, const SplitSource& train, const SplitSource& 
   dvo.k = wf.k;
   dvo.run.seed = o.fit.seed;
   dvo.run.threads = b.threads;
+  dvo.generate = b.generate;
   dvo.run.limit = dev.limit;
   dvo.source_for = dev.source_for;
   run.dev = pearl_dev(*dev.dataset, b.task, *dev.base,

@@ -750,6 +750,11 @@ TEST_F(Cli, TrainRopgThenEvalTheTrainedFolder) {
   auto rl = run("train --method ropg-rl " + data + " --init enc --out rl --epochs 1 --batch-size 32 --limit 40 --dev-limit 10 --device cpu");
   ASSERT_EQ(rl.rc, 0) << rl.err;
   EXPECT_NE(rl.err.find("(0 new model calls"), std::string::npos) << rl.err;
+  // --max-new-tokens reaches the feedback's generations: other outputs, so new model calls.
+  auto short_gen = run("train --method ropg-rl " + data + " --init enc --out rl2 --epochs 1 --batch-size 32 --limit 40 --dev-limit 10 --device cpu --max-new-tokens 2");
+  ASSERT_EQ(short_gen.rc, 0) << short_gen.err;
+  EXPECT_EQ(short_gen.err.find("(0 new model calls"), std::string::npos) << short_gen.err;
+  EXPECT_NE(short_gen.err.find("new model calls"), std::string::npos) << short_gen.err;
   auto e = run("eval " + data + " --split dev --retrievers bm25,dense:enc,kd,rl --llm reference --quiet --limit 20 --out e.json");
   ASSERT_EQ(e.rc, 0) << e.err;
   auto rep = nlohmann::json::parse(slurp(dir_ / "e.json"));

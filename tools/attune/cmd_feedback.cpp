@@ -31,6 +31,9 @@ void add_feedback(CLI::App& app, int& rc) {
       ->capture_default_str();
   cmd->add_option("--limit", o->run.limit, "only the first N examples (0 = all)")->capture_default_str();
   cmd->add_option("--batch", o->run.batch, "LLM calls per batch and per transaction")->capture_default_str();
+  cmd->add_option("--max-new-tokens", o->generate.max_new_tokens,
+                  "generation length cap of the doc and retriever kinds (use eval's --max-new-tokens)")
+      ->capture_default_str();
   cmd->callback([=, &rc] {
     o->kind = feedback::parse_kind(*kind);
     o->retrievers = retrieval::split_specs(*pool);

@@ -30,6 +30,7 @@ struct TrainArgs {
   std::string dev_split = "dev";        // "" = no dev split
   std::size_t limit = 0, dev_limit = 0; // first N train / dev examples (0 = all)
   std::size_t feedback_max_length = 0;  // feedback prompt budget (0 = the kind's default)
+  std::size_t max_new_tokens = llm::GenerateOptions{}.max_new_tokens;  // feedback generations (eval's --max-new-tokens)
   bool resume = false;
   bool double_softmax = false;
   // Unset = the method's own default (RopgOptions, RspgOptions, PearlOptions); what is set
@@ -63,9 +64,10 @@ WorkflowSplit load_workflow_split(const DataOptions& d, const tasks::Task& task,
 // The dev split of a training run (--dev-split, "" = none): null without one.
 std::unique_ptr<WorkflowSplit> load_dev_split(const DataOptions& d, const TrainArgs& a, const tasks::Task& task,
                                               store::Store& st, const RunOptions& r, const std::vector<std::string>& specs);
-// The workflow's bench: the task, model, store and tokenizer, the run's threads and progress.
+// The workflow's bench: the task, model, store and tokenizer, the run's threads and progress,
+// and --max-new-tokens for the generations feedback scores.
 train::Bench make_bench(const tasks::Task& task, llm::LanguageModel& model, store::Store& st, const text::Tokenizer& tok,
-                        const RunOptions& r);
+                        const RunOptions& r, const TrainArgs& a);
 
 // --NAME whose value, when given, sets `value` (unset: the method's default).
 template <class T>

@@ -32,8 +32,10 @@ std::unique_ptr<WorkflowSplit> load_dev_split(const DataOptions& d, const TrainA
 }
 
 train::Bench make_bench(const tasks::Task& task, llm::LanguageModel& model, store::Store& st, const text::Tokenizer& tok,
-                        const RunOptions& r) {
-  return {task, model, st, tok, r.threads, !r.quiet};
+                        const RunOptions& r, const TrainArgs& a) {
+  train::Bench b{task, model, st, tok, r.threads, !r.quiet};
+  b.generate.max_new_tokens = a.max_new_tokens;
+  return b;
 }
 
 void apply_fit_options(const TrainArgs& a, const RunOptions& r, train::FitOptions& o) {
@@ -75,6 +77,10 @@ void add_train(CLI::App& app, int& rc) {
   cmd->add_option("--limit", a->limit, "only the first N training examples (0 = all)")->capture_default_str();
   cmd->add_option("--dev-limit", a->dev_limit, "only the first N dev examples (0 = all)")->capture_default_str();
   cmd->add_option("--feedback-max-length", a->feedback_max_length, "prompt budget of the feedback prompts (0 = 512)")
+      ->capture_default_str();
+  cmd->add_option("--max-new-tokens", a->max_new_tokens,
+                  "generation length cap of the feedback (doc and retriever kinds) and Pearl's dev outputs: use eval's "
+                  "--max-new-tokens, so the trainer learns from the outputs eval scores")
       ->capture_default_str();
   add_optional(cmd, "--epochs", a->epochs, "passes over the training examples (default: the method's; ROPG 10)");
   add_optional(cmd, "--batch-size", a->batch_size, "examples per optimiser step (effective batch; default: the method's, ROPG 64)");
@@ -180,7 +186,7 @@ void add_train(CLI::App& app, int& rc) {
     wf.feedback_max_length = a->feedback_max_length;
     wf.data_label = d->data + " " + d->task + " " + d->split;
     wf.options = *ro;
-    const auto out = train::run_ropg(make_bench(*task, *model, *st, *tok, *r), tr.view(), dev ? dev->view() : train::SplitSource{}, wf);
+    const auto out = train::run_ropg(make_bench(*task, *model, *st, *tok, *r, *a), tr.view(), dev ? dev->view() : train::SplitSource{}, wf);
     const auto& res = out.result;
     nlohmann::json summary = {{"method", a->method}, {"out", a->out}, {"train_examples", out.train_examples},
                               {"dev_examples", out.dev_examples}, {"steps", res.steps_done}, {"total_steps", res.total_steps},

@@ -116,7 +116,7 @@ TrainRunner add_pearl_options(CLI::App* train) {
     wf.k = p->k;
     wf.data_label = d.data + " " + d.task + " " + d.split;
     wf.options = po;
-    const auto out = train::run_pearl(make_bench(*task, *model, *st, *tok, r), tr.view(), dev ? dev->view() : train::SplitSource{}, wf);
+    const auto out = train::run_pearl(make_bench(*task, *model, *st, *tok, r, a), tr.view(), dev ? dev->view() : train::SplitSource{}, wf);
     const auto& res = out.result;
     nlohmann::json summary = {{"method", "pearl"}, {"out", a.out}, {"requests", res.requests},
                               {"kept_requests", res.kept_requests}, {"lists", res.lists}, {"y0", res.y0},

@@ -71,7 +71,7 @@ TrainRunner add_rspg_options(CLI::App* cmd) {
     const auto tr = load_workflow_split(d, *task, *st, r, pool, a.limit);
     const auto dev = load_dev_split(d, a, *task, *st, r, pool);
     store::RunScope run(*st, "train", args.dump(), r.seed);
-    const auto out = train::run_rspg(make_bench(*task, *model, *st, *tok, r), tr.view(), dev ? dev->view() : train::SplitSource{}, wf);
+    const auto out = train::run_rspg(make_bench(*task, *model, *st, *tok, r, a), tr.view(), dev ? dev->view() : train::SplitSource{}, wf);
     const auto& res = out.result;
     nlohmann::json summary = {{"method", a.method}, {"out", a.out}, {"train_examples", out.train_examples},
                               {"dev_examples", out.dev_examples}, {"steps", res.steps_done}, {"total_steps", res.total_steps},

@@ -41,6 +41,9 @@ struct Bench {
   const text::Tokenizer& tok;
   std::size_t threads = 0;  // worker threads for feedback (0 = all cores)
   bool progress = true;     // progress lines on stderr
+  // How the model generates when feedback (and Pearl's dev) needs its outputs: eval's
+  // --max-new-tokens, so a trainer learns from the outputs its evaluation will score.
+  llm::GenerateOptions generate = {};
 };
 
 // ROPG: per-document feedback on the initial retriever's top-l of each query.
