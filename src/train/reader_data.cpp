@@ -51,7 +51,7 @@ void keep_sample(std::vector<T>& items, std::size_t limit, std::uint64_t seed, s
 }
 
 struct Mix {
-  std::string mode;  // none, bm25, bm25-shuffled, random, recency
+  std::string mode;  // none, bm25, bm25-shuffled, bm25+gold, random, recency
   std::size_t k = 0;
   std::string label() const { return mode == "none" ? mode : mode + "@" + std::to_string(k); }
 };

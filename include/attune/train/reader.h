@@ -65,7 +65,8 @@ std::vector<ReaderExample> commit_reader_examples(const std::vector<Commit>& com
 // Debian qa examples that are not qa queries: every SUPPORTS claim "Claim: The Debian
 // package <name> is <synopsis>." of `claims` (factcheck lines) becomes "Which Debian package
 // is described as: <synopsis>?" -> <name>, its documents from `corpus` drawn like the commit
-// examples' (none, BM25's top k over the corpus as ranked or shuffled, k random passages).
+// examples' (none, BM25's top k over the corpus as ranked or shuffled, BM25's top k with the
+// claim's own passage put in at a random place (bm25+gold), k random passages).
 // `task` must be qa (UsageError otherwise); claims of another form are skipped.
 std::vector<ReaderExample> claim_qa_reader_examples(const std::vector<Example>& claims, const std::vector<Document>& corpus,
                                                     const tasks::Task& task, const text::Tokenizer& tok,
