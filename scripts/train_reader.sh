@@ -24,7 +24,7 @@ DEBIAN=${DEBIAN:-$SHARED/data/debian}
 OUT=${OUT:-$ROOT/runs/reader}
 SEED=${SEED:-0}
 VOCAB=${VOCAB:-8192}
-READER_EXAMPLES=${READER_EXAMPLES:-5000}   # examples per task for the reader stage
+READER_EXAMPLES=${READER_EXAMPLES:-}   # --max-texts of the reader stage: N or TASK=N,... (empty: train-lm's defaults)
 
 [ -x "$ATTUNE" ] || { echo "no attune binary at $ATTUNE: run scripts/setup.sh first" >&2; exit 2; }
 [ -f "$COMMITS" ] || { echo "no commits file at $COMMITS (set COMMITS=...)" >&2; exit 2; }
@@ -59,7 +59,9 @@ if [ -f "$DEBIAN/factcheck_train.jsonl" ] && [ -f "$DEBIAN/debian_corpus.jsonl" 
 else
   echo "== no Debian files under $DEBIAN: the reader learns the commit tasks only"
 fi
+LIMIT=()
+[ -z "$READER_EXAMPLES" ] || LIMIT=(--max-texts "$READER_EXAMPLES")
 run_stage reader attune_train.json seconds_this_run "$ATTUNE" train-lm --stage reader --init "$OUT/lm" --input "$COMMITS" \
-  --tasks "$TASKS" "${QA[@]}" --max-texts "$READER_EXAMPLES" --out "$OUT/reader" --seed "$SEED"
+  --tasks "$TASKS" "${QA[@]}" "${LIMIT[@]}" --out "$OUT/reader" --seed "$SEED"
 
 echo "the reader: --llm local:$OUT/reader"

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <map>
+#include <set>
 
 #include "attune/core/error.h"
 #include "attune/core/file.h"
@@ -254,7 +255,9 @@ TEST_F(Lm, QaReaderExamplesComeFromSupportedClaimsAndRetrieveFromTheCorpus) {
       EXPECT_EQ(e.prompt.find("is the description of the package"), std::string::npos) << e.prompt;
     }
   }
-  EXPECT_GE(modes.size(), 3u);
+  // By default only the modes whose prompts can hold the answer.
+  for (const auto& [m, n] : modes) EXPECT_TRUE(m == "bm25" || m == "bm25+gold") << m << " drawn " << n << " times";
+  EXPECT_EQ(modes.size(), 2u);
   // bm25+gold holds the claim's own passage even where BM25 would miss it.
   ReaderDataOptions one;
   one.ks = {1};
@@ -274,6 +277,23 @@ TEST_F(Lm, QaReaderExamplesComeFromSupportedClaimsAndRetrieveFromTheCorpus) {
     EXPECT_NE(e.prompt.find("is the description of the package \"vim\""), std::string::npos) << e.prompt;
   }
   EXPECT_GT(gold, 0u);
+  // --reader-modes: only the named modes are drawn; a task keeps the ones it has, and one
+  // left with none is refused.
+  ReaderDataOptions only = one;
+  only.modes = {"bm25+gold", "recency"};  // recency is a commit mode: qa keeps bm25+gold
+  const auto gold_only = claim_qa_reader_examples(hard, corpus, *task, *tok, only);
+  ASSERT_EQ(gold_only.size(), hard.size());
+  for (const auto& e : gold_only) {
+    EXPECT_EQ(e.mode, "bm25+gold@1");
+    EXPECT_NE(e.prompt.find("is the description of the package \"vim\""), std::string::npos) << e.prompt;
+  }
+  only.modes = {"recency"};
+  EXPECT_THROW(claim_qa_reader_examples(hard, corpus, *task, *tok, only), UsageError);
+  only.modes = {"none", "bm25+gold"};
+  const auto none_or_gold = claim_qa_reader_examples(hard, corpus, *task, *tok, only);
+  std::set<std::string> seen;
+  for (const auto& e : none_or_gold) seen.insert(e.mode);
+  EXPECT_EQ(seen, (std::set<std::string>{"none", "bm25+gold@1"}));
   EXPECT_THROW(claim_qa_reader_examples(claims, corpus, *tasks::make_task("commit_area"), *tok, ro), UsageError);
   EXPECT_THROW(claim_qa_reader_examples(claims, {}, *task, *tok, ro), UsageError);
 }

@@ -34,6 +34,11 @@ struct ReaderDataOptions {
   std::size_t max_history = 64;          // the profile: at most this many of the latest earlier commits
   std::size_t profile_words = 30;        // profile texts cut to their first words, as in ../shared/data/git (0 = whole)
   std::vector<std::size_t> ks = {1, 2, 3, 4, 5};
+  // The document modes to draw from, each equally likely (empty = the task's defaults: all
+  // five for the commit tasks, bm25 and bm25+gold for qa): none, bm25, bm25-shuffled,
+  // random, and recency (commits) or bm25+gold (qa). A task keeps the modes it has; one
+  // left with none of them is a UsageError.
+  std::vector<std::string> modes;
   std::size_t prompt_max_length = 256;   // the prompt budget, in the reader's tokenizer (eval's default)
   std::uint64_t seed = 0;
   // At most this many examples (0 = all): a seeded sample, kept in file order.
@@ -64,9 +69,10 @@ std::vector<ReaderExample> commit_reader_examples(const std::vector<Commit>& com
 
 // Debian qa examples that are not qa queries: every SUPPORTS claim "Claim: The Debian
 // package <name> is <synopsis>." of `claims` (factcheck lines) becomes "Which Debian package
-// is described as: <synopsis>?" -> <name>, its documents from `corpus` drawn like the commit
-// examples' (none, BM25's top k over the corpus as ranked or shuffled, BM25's top k with the
-// claim's own passage put in at a random place (bm25+gold), k random passages).
+// is described as: <synopsis>?" -> <name>, its documents from `corpus` drawn from the modes
+// none, BM25's top k over the corpus as ranked or shuffled, BM25's top k with the claim's own
+// passage put in at a random place (bm25+gold), k random passages; by default (no
+// `o.modes`) only bm25 and bm25+gold, the modes whose prompts can hold the answer.
 // `task` must be qa (UsageError otherwise); claims of another form are skipped.
 std::vector<ReaderExample> claim_qa_reader_examples(const std::vector<Example>& claims, const std::vector<Document>& corpus,
                                                     const tasks::Task& task, const text::Tokenizer& tok,
