@@ -1,10 +1,12 @@
 #include "attune/neural/dense.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <numeric>
 
 #include "attune/core/sha256.h"
+#include "attune/models/config.h"
 
 namespace attune::neural {
 namespace {
@@ -61,7 +63,8 @@ std::shared_ptr<const CorpusEmbeddings> published_embeddings(const std::string& 
 
 std::string text_key(std::string_view text) { return sha256_hex(text); }
 
-DenseRetriever::DenseRetriever(std::shared_ptr<const models::TextEncoder> encoder) : encoder_(std::move(encoder)) {}
+DenseRetriever::DenseRetriever(std::shared_ptr<const models::TextEncoder> encoder, bool document_dates)
+    : encoder_(std::move(encoder)), document_dates_(document_dates) {}
 
 std::size_t DenseRetriever::cached() const {
   std::lock_guard lock(mu_);
@@ -76,15 +79,19 @@ Ranking DenseRetriever::do_rank(const retrieval::Query& q, std::span<const Docum
   std::vector<std::string> missing;
   std::vector<std::size_t> missing_at;
   const auto corpus = published_embeddings(encoder_->id());
+  std::vector<std::string> dated;
+  if (document_dates_)
+    for (const auto& d : c) dated.push_back(retrieval::dated_text(d, d.text));
+  const auto text = [&](std::size_t i) -> const std::string& { return document_dates_ ? dated[i] : c[i].text; };
   {
     std::lock_guard lock(mu_);
     for (std::size_t i = 0; i < c.size(); ++i) {
-      keys[i] = text_key(c[i].owner + '\0' + c[i].text);
+      keys[i] = text_key(c[i].owner + '\0' + text(i));
       if (auto it = cache_.find(keys[i]); it != cache_.end()) vecs[i] = it->second;
-      else if (const float* v = corpus && corpus->dim == D ? corpus->find(text_key(c[i].text)) : nullptr)
+      else if (const float* v = corpus && corpus->dim == D ? corpus->find(text_key(text(i))) : nullptr)
         vecs[i].assign(v, v + D);
       else {
-        missing.push_back(c[i].text);
+        missing.push_back(text(i));
         missing_at.push_back(i);
       }
     }
@@ -123,7 +130,11 @@ void register_retrievers(const Device& device) {
   models::EncoderOptions o;
   o.device = device;
   retrieval::register_retriever_kind("dense", [o](std::string_view dir, std::uint64_t) {
-    return std::make_unique<DenseRetriever>(shared_encoder(std::string(dir), o));
+    // A folder trained with --document-dates says so in its marker.
+    bool dates = false;
+    const auto marker = std::filesystem::path(dir) / "attune_model.json";
+    if (std::filesystem::exists(marker)) dates = models::read_json_file(marker).value("document_dates", false);
+    return std::make_unique<DenseRetriever>(shared_encoder(std::string(dir), o), dates);
   });
   retrieval::register_retriever_kind("cross", [o](std::string_view dir, std::uint64_t) {
     return std::make_unique<CrossEncoderRetriever>(models::CrossEncoder::load(std::string(dir), o));

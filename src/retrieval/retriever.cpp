@@ -43,6 +43,13 @@ std::unique_ptr<Retriever> make_registered(const RetrieverSpec& spec, std::uint6
 
 }  // namespace
 
+std::string dated_text(const Document& d, std::string_view text) {
+  if (!d.date || d.date->empty())
+    throw UsageError("document \"" + d.id + "\" has no date, and this retriever reads each document's text with its "
+                     "date (a model trained with --document-dates)");
+  return std::string(text) + " date: " + *d.date;
+}
+
 void register_retriever_kind(std::string prefix, RetrieverFactory factory) {
   if (prefix.empty() || prefix.find(':') != std::string::npos || !factory)
     throw UsageError("retriever kind \"" + prefix + "\": expected a non-empty prefix without ':' and a factory");

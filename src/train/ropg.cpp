@@ -286,6 +286,7 @@ class RopgLearner final : public DevSelectedLearner {
     sig_ = {{"objective", objective_name(o.objective)}, {"double_softmax", o.double_softmax},
             {"target_temperature", o.target_temperature},
             {"target_normalization", to_string(o.target_normalization)}, {"policy_temperature", m_.tau}, {"skip_flat", o.skip_flat},
+            {"document_dates", o.document_dates}, {"kd_target", to_string(o.kd_target)},
             {"initial_prior", to_string(o.initial_prior)},
             {"init", o.init.string()}, {"epochs", o.fit.epochs},
             {"batch_size", o.fit.batch_size}, {"micro_batch", o.fit.micro_batch}, {"lr", o.fit.lr},
@@ -390,6 +391,7 @@ class RopgLearner final : public DevSelectedLearner {
       if (m_.prior && m_.prior_weight() != 0)
         extra["rerank"]["fusion"] = {{"reranker_scale", 1.0 / m_.tau}, {"initial_weight", m_.prior_weight()}};
     }
+    if (o_.document_dates) extra["document_dates"] = true;
     write_model_marker(o_.fit.out, "dense", name(), extra);
   }
 
@@ -406,6 +408,14 @@ class RopgLearner final : public DevSelectedLearner {
 
 }  // namespace
 
+KdTarget parse_kd_target(const std::string& s) {
+  if (s == "utility") return KdTarget::Utility;
+  if (s == "likelihood") return KdTarget::Likelihood;
+  throw FieldError<UsageError>("kd_target", "kd_target = \"" + s + "\": expected utility or likelihood");
+}
+
+std::string to_string(KdTarget t) { return t == KdTarget::Likelihood ? "likelihood" : "utility"; }
+
 void RopgOptions::validate() const {
   {
     FitOptions f = fit;  // out may not be the folder the run reads
@@ -418,6 +428,9 @@ void RopgOptions::validate() const {
     throw FieldError<UsageError>("target_temperature", "target_temperature = " + std::to_string(target_temperature) + ": must be a positive number");
   if (policy_temperature && (!(*policy_temperature > 0) || !std::isfinite(*policy_temperature)))
     throw FieldError<UsageError>("policy_temperature", "policy_temperature = " + std::to_string(*policy_temperature) + ": must be a positive number");
+  if (kd_target == KdTarget::Likelihood && objective != RopgObjective::KD)
+    throw FieldError<UsageError>("kd_target", "kd_target = likelihood: the likelihood target is ROPG-KD's, not ROPG-RL's "
+                                              "(whose reward is the task metric's utility)");
   if (initial_prior == InitialPrior::Learned && !rerank)
     throw FieldError<UsageError>("initial_prior", "initial_prior = learned needs the rerank protocol (its prior is the initial retriever's order): use --protocol rerank or --initial-prior none");
   if (rerank && (rerank->initial.empty() || rerank->top_l == 0))

@@ -20,19 +20,21 @@ const retrieval::CandidateSource& source_of(const SplitSource& s, const std::str
   return src ? *src : *s.base;
 }
 
-std::vector<RopgExample> ropg_split(const Bench& b, const SplitSource& s, const RopgWorkflow& wf) {
+// Training queries take the KD target's feedback; dev always the task metric's utility.
+std::vector<RopgExample> ropg_split(const Bench& b, const SplitSource& s, const RopgWorkflow& wf, bool training) {
+  const KdTarget values = training ? wf.options.kd_target : KdTarget::Utility;
   feedback::CollectOptions co;
-  co.kind = feedback::Kind::Doc;
+  co.kind = values == KdTarget::Likelihood ? feedback::Kind::Likelihood : feedback::Kind::Doc;
   co.initial_retriever = wf.initial;
   co.top_l = wf.top_l;
   co.max_length = wf.feedback_max_length;
   co.run.seed = wf.options.fit.seed;
   collect_feedback(b, s, co);
   return ropg_examples(*s.dataset, b.task, source_of(s, wf.initial), b.store, b.model.info().id, wf.initial, wf.top_l,
-                       wf.options.fit.seed, s.limit);
+                       wf.options.fit.seed, s.limit, wf.options.document_dates, values);
 }
 
-std::vector<RspgExample> rspg_split(const Bench& b, const SplitSource& s, const RspgWorkflow& wf) {
+std::vector<RspgExample> rspg_split(const Bench& b, const SplitSource& s, const RspgWorkflow& wf, bool /*training*/) {
   const auto& o = wf.options;
   feedback::CollectOptions co;
   co.kind = feedback::Kind::Retriever;
@@ -88,9 +90,9 @@ namespace {
 template <class Run, class Workflow, class Examples, class Trainer>
 Run run_dev_selected(const Bench& b, const SplitSource& train, const SplitSource& dev, Workflow wf, Examples examples,
                      Trainer trainer) {
-  const auto tr = examples(b, train, wf);
+  const auto tr = examples(b, train, wf, true);
   std::remove_const_t<decltype(tr)> dv;
-  if (dev.dataset) dv = examples(b, dev, wf);
+  if (dev.dataset) dv = examples(b, dev, wf, false);
   wf.options.fit.data_description = wf.data_label + " (" + std::to_string(tr.size()) + " examples), feedback of " + b.model.info().id;
   Run run;
   run.train_examples = tr.size();

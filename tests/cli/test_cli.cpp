@@ -755,10 +755,34 @@ TEST_F(Cli, TrainRopgThenEvalTheTrainedFolder) {
   ASSERT_EQ(short_gen.rc, 0) << short_gen.err;
   EXPECT_EQ(short_gen.err.find("(0 new model calls"), std::string::npos) << short_gen.err;
   EXPECT_NE(short_gen.err.find("new model calls"), std::string::npos) << short_gen.err;
-  auto e = run("eval " + data + " --split dev --retrievers bm25,dense:enc,kd,rl --llm reference --quiet --limit 20 --out e.json");
+  // --document-dates (paper 000's " date: DATE"): recorded in the run and the folder, which
+  // eval then reads the same way; refused for a method it means nothing to.
+  auto dated = run("train --method ropg-kd " + data + " --init enc --out kdd --epochs 1 --batch-size 32 --limit 40 --dev-limit 10 --device cpu --quiet --document-dates");
+  ASSERT_EQ(dated.rc, 0) << dated.err;
+  EXPECT_EQ(nlohmann::json::parse(slurp(dir_ / "kdd" / "attune_model.json")).value("document_dates", false), true);
+  EXPECT_EQ(nlohmann::json::parse(slurp(dir_ / "kdd" / "attune_train.json"))["options"]["document_dates"], true);
+  EXPECT_FALSE(nlohmann::json::parse(slurp(dir_ / "kd" / "attune_model.json")).contains("document_dates"));
+  auto dated_rspg = run("train --method rspg-pre " + data + " --init enc --out x --document-dates --quiet");
+  EXPECT_EQ(dated_rspg.rc, 2);
+  EXPECT_NE(dated_rspg.err.find("--document-dates applies to ropg-kd and ropg-rl"), std::string::npos) << dated_rspg.err;
+  // --kd-target likelihood (REPLUG-LSR's signal): likelihood feedback on train, the task
+  // metric's on dev (the kept epoch is chosen on what eval reports).
+  auto lsr = run("train --method ropg-kd " + data + " --init enc --out kdl --epochs 1 --batch-size 32 --limit 40 --dev-limit 10 --device cpu --kd-target likelihood");
+  ASSERT_EQ(lsr.rc, 0) << lsr.err;
+  EXPECT_NE(lsr.err.find("likelihood feedback on commit_subject train"), std::string::npos) << lsr.err;
+  EXPECT_NE(lsr.err.find("doc feedback on commit_subject dev"), std::string::npos) << lsr.err;
+  EXPECT_EQ(nlohmann::json::parse(slurp(dir_ / "kdl" / "attune_train.json"))["options"]["kd_target"], "likelihood");
+  EXPECT_EQ(meta["options"]["kd_target"], "utility");  // 000's, by default
+  auto lsr_rl = run("train --method ropg-rl " + data + " --init enc --out x --kd-target likelihood --quiet");
+  EXPECT_EQ(lsr_rl.rc, 2);
+  EXPECT_NE(lsr_rl.err.find("--kd-target applies to ropg-kd"), std::string::npos) << lsr_rl.err;
+  auto lsr_bad = run("train --method ropg-kd " + data + " --init enc --out x --kd-target replug --quiet");
+  EXPECT_EQ(lsr_bad.rc, 2);
+  EXPECT_NE(lsr_bad.err.find("expected utility or likelihood"), std::string::npos) << lsr_bad.err;
+  auto e = run("eval " + data + " --split dev --retrievers bm25,dense:enc,kd,rl,kdd --llm reference --quiet --limit 20 --out e.json");
   ASSERT_EQ(e.rc, 0) << e.err;
   auto rep = nlohmann::json::parse(slurp(dir_ / "e.json"));
-  for (auto spec : {"kd", "rl"}) EXPECT_TRUE(rep["results"].contains(spec)) << rep["results"].dump();
+  for (auto spec : {"kd", "rl", "kdd"}) EXPECT_TRUE(rep["results"].contains(spec)) << rep["results"].dump();
   // A run that did not finish (killed: "complete": false) is refused as a spec unless asked.
   auto marker = nlohmann::json::parse(slurp(dir_ / "kd" / "attune_model.json"));
   EXPECT_EQ(marker["complete"], true);

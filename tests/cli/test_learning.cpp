@@ -1,5 +1,5 @@
 // Learning checks (issue 14): a learner counts only when it is shown to learn. Each one
-// (ROPG-KD, ROPG-RL, RSPG-Pre and Pearl) is
+// (ROPG-KD on utilities and on likelihoods, ROPG-RL, RSPG-Pre, RSPG-Post and Pearl) is
 // trained, through the command line users run, on feedback from a reader whose preference
 // is planted and known (llm/planted.h `planted:gate?word=test`: an answer that helps only
 // when a document holding "test" is in the prompt, whichever it is), served over HTTP by
@@ -68,10 +68,13 @@ class Learning : public ::testing::Test {
   static Result run(const std::string& args) { return attune::testing::run_attune(dir_, args); }
   static std::string llm() { return "'" + server_->spec() + "'"; }
 
-  // Trains `method` into `out` and returns its attune_train.json.
-  static json train(const std::string& method, const std::string& out, const std::string& extra) {
-    const auto r = run("train --method " + method + " --data " + kGit + " --task commit_subject --llm " + llm() +
-                       " --init enc --out " + out + " --store learn.db --dev-limit 150 --quiet " + extra);
+  // Trains `method` into `out` and returns its attune_train.json (the reader: `reader`, by
+  // default the loopback server's).
+  static json train(const std::string& method, const std::string& out, const std::string& extra,
+                    const std::string& reader = "") {
+    const auto r = run("train --method " + method + " --data " + kGit + " --task commit_subject --llm " +
+                       (reader.empty() ? llm() : reader) + " --init enc --out " + out +
+                       " --store learn.db --dev-limit 150 --quiet " + extra);
     EXPECT_EQ(r.rc, 0) << r.err;
     return json::parse(slurp(dir_ / out / "attune_train.json"));
   }
@@ -95,16 +98,20 @@ class Learning : public ::testing::Test {
   }
 
   // The learner and its control, then both against their start on test.
-  static void check_ropg(const std::string& method, std::size_t limit, std::size_t epochs) {
-    const std::string data = "--limit " + std::to_string(limit) + " --batch-size 16 ";
-    const auto on = dev_of(train(method, method, data + "--lr 1e-3 --epochs " + std::to_string(epochs)));
+  // `name` the folders, `extra` more options, `reader` another --llm (the in-process reader
+  // where the server cannot serve what the run asks, log-probabilities).
+  static void check_ropg(const std::string& method, std::size_t limit, std::size_t epochs, const std::string& name = "",
+                         const std::string& extra = "", const std::string& reader = "") {
+    const std::string data = "--limit " + std::to_string(limit) + " --batch-size 16 " + extra + " ";
+    const std::string folder = name.empty() ? method : name;
+    const auto on = dev_of(train(method, folder, data + "--lr 1e-3 --epochs " + std::to_string(epochs), reader));
     // The control: the same run with learning switched off (one epoch: with lr 0 every
     // epoch is the same).
-    const auto off_json = train(method, method + "-off", data + "--lr 0 --epochs 1");
+    const auto off_json = train(method, folder + "-off", data + "--lr 0 --epochs 1", reader);
     const auto off = dev_of(off_json);
     ASSERT_GT(on.oracle, on.start + 0.02) << "no headroom: the check could not tell";
     EXPECT_GE(on.kept - on.start, 0.5 * (on.oracle - on.start))
-        << method << " recovered too little of the planted preference: dev top-1 " << on.start << " -> " << on.kept
+        << folder << " recovered too little of the planted preference: dev top-1 " << on.start << " -> " << on.kept
         << " (oracle " << on.oracle << ")";
     EXPECT_EQ(off_json.at("best_epoch"), 0) << "with lr 0 an epoch beat the start";
     EXPECT_EQ(off.kept, off.start);
@@ -114,7 +121,7 @@ class Learning : public ::testing::Test {
     // the protocol they were trained in, with the learned initial prior (the default): their
     // start is that protocol with `enc` and the prior weight the run started from, which
     // the control's folder records as its fusion (none when the weight started at 0).
-    const auto marker = json::parse(slurp(dir_ / (method + "-off") / "attune_model.json"));
+    const auto marker = json::parse(slurp(dir_ / (folder + "-off") / "attune_model.json"));
     std::string start = "rerank(bm25,16,dense:enc)";
     if (marker.at("rerank").contains("fusion")) {
       const auto& f = marker.at("rerank").at("fusion");
@@ -124,38 +131,40 @@ class Learning : public ::testing::Test {
       start = buf;
       EXPECT_DOUBLE_EQ(f.at("initial_weight").get<double>(), off_json.at("initial_prior").at("weight_start").get<double>());
     }
-    const auto e = eval(method + "," + method + "-off," + start + ",bm25");
+    const auto e = eval(folder + "," + folder + "-off," + start + ",bm25");
     const auto& sig = e.at("significance");
     for (const std::string& base : {start, std::string("bm25")}) {
-      const auto& better = sig.at(method).at(base).at("rouge-1");
+      const auto& better = sig.at(folder).at(base).at("rouge-1");
       EXPECT_TRUE(better.at("better").get<bool>() && better.at("p").get<double>() < 0.05)
-          << method << " vs " << base << " on test: " << better.dump() << " " << e.at("results").dump();
+          << folder << " vs " << base << " on test: " << better.dump() << " " << e.at("results").dump();
     }
-    EXPECT_DOUBLE_EQ(e.at("results").at(method + "-off").at("rouge-1").get<double>(),
+    EXPECT_DOUBLE_EQ(e.at("results").at(folder + "-off").at("rouge-1").get<double>(),
                      e.at("results").at(start).at("rouge-1").get<double>())
         << "the control is not its start";
   }
 
-  // RSPG-Pre over a pool, and its control; end to end the trained selector against the
-  // untrained one (its start: the control folder holds it, kept epoch 0).
-  static void check_rspg(std::size_t limit, std::size_t epochs) {
+  // RSPG (`method`: rspg-pre or rspg-post) over a pool, and its control; end to end the
+  // trained selector against the untrained one (its start: the control folder holds it,
+  // kept epoch 0).
+  static void check_rspg(const std::string& method, std::size_t limit, std::size_t epochs) {
     const std::string pool = "--pool none,recency,bm25,dense:enc --k 1 --limit " + std::to_string(limit) +
                              " --batch-size 16 ";
-    const auto t = train("rspg-pre", "rspg", pool + "--lr 1e-3 --epochs " + std::to_string(epochs));
-    const auto off = train("rspg-pre", "rspg-off", pool + "--lr 0 --epochs 1");
+    const std::string on_dir = method, off_dir = method + "-off";
+    const auto t = train(method, on_dir, pool + "--lr 1e-3 --epochs " + std::to_string(epochs));
+    const auto off = train(method, off_dir, pool + "--lr 0 --epochs 1");
     const double start = t.at("init_dev_utility"), oracle = t.at("init_dev_oracle");
     const auto best = t.at("best_epoch").get<std::size_t>();
     const double kept = best ? t.at("epochs").at(best - 1).at("dev_utility").get<double>() : start;
     ASSERT_GT(oracle, start + 0.01) << "no headroom: the check could not tell";
     EXPECT_GE(kept - start, 0.5 * (oracle - start))
-        << "rspg-pre recovered too little of the planted preference: dev utility " << start << " -> " << kept
+        << method << " recovered too little of the planted preference: dev utility " << start << " -> " << kept
         << " (oracle " << oracle << ")";
     EXPECT_EQ(off.at("best_epoch"), 0) << "with lr 0 an epoch beat the start";
     EXPECT_EQ(off.at("init_dev_utility").get<double>(), start);
-    const auto e = eval("none,recency,bm25,dense:enc,rspg,rspg-off");
-    const auto& better = e.at("significance").at("rspg").at("rspg-off").at("rouge-1");
+    const auto e = eval("none,recency,bm25,dense:enc," + on_dir + "," + off_dir);
+    const auto& better = e.at("significance").at(on_dir).at(off_dir).at("rouge-1");
     EXPECT_TRUE(better.at("better").get<bool>() && better.at("p").get<double>() < 0.05)
-        << "rspg-pre vs its start on test: " << better.dump() << " " << e.at("results").dump();
+        << method << " vs its start on test: " << better.dump() << " " << e.at("results").dump();
   }
 
   // Pearl: its labels are log-probabilities, which serve-llm does not serve, so it reads
@@ -205,11 +214,18 @@ TEST_F(Learning, RopgKdRecoversAPlantedPreferenceAndNotWithLearningOff) {
   check_ropg("ropg-kd", 2500, 4);
 }
 
+// REPLUG-LSR's signal (--kd-target likelihood): log-probabilities, read in-process.
+TEST_F(Learning, RopgKdOnLikelihoodsRecoversAPlantedPreferenceAndNotWithLearningOff) {
+  check_ropg("ropg-kd", 2500, 4, "ropg-kd-ll", "--kd-target likelihood", "'" + kReader + "'");
+}
+
 TEST_F(Learning, RopgRlRecoversAPlantedPreferenceAndNotWithLearningOff) {
   check_ropg("ropg-rl", 2500, 4);
 }
 
-TEST_F(Learning, RspgPreRecoversAPlantedPreferenceAndNotWithLearningOff) { check_rspg(500, 3); }
+TEST_F(Learning, RspgPreRecoversAPlantedPreferenceAndNotWithLearningOff) { check_rspg("rspg-pre", 500, 3); }
+
+TEST_F(Learning, RspgPostRecoversAPlantedPreferenceAndNotWithLearningOff) { check_rspg("rspg-post", 500, 3); }
 
 TEST_F(Learning, PearlRecoversAPlantedPreferenceAndNotWithLearningOff) { check_pearl(); }
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 #include <map>
 
 #include "attune/core/error.h"
@@ -460,6 +461,49 @@ TEST(DenseRetriever, RanksAnExactDuplicateFirstAndEmbedsEachTextOnce) {
   EXPECT_EQ(r.cached(), 2 * texts.size());
   EXPECT_NE(neural::text_key("a"), neural::text_key("b"));
   EXPECT_EQ(neural::text_key("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  fs::remove_all(dir);
+}
+
+// --document-dates (paper 000's ROPG reads "text date: DATE"): a folder that records it is
+// read that way by dense:DIR; a document without a date is refused, not read without one.
+TEST(DenseRetriever, AFolderTrainedWithDocumentDatesReadsEachDocumentWithItsDate) {
+  Document d{"d1", "u", "fix the parser", {}, std::string("2021-03-04")};
+  EXPECT_EQ(retrieval::dated_text(d, d.text), "fix the parser date: 2021-03-04");
+  Document undated{"d2", "u", "fix the pager", {}, std::nullopt};
+  EXPECT_THROW(retrieval::dated_text(undated, undated.text), UsageError);
+
+  const auto dir = fresh_dir("bert_dense_dates");
+  testing::write_tiny_encoder(dir, Pooling::Mean, /*normalize=*/true, 5);
+  models::EncoderOptions eo;
+  eo.device = "cpu";
+  // The query is document a's text: plain, a is its exact duplicate (cosine 1); dated, a is
+  // read with its date and is not, and the dated scores are those of the dated texts
+  // ranked as plain documents.
+  std::vector<Document> same = {{"a", "u", "the red dog ran fast", {}, std::string("2001-01-01")},
+                                {"b", "u", "blue apple tree", {}, std::string("2024-12-31")}};
+  const retrieval::Query q{"q", "u", "the red dog ran fast"};
+  neural::DenseRetriever plain(models::TextEncoder::load(dir, eo)), dated(models::TextEncoder::load(dir, eo), true);
+  const auto p = plain.rank(q, same, 2), t = dated.rank(q, same, 2);
+  ASSERT_EQ(p.indices[0], 0u);
+  EXPECT_NEAR(p.scores[0], 1.0, 1e-5);
+  EXPECT_LT(t.scores[std::find(t.indices.begin(), t.indices.end(), 0u) - t.indices.begin()], 1.0 - 1e-4);
+  std::vector<Document> spelled = same;
+  for (auto& s : spelled) s.text = retrieval::dated_text(s, s.text);
+  const auto want = plain.rank(q, spelled, 2);
+  EXPECT_EQ(t.indices, want.indices);
+  for (std::size_t i = 0; i < 2; ++i) EXPECT_NEAR(t.scores[i], want.scores[i], 1e-6);
+  same.push_back(undated);
+  EXPECT_THROW(dated.rank(q, same, 2), UsageError);
+  EXPECT_NO_THROW(plain.rank(q, same, 2));
+  // dense:DIR reads the marker of a trained folder.
+  neural::register_retrievers();
+  same.pop_back();
+  const auto before = retrieval::make_retriever("dense:" + dir.string(), 0)->rank(q, same, 2);
+  EXPECT_NEAR(before.scores[0], 1.0, 1e-5);  // no marker: plain
+  std::ofstream(dir / "attune_model.json") << R"({"kind": "dense", "document_dates": true})";
+  const auto after = retrieval::make_retriever("dense:" + dir.string(), 0)->rank(q, same, 2);
+  EXPECT_EQ(after.indices, want.indices);
+  for (std::size_t i = 0; i < 2; ++i) EXPECT_NEAR(after.scores[i], want.scores[i], 1e-6);
   fs::remove_all(dir);
 }
 

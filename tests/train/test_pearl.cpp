@@ -14,6 +14,11 @@
 #include "attune/core/rng.h"
 #include "attune/models/encoder.h"
 #include "attune/models/weights.h"
+#include "attune/llm/reference.h"
+#include "attune/retrieval/candidates.h"
+#include "attune/store/store.h"
+#include "attune/tasks/task.h"
+#include "attune/text/tokenizer.h"
 #include "attune/train/pearl.h"
 #include "tiny_bert.h"
 
@@ -308,4 +313,116 @@ TEST_F(Pearl, BadOptionsAndInputAreRefused) {
 }
 
 }  // namespace
+}  // namespace attune::train
+
+namespace attune::train {
+namespace {
+
+// A reader whose log-probabilities are `bad` for its score requests number [from, to) (0
+// based, in the order asked: per example the no-document prompt and the candidates', then
+// the few-shot terms) and finite for the others.
+class BadScores final : public llm::LanguageModel {
+ public:
+  BadScores(std::size_t from, std::size_t to, double bad) : from_(from), to_(to), bad_(bad) {}
+  std::vector<llm::Generation> generate(std::span<const llm::Prompt> p, const llm::GenerateOptions&) override {
+    return std::vector<llm::Generation>(p.size());
+  }
+  std::vector<double> score(std::span<const llm::ScoreRequest> r) override {
+    std::vector<double> out;
+    for (std::size_t i = 0; i < r.size(); ++i, ++seen_)
+      out.push_back(seen_ >= from_ && seen_ < to_ ? bad_ : -1.0 - 0.1 * static_cast<double>(i));
+    return out;
+  }
+  llm::ModelInfo info() const override {
+    return {"test:bad-scores:" + std::to_string(from_) + ":" + std::to_string(to_) + ":" + std::to_string(bad_)};
+  }
+
+ private:
+  std::size_t from_, to_, seen_ = 0;
+  double bad_;
+};
+
+// Two users with five profile commits each, in the commit_subject schema.
+data::Dataset two_users() {
+  data::Dataset ds;
+  ds.task = "commit_subject";
+  ds.split = "train";
+  ds.has_outputs = true;
+  ds.content_hash = "pearl-bad-scores";
+  const char* topics[] = {"parser cache", "pager color", "merge base", "reflog expiry", "pack bitmap"};
+  for (int u = 0; u < 2; ++u) {
+    Example ex;
+    ex.id = "q" + std::to_string(u);
+    ex.user = "u" + std::to_string(u);
+    ex.input = std::string("Generate a subject line for the following commit description: the ") + topics[u] + " broke";
+    ex.output = std::string("fix ") + topics[u];
+    for (int d = 0; d < 5; ++d) {
+      Document doc;
+      doc.id = ex.user + "-d" + std::to_string(d);
+      doc.owner = ex.user;
+      doc.fields = {{"title", std::string("fix ") + topics[d]}, {"text", std::string("the ") + topics[d] + " was wrong"}};
+      doc.date = "2020-01-0" + std::to_string(d + 1);
+      ex.profile.push_back(doc);
+    }
+    ds.examples.push_back(ex);
+  }
+  return ds;
+}
+
+}  // namespace
+
+// Pearl's labels are log-probability differences: a -inf or NaN from the reader would poison
+// y0, the request selection and the loss, so it is refused, naming the example and term.
+TEST(PearlLabels, NonFiniteLogProbabilitiesAreRefusedNamingTheTerm) {
+  const auto ds = two_users();
+  const auto task = tasks::make_task("commit_subject");
+  retrieval::ProfileCandidates source(*task);
+  text::WhitespaceTokenizer tok;
+  PearlLabelOptions o;
+  o.top_l = 4;  // 4 candidates, the fifth document is the few-shot one
+  o.run.threads = 1;
+  o.run.progress = false;
+  o.run.batch = 1;
+  const auto fail = [&](std::size_t from, std::size_t to, double bad) -> std::string {
+    const auto dir = testing::fresh_dir("pearl_bad_" + std::to_string(from) + (std::isnan(bad) ? "nan" : "inf"));
+    auto store = store::open_sqlite(dir / "s.db");
+    BadScores reader(from, to, bad);
+    try {
+      pearl_requests(ds, *task, source, reader, *store, tok, o);
+    } catch (const Error& e) {
+      fs::remove_all(dir);
+      return e.what();
+    }
+    fs::remove_all(dir);
+    return "";
+  };
+  // Finite everywhere: labels come back, one per candidate.
+  {
+    const auto dir = testing::fresh_dir("pearl_bad_none");
+    auto store = store::open_sqlite(dir / "s.db");
+    BadScores reader(0, 0, -1.0);
+    const auto reqs = pearl_requests(ds, *task, source, reader, *store, tok, o);
+    ASSERT_EQ(reqs.size(), 2u);
+    for (const auto& r : reqs) {
+      EXPECT_EQ(r.label.size(), 4u);
+      for (double l : r.label) EXPECT_TRUE(std::isfinite(l));
+    }
+    fs::remove_all(dir);
+  }
+  const double inf = std::numeric_limits<double>::infinity();
+  // Requests 0-4: q0 without a document, then its 4 candidates; 5-9 q1's; 10, 11 the
+  // few-shot terms. A candidate's term of -inf: refused, naming it.
+  const auto doc = fail(3, 4, -inf);
+  EXPECT_NE(doc.find("log p(y | x, d)"), std::string::npos) << doc;
+  EXPECT_NE(doc.find("q0, candidate"), std::string::npos) << doc;
+  EXPECT_NE(doc.find("finite log-probabilities"), std::string::npos) << doc;
+  // Every candidate's term finite, q1's few-shot term -inf: refused, naming the few-shot prompt.
+  const auto few = fail(11, 12, -inf);
+  EXPECT_NE(few.find("few-shot"), std::string::npos) << few;
+  EXPECT_NE(few.find("q1"), std::string::npos) << few;
+  // NaN never becomes a label either (the store refuses to keep it).
+  EXPECT_FALSE(fail(3, 4, std::nan("")).empty());
+  EXPECT_FALSE(fail(10, 11, std::nan("")).empty());
+}
+
 }  // namespace attune::train

@@ -3,10 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
+#include <map>
 #include <numeric>
 
 #include "attune/core/error.h"
 #include "attune/core/rng.h"
+#include "attune/feedback/collect.h"
+#include "attune/store/feedback_log.h"
 #include "attune/models/config.h"
 #include "attune/models/encoder.h"
 #include "attune/models/weights.h"
@@ -507,4 +511,104 @@ TEST_F(Ropg, BadInputIsRefused) {
 }
 
 }  // namespace
+}  // namespace attune::train
+
+namespace attune::train {
+namespace {
+
+// A feedback log in memory (the store's interface, as feedback::collect fills it).
+class MemoryLog final : public store::FeedbackLog {
+ public:
+  void feedback_put(const std::vector<store::FeedbackRecord>& records) override {
+    for (const auto& r : records) rows.push_back(r);
+  }
+  std::vector<store::FeedbackRecord> feedback_get(const std::string& dataset, const std::string& kind,
+                                                  const std::string& model) override {
+    std::vector<store::FeedbackRecord> out;
+    for (const auto& r : rows)
+      if (r.dataset == dataset && r.kind == kind && r.model == model) out.push_back(r);
+    return out;
+  }
+  std::vector<store::FeedbackRecord> rows;
+};
+
+data::Dataset one_query() {
+  data::Dataset ds;
+  ds.task = "commit_subject";
+  ds.split = "train";
+  ds.has_outputs = true;
+  ds.content_hash = "ropg-values";
+  Example ex;
+  ex.id = "q";
+  ex.user = "u";
+  ex.input = "Generate a subject line for the following commit description: the parser cache broke";
+  ex.output = "fix parser cache";
+  for (const char* t : {"parser cache", "pager color", "merge base"}) {
+    Document d;
+    d.id = std::string("d-") + t;
+    d.owner = "u";
+    d.fields = {{"title", std::string("fix ") + t}, {"text", std::string("the ") + t + " was wrong"}};
+    d.date = "2020-01-01";
+    ex.profile.push_back(d);
+  }
+  ds.examples.push_back(ex);
+  return ds;
+}
+
+}  // namespace
+
+// KdTarget::Likelihood reads the likelihood records: each document's value is
+// log p(y | x, d) - log p(y | x) (the no-document record, item ""), REPLUG-LSR's signal; a
+// non-finite one is refused. Utility reads the doc records as they are.
+TEST(RopgExamples, TheLikelihoodTargetIsTheGainOverNoDocumentAndMustBeFinite) {
+  const auto ds = one_query();
+  const auto task = tasks::make_task("commit_subject");
+  retrieval::ProfileCandidates source(*task);
+  const std::string key = feedback::dataset_key(ds);
+  MemoryLog log;
+  log.feedback_put({{key, "q", "likelihood", "", "m", "", -9.0},
+                    {key, "q", "likelihood", "d-parser cache", "m", "", -2.0},
+                    {key, "q", "likelihood", "d-pager color", "m", "", -8.5},
+                    {key, "q", "likelihood", "d-merge base", "m", "", -10.0},
+                    {key, "q", "doc", "d-parser cache", "m", "fix parser cache", 1.0},
+                    {key, "q", "doc", "d-pager color", "m", "fix pager color", 0.33},
+                    {key, "q", "doc", "d-merge base", "m", "add merge base", 0.0}});
+  const auto ll = ropg_examples(ds, *task, source, log, "m", "bm25", 16, 0, 0, false, KdTarget::Likelihood);
+  ASSERT_EQ(ll.size(), 1u);
+  ASSERT_EQ(ll[0].docs.size(), 3u);
+  const auto ut = ropg_examples(ds, *task, source, log, "m", "bm25", 16, 0);
+  ASSERT_EQ(ut.size(), 1u);
+  EXPECT_EQ(ut[0].docs, ll[0].docs);  // the same candidates in the same order
+  std::map<std::string, double> want_ll = {{"fix parser cache", 7.0}, {"fix pager color", 0.5}, {"fix merge base", -1.0}};
+  std::map<std::string, double> want_u = {{"fix parser cache", 1.0}, {"fix pager color", 0.33}, {"fix merge base", 0.0}};
+  for (std::size_t i = 0; i < 3; ++i) {
+    const auto title = ll[0].docs[i].substr(0, ll[0].docs[i].find(" the "));
+    EXPECT_DOUBLE_EQ(ll[0].utility[i], want_ll.at(title)) << ll[0].docs[i];
+    EXPECT_DOUBLE_EQ(ut[0].utility[i], want_u.at(title)) << ut[0].docs[i];
+  }
+  // No no-document record: refused, naming it.
+  MemoryLog partial;
+  for (const auto& r : log.rows)
+    if (!(r.kind == "likelihood" && r.item.empty())) partial.rows.push_back(r);
+  try {
+    ropg_examples(ds, *task, source, partial, "m", "bm25", 16, 0, 0, false, KdTarget::Likelihood);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no-document prompt"), std::string::npos) << e.what();
+  }
+  // A -inf log-probability: refused.
+  log.feedback_put({{key, "q", "likelihood", "d-pager color", "m", "", -std::numeric_limits<double>::infinity()}});
+  MemoryLog inf;
+  for (const auto& r : log.rows)
+    if (!(r.kind == "likelihood" && r.item == "d-pager color" && std::isfinite(r.value))) inf.rows.push_back(r);
+  try {
+    ropg_examples(ds, *task, source, inf, "m", "bm25", 16, 0, 0, false, KdTarget::Likelihood);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("finite log-probabilities"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(parse_kd_target("likelihood"), KdTarget::Likelihood);
+  EXPECT_THROW(parse_kd_target("replug"), UsageError);
+}
+
 }  // namespace attune::train

@@ -41,6 +41,8 @@ struct TrainArgs {
   std::string protocol = "rerank";           // ROPG: how the trained folder retrieves (rerank | dense)
   std::optional<std::string> initial_prior;  // ROPG: learned | none (default: learned with --protocol rerank)
   bool keep_flat = false;                    // ROPG-KD: train on equal-utility queries too (the paper's)
+  bool document_dates = false;
+  std::optional<std::string> kd_target;      // ROPG-KD: utility | likelihood               // ROPG: candidates read with " date: DATE" (000 / LaMP code)
   std::optional<std::size_t> epochs, batch_size, micro_batch, checkpoint_every;
   std::optional<double> lr, warmup, clip;
   std::optional<std::size_t> query_max_length, doc_max_length;

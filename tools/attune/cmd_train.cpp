@@ -112,6 +112,13 @@ void add_train(CLI::App& app, int& rc) {
   cmd->add_flag("--keep-flat", a->keep_flat,
                 "ROPG-KD: also train on queries whose candidates all have the same utility (the paper's; by default "
                 "they are left out, since their uniform target only flattens the scores)");
+  add_optional(cmd, "--kd-target", a->kd_target,
+               "ROPG-KD: what the target distribution is built from on the training queries: utility (default, 000's: "
+               "the task metric of the reader's output with each document) or likelihood (REPLUG-LSR's: log p(y | x, d) "
+               "- log p(y | x), scoring calls instead of generations); dev picks the kept epoch by utility either way");
+  cmd->add_flag("--document-dates", a->document_dates,
+                "ROPG: the encoder reads each candidate as its text + \" date: \" + its date, as paper 000's training "
+                "(LaMP's code); the folder records it and retrieves the same way. Every document needs a date");
   add_optional(cmd, "--checkpoint-every", a->checkpoint_every,
                "optimiser steps between checkpoints, and at every epoch end (default: ROPG 50; 0 = epoch ends only)");
   cmd->add_flag("--resume", a->resume, "continue the run checkpointed in --out");
@@ -126,6 +133,10 @@ void add_train(CLI::App& app, int& rc) {
       throw UsageError("--target-temperature applies to ropg-kd, rspg-pre and rspg-post, not " + a->method +
                        (a->method == "pearl" ? " (its label temperature is --pearl-tau)" : ""));
     if (a->keep_flat && a->method != "ropg-kd") throw UsageError("--keep-flat applies to ropg-kd, not " + a->method);
+    if (a->kd_target && a->method != "ropg-kd") throw UsageError("--kd-target applies to ropg-kd, not " + a->method);
+    if (a->kd_target) train::parse_kd_target(*a->kd_target);  // a bad value first
+    if (a->document_dates && a->method != "ropg-kd" && a->method != "ropg-rl")
+      throw UsageError("--document-dates applies to ropg-kd and ropg-rl, not " + a->method);
     if (a->target_normalization && a->method != "ropg-kd")
       throw UsageError("--target-normalization applies to ropg-kd, not " + a->method);
     if (a->target_normalization) train::parse_target_normalization(*a->target_normalization);  // a bad value first
@@ -164,6 +175,8 @@ void add_train(CLI::App& app, int& rc) {
                         : a->protocol == "rerank" ? train::InitialPrior::Learned
                                                   : train::InitialPrior::None;
     ro->skip_flat = !a->keep_flat;
+    ro->document_dates = a->document_dates;
+    if (a->kd_target) ro->kd_target = train::parse_kd_target(*a->kd_target);
     ro->init = a->init;
     ro->validate();  // option errors before any work
     auto task = load_task(*d);
@@ -174,7 +187,8 @@ void add_train(CLI::App& app, int& rc) {
     nlohmann::json args = {{"method", a->method}, {"data", d->data}, {"task", d->task}, {"split", d->split},
                            {"dev_split", a->dev_split}, {"llm", llm::redact_url_passwords(a->llm)}, {"out", a->out}, {"init", a->init},
                            {"initial", a->initial}, {"top_l", a->top_l}, {"protocol", a->protocol},
-                           {"initial_prior", train::to_string(ro->initial_prior)}, {"limit", a->limit}, {"epochs", ro->fit.epochs},
+                           {"initial_prior", train::to_string(ro->initial_prior)}, {"document_dates", a->document_dates},
+                           {"kd_target", train::to_string(ro->kd_target)}, {"limit", a->limit}, {"epochs", ro->fit.epochs},
                            {"batch_size", ro->fit.batch_size}, {"lr", ro->fit.lr}, {"resume", a->resume}};
     const auto tr = load_workflow_split(*d, *task, *st, *r, {a->initial}, a->limit);
     const auto dev = load_dev_split(*d, *a, *task, *st, *r, {a->initial});

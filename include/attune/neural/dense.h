@@ -49,7 +49,9 @@ std::shared_ptr<const CorpusEmbeddings> published_embeddings(const std::string& 
 // Ties keep candidate order.
 class DenseRetriever final : public retrieval::Retriever {
  public:
-  explicit DenseRetriever(std::shared_ptr<const models::TextEncoder> encoder);
+  // document_dates: embed each document as retrieval::dated_text (a folder trained with
+  // `train --document-dates` records it in attune_model.json, and dense:DIR reads it).
+  explicit DenseRetriever(std::shared_ptr<const models::TextEncoder> encoder, bool document_dates = false);
   std::string name() const override { return encoder_->id(); }
   // Documents embedded so far (cache entries).
   std::size_t cached() const;
@@ -59,6 +61,7 @@ class DenseRetriever final : public retrieval::Retriever {
 
  private:
   std::shared_ptr<const models::TextEncoder> encoder_;
+  bool document_dates_ = false;
   mutable std::mutex mu_;
   // text_key(owner + '\0' + text) -> embedding.
   mutable std::unordered_map<std::string, std::vector<float>> cache_;

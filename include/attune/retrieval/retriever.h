@@ -63,6 +63,12 @@ using RetrieverFactory = std::function<std::unique_ptr<Retriever>(std::string_vi
 // white space, ',', '(' or ')' (spec.h). Thread-safe.
 void register_retriever_kind(std::string prefix, RetrieverFactory factory);
 
+// `text` + " date: " + the document's date: the document text paper 000's ROPG training
+// reads (LaMP's reference code appends it; `train --document-dates`). UsageError naming
+// the document when it has no date: without one the encoder would read a text unlike the
+// ones it was trained on.
+std::string dated_text(const Document& d, std::string_view text);
+
 // Splits "a,rrf(b,c),d" at top-level commas, each piece trimmed; nothing for a blank list.
 // UsageError for an empty piece or unbalanced parentheses. The pieces are not parsed.
 std::vector<std::string> split_specs(std::string_view list);

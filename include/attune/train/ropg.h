@@ -49,6 +49,19 @@ enum class InitialPrior { None, Learned };
 InitialPrior parse_initial_prior(const std::string& s);  // "none" | "learned"
 std::string to_string(InitialPrior p);
 
+// What ROPG-KD's target distribution is built from on the training queries
+// (RopgOptions::kd_target). Dev always scores by the task metric's utility, which eval
+// reports, so the kept epoch is chosen on it either way.
+//  Utility: u(d), the task metric of the reader's output with d alone (000; feedback kind
+//    doc: one generation per document).
+//  Likelihood: log p(y | x, d) - log p(y | x), how much d raises the gold output's
+//    likelihood (REPLUG-LSR's training signal; feedback kind likelihood: one scoring call
+//    per document and one without). Dense where a generation's metric is coarse, and no
+//    generation needed.
+enum class KdTarget { Utility, Likelihood };
+KdTarget parse_kd_target(const std::string& s);  // "utility" | "likelihood"
+std::string to_string(KdTarget t);
+
 enum class RopgObjective { RL, KD };
 RopgObjective parse_ropg_objective(const std::string& s);  // "ropg-rl" | "ropg-kd"
 
@@ -84,6 +97,13 @@ struct RopgOptions {
   // utilities (most queries all 0) that flattening outweighs what the rest teach. RL is
   // unaffected (its reward u(d) - u(d_b) is 0 there). false: every query, as the paper.
   bool skip_flat = true;
+  // Each candidate's text + " date: " + its date, as paper 000's ROPG training reads them
+  // (LaMP's reference code); the folder records it, and dense:DIR then reads documents the
+  // same way. Off by default: the date is a string the encoder must learn to read, and
+  // corpus passages have none (a document without a date is refused).
+  bool document_dates = false;
+  // KD only (Likelihood with RL is a UsageError).
+  KdTarget kd_target = KdTarget::Utility;
   std::filesystem::path init;         // the encoder to start from (a dense: model folder)
   std::size_t query_max_length = 128; // tokens, specials included
   std::size_t doc_max_length = 128;
@@ -155,6 +175,7 @@ RopgResult train_ropg(const std::vector<RopgExample>& train, const std::vector<R
 std::vector<RopgExample> ropg_examples(const data::Dataset& ds, const tasks::Task& task,
                                        const retrieval::CandidateSource& source, store::FeedbackLog& store,
                                        const std::string& model_id, const std::string& initial_retriever,
-                                       std::size_t top_l, std::uint64_t seed, std::size_t limit = 0);
+                                       std::size_t top_l, std::uint64_t seed, std::size_t limit = 0,
+                                       bool document_dates = false, KdTarget values = KdTarget::Utility);
 
 }  // namespace attune::train
