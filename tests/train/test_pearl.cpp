@@ -20,6 +20,7 @@
 #include "attune/tasks/task.h"
 #include "attune/text/tokenizer.h"
 #include "attune/train/pearl.h"
+#include "commit_fixture.h"
 #include "tiny_bert.h"
 
 namespace attune::train {
@@ -342,39 +343,13 @@ class BadScores final : public llm::LanguageModel {
   double bad_;
 };
 
-// Two users with five profile commits each, in the commit_subject schema.
-data::Dataset two_users() {
-  data::Dataset ds;
-  ds.task = "commit_subject";
-  ds.split = "train";
-  ds.has_outputs = true;
-  ds.content_hash = "pearl-bad-scores";
-  const char* topics[] = {"parser cache", "pager color", "merge base", "reflog expiry", "pack bitmap"};
-  for (int u = 0; u < 2; ++u) {
-    Example ex;
-    ex.id = "q" + std::to_string(u);
-    ex.user = "u" + std::to_string(u);
-    ex.input = std::string("Generate a subject line for the following commit description: the ") + topics[u] + " broke";
-    ex.output = std::string("fix ") + topics[u];
-    for (int d = 0; d < 5; ++d) {
-      Document doc;
-      doc.id = ex.user + "-d" + std::to_string(d);
-      doc.owner = ex.user;
-      doc.fields = {{"title", std::string("fix ") + topics[d]}, {"text", std::string("the ") + topics[d] + " was wrong"}};
-      doc.date = "2020-01-0" + std::to_string(d + 1);
-      ex.profile.push_back(doc);
-    }
-    ds.examples.push_back(ex);
-  }
-  return ds;
-}
 
 }  // namespace
 
 // Pearl's labels are log-probability differences: a -inf or NaN from the reader would poison
 // y0, the request selection and the loss, so it is refused, naming the example and term.
 TEST(PearlLabels, NonFiniteLogProbabilitiesAreRefusedNamingTheTerm) {
-  const auto ds = two_users();
+  const auto ds = testing::commit_subject_users(2, {"parser cache", "pager color", "merge base", "reflog expiry", "pack bitmap"}, "pearl-bad-scores");
   const auto task = tasks::make_task("commit_subject");
   retrieval::ProfileCandidates source(*task);
   text::WhitespaceTokenizer tok;

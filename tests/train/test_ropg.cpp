@@ -16,6 +16,7 @@
 #include "attune/models/weights.h"
 #include "attune/train/objectives.h"
 #include "attune/train/ropg.h"
+#include "commit_fixture.h"
 #include "tiny_bert.h"
 
 namespace attune::train {
@@ -532,28 +533,6 @@ class MemoryLog final : public store::FeedbackLog {
   std::vector<store::FeedbackRecord> rows;
 };
 
-data::Dataset one_query() {
-  data::Dataset ds;
-  ds.task = "commit_subject";
-  ds.split = "train";
-  ds.has_outputs = true;
-  ds.content_hash = "ropg-values";
-  Example ex;
-  ex.id = "q";
-  ex.user = "u";
-  ex.input = "Generate a subject line for the following commit description: the parser cache broke";
-  ex.output = "fix parser cache";
-  for (const char* t : {"parser cache", "pager color", "merge base"}) {
-    Document d;
-    d.id = std::string("d-") + t;
-    d.owner = "u";
-    d.fields = {{"title", std::string("fix ") + t}, {"text", std::string("the ") + t + " was wrong"}};
-    d.date = "2020-01-01";
-    ex.profile.push_back(d);
-  }
-  ds.examples.push_back(ex);
-  return ds;
-}
 
 }  // namespace
 
@@ -561,18 +540,18 @@ data::Dataset one_query() {
 // log p(y | x, d) - log p(y | x) (the no-document record, item ""), REPLUG-LSR's signal; a
 // non-finite one is refused. Utility reads the doc records as they are.
 TEST(RopgExamples, TheLikelihoodTargetIsTheGainOverNoDocumentAndMustBeFinite) {
-  const auto ds = one_query();
+  const auto ds = testing::commit_subject_users(1, {"parser cache", "pager color", "merge base"}, "ropg-values");
   const auto task = tasks::make_task("commit_subject");
   retrieval::ProfileCandidates source(*task);
   const std::string key = feedback::dataset_key(ds);
   MemoryLog log;
-  log.feedback_put({{key, "q", "likelihood", "", "m", "", -9.0},
-                    {key, "q", "likelihood", "d-parser cache", "m", "", -2.0},
-                    {key, "q", "likelihood", "d-pager color", "m", "", -8.5},
-                    {key, "q", "likelihood", "d-merge base", "m", "", -10.0},
-                    {key, "q", "doc", "d-parser cache", "m", "fix parser cache", 1.0},
-                    {key, "q", "doc", "d-pager color", "m", "fix pager color", 0.33},
-                    {key, "q", "doc", "d-merge base", "m", "add merge base", 0.0}});
+  log.feedback_put({{key, "q0", "likelihood", "", "m", "", -9.0},
+                    {key, "q0", "likelihood", "u0-parser cache", "m", "", -2.0},
+                    {key, "q0", "likelihood", "u0-pager color", "m", "", -8.5},
+                    {key, "q0", "likelihood", "u0-merge base", "m", "", -10.0},
+                    {key, "q0", "doc", "u0-parser cache", "m", "fix parser cache", 1.0},
+                    {key, "q0", "doc", "u0-pager color", "m", "fix pager color", 0.33},
+                    {key, "q0", "doc", "u0-merge base", "m", "add merge base", 0.0}});
   const auto ll = ropg_examples(ds, *task, source, log, "m", "bm25", 16, 0, 0, false, KdTarget::Likelihood);
   ASSERT_EQ(ll.size(), 1u);
   ASSERT_EQ(ll[0].docs.size(), 3u);
@@ -597,10 +576,10 @@ TEST(RopgExamples, TheLikelihoodTargetIsTheGainOverNoDocumentAndMustBeFinite) {
     EXPECT_NE(std::string(e.what()).find("no-document prompt"), std::string::npos) << e.what();
   }
   // A -inf log-probability: refused.
-  log.feedback_put({{key, "q", "likelihood", "d-pager color", "m", "", -std::numeric_limits<double>::infinity()}});
+  log.feedback_put({{key, "q0", "likelihood", "u0-pager color", "m", "", -std::numeric_limits<double>::infinity()}});
   MemoryLog inf;
   for (const auto& r : log.rows)
-    if (!(r.kind == "likelihood" && r.item == "d-pager color" && std::isfinite(r.value))) inf.rows.push_back(r);
+    if (!(r.kind == "likelihood" && r.item == "u0-pager color" && std::isfinite(r.value))) inf.rows.push_back(r);
   try {
     ropg_examples(ds, *task, source, inf, "m", "bm25", 16, 0, 0, false, KdTarget::Likelihood);
     ADD_FAILURE() << "no error";
