@@ -137,7 +137,8 @@ class RspgLearner final : public DevSelectedLearner {
             {"prompt_max_length", o.prompt_max_length}, {"max_length", o.max_length},
             {"input", models::to_string(o.input)}, {"epochs", o.fit.epochs},
             {"batch_size", o.fit.batch_size}, {"micro_batch", o.fit.micro_batch}, {"lr", o.fit.lr},
-            {"warmup", o.fit.warmup}, {"clip", o.fit.clip}, {"temperature", o.temperature}, {"seed", o.fit.seed},
+            {"warmup", o.fit.warmup}, {"clip", o.fit.clip}, {"temperature", o.temperature},
+            {"target_normalization", to_string(o.target_normalization)}, {"seed", o.fit.seed},
             {"train_examples", train.size()}};
     save_.tokenizer_dir = o.init;
     save_.pooling = spec.pooling;
@@ -156,7 +157,8 @@ class RspgLearner final : public DevSelectedLearner {
   torch::Tensor loss(const MicroBatch& mb) override {
     const std::vector<std::size_t> idx(mb.items.begin(), mb.items.end());
     auto [sc, u] = score_batch(net_, tr_, idx);
-    return listwise_kl_loss(sc, u.to(sc.dtype()), mask_.expand({static_cast<std::int64_t>(idx.size()), -1}), o_.temperature);
+    const auto m = mask_.expand({static_cast<std::int64_t>(idx.size()), -1});
+    return listwise_kl_loss(sc, normalize_targets(u.to(sc.dtype()), m, o_.target_normalization), m, o_.temperature);
   }
 
   std::optional<DevValue> dev() override {

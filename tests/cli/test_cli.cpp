@@ -101,7 +101,8 @@ TEST_F(Cli, NumbersAreDecimalFiniteAndBounded) {
   refused(rank + " --seed 18446744073709551616", {"--seed", "out of range"});
   // Issue 14's options: each refused where it would mean nothing, before any work.
   const std::string train = "train --data " + kSample + " --task commit_subject --llm reference --out t --store s.db ";
-  refused(train + "--method rspg-pre --target-normalization zscore", {"--target-normalization", "ropg-kd"});
+  refused(train + "--method pearl --target-normalization zscore", {"--target-normalization", "ropg-kd, rspg-pre and rspg-post"});
+  refused(train + "--method ropg-rl --init x --target-normalization zscore", {"--target-normalization", "not ropg-rl"});
   refused(train + "--method ropg-kd --init x --target-normalization minmax", {"minmax", "zscore or none"});
   refused(train + "--method pearl --protocol dense", {"--protocol", "pearl"});
   refused(train + "--method ropg-kd --init x --protocol sideways", {"--protocol"});
@@ -890,6 +891,16 @@ TEST_F(Cli, TrainRspgThenEvalTheSelector) {
   auto t = run("train --method rspg-post " + data + " --init enc --out sel --pool none,recency,bm25 --limit 30 "
                "--dev-limit 10 --epochs 1 --batch-size 8 --lr 1e-4 --seed 5 --device cpu --quiet");
   ASSERT_EQ(t.rc, 0) << t.err;
+  EXPECT_EQ(nlohmann::json::parse(slurp(dir_ / "sel" / "attune_train.json"))["options"]["target_normalization"], "none");
+  // z-scored targets: recorded with the run (a resume with the other is refused).
+  auto z = run("train --method rspg-post " + data + " --init enc --out selz --pool none,recency,bm25 --limit 30 "
+               "--dev-limit 10 --epochs 1 --batch-size 8 --lr 1e-4 --seed 5 --device cpu --quiet --target-normalization zscore");
+  ASSERT_EQ(z.rc, 0) << z.err;
+  EXPECT_EQ(nlohmann::json::parse(slurp(dir_ / "selz" / "attune_train.json"))["options"]["target_normalization"], "zscore");
+  auto other = run("train --method rspg-post " + data + " --init enc --out selz --pool none,recency,bm25 --limit 30 "
+                   "--dev-limit 10 --epochs 1 --batch-size 8 --lr 1e-4 --seed 5 --device cpu --quiet --resume");
+  EXPECT_EQ(other.rc, 2) << other.err;
+  EXPECT_NE(other.err.find("target_normalization"), std::string::npos) << other.err;
   auto e = run("eval " + data + " --split dev --retrievers bm25,sel --llm reference --limit 20 --out e.json");
   ASSERT_EQ(e.rc, 0) << e.err;
   EXPECT_NE(e.out.find("selection by sel over 3 retrievers"), std::string::npos) << e.out;

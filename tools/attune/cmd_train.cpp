@@ -96,7 +96,8 @@ void add_train(CLI::App& app, int& rc) {
                "ROPG-KD and RSPG: the target is softmax(utility' / T) (default 1, the papers')");
   add_optional(cmd, "--target-normalization", a->target_normalization,
                "ROPG-KD: utility' = the utilities z-scored per query (zscore, default) or raw (none, the "
-               "paper's: near-uniform targets on [0, 1] utilities)");
+               "paper's: near-uniform targets on [0, 1] utilities); RSPG: the same for the pool's Eval values "
+               "(default none, the paper's)");
   add_optional(cmd, "--policy-temperature", a->policy_temperature,
                "ROPG: the policy is softmax(score / tau) (default: the temperature the --init encoder was trained "
                "at, recorded in its attune_train.json (pretrain-encoder: 0.05); 1, the paper's, when it records none)");
@@ -137,8 +138,8 @@ void add_train(CLI::App& app, int& rc) {
     if (a->kd_target) train::parse_kd_target(*a->kd_target);  // a bad value first
     if (a->document_dates && a->method != "ropg-kd" && a->method != "ropg-rl")
       throw UsageError("--document-dates applies to ropg-kd and ropg-rl, not " + a->method);
-    if (a->target_normalization && a->method != "ropg-kd")
-      throw UsageError("--target-normalization applies to ropg-kd, not " + a->method);
+    if (a->target_normalization && a->method != "ropg-kd" && a->method != "rspg-pre" && a->method != "rspg-post")
+      throw UsageError("--target-normalization applies to ropg-kd, rspg-pre and rspg-post, not " + a->method);
     if (a->target_normalization) train::parse_target_normalization(*a->target_normalization);  // a bad value first
     if (a->protocol != "rerank" && a->method != "ropg-kd" && a->method != "ropg-rl")
       throw UsageError("--protocol applies to ropg-kd and ropg-rl, not " + a->method);

@@ -55,6 +55,7 @@ TrainRunner add_rspg_options(CLI::App* cmd) {
     if (c->max_length) o.max_length = c->max_length;
     o.input = models::parse_selector_input(c->input);
     o.temperature = a.target_temperature.value_or(o.temperature);
+    if (a.target_normalization) o.target_normalization = train::parse_target_normalization(*a.target_normalization);
     apply_fit_options(a, r, o.fit);
     wf.data_label = d.data + " " + d.task + " " + d.split;
     o.validate();  // option errors before any work

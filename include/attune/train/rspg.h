@@ -49,6 +49,9 @@ struct RspgOptions {
   // selector.json "input".
   models::SelectorInput input = models::SelectorInput::QueryFirst;
   double temperature = 1.0;            // target softmax temperature over Eval values
+  // The Eval values z-scored per input before softmax(. / T) (ZScore), or raw (None, 000's
+  // and the default: docs/RESULTS.md compares them on dev).
+  TargetNormalization target_normalization = TargetNormalization::None;
   // The loop: 000's schedule (AdamW lr 1e-5, 20 epochs), batches of 16 in micro-batches of 4.
   FitOptions fit = [] { FitOptions f; f.epochs = 20; f.batch_size = 16; f.micro_batch = 4; return f; }();
 
