@@ -110,6 +110,7 @@ Grid retrieve_and_prompt(const data::Dataset& ds, const tasks::Task& task, const
   g.r5.assign(R * n, 0.0);
   g.qpps.resize(R * n);
   std::vector<std::vector<std::string>> single(opts.oracle_depth ? R * n : 0);  // per cell: one-document prompts
+  std::vector<std::vector<std::string>> orders(opts.oracle_orders ? R * n : 0);  // per cell: every order's prompt
   parallel_for(n, opts.run.threads, [&](std::size_t e) {
     const Example& ex = ds.examples[e];
     std::vector<std::vector<Document>> cand_sets(p.sources.size());
@@ -139,22 +140,34 @@ Grid retrieve_and_prompt(const data::Dataset& ds, const tasks::Task& task, const
       for (auto* d : docs) g.retrieved[g.at(r, e)].push_back(d->id);
       if (p.recall) g.r5[g.at(r, e)] = metrics::recall_at_k(ranking.ids, gold, 5);
       g.prompts[g.at(r, e)] = task.prompt(ex, docs, tok, popts);
+      if (opts.oracle_orders && docs.size() > 1) {
+        std::vector<std::size_t> perm(docs.size());
+        for (std::size_t j = 0; j < perm.size(); ++j) perm[j] = j;
+        do {
+          std::vector<const Document*> ordered;
+          for (auto j : perm) ordered.push_back(docs[j]);
+          orders[g.at(r, e)].push_back(task.prompt(ex, ordered, tok, popts));
+        } while (std::next_permutation(perm.begin(), perm.end()));
+      }
       for (std::size_t j = 0; j < ranking.size() && j < opts.oracle_depth; ++j) {
         const std::vector<const Document*> one = {&cands[ranking.indices[j]]};
         single[g.at(r, e)].push_back(task.prompt(ex, one, tok, popts));
       }
     }
   });
-  if (opts.oracle_depth) {
-    std::unordered_map<std::string, std::size_t> seen;
-    g.oracle_cells.resize(R * n);
-    for (std::size_t c = 0; c < single.size(); ++c)
-      for (auto& pr : single[c]) {
+  // Distinct oracle prompts, generated once however many rows (or orders) share them.
+  std::unordered_map<std::string, std::size_t> seen;
+  const auto intern = [&](std::vector<std::vector<std::string>>& per_cell, std::vector<std::vector<std::size_t>>& cells) {
+    cells.resize(R * n);
+    for (std::size_t c = 0; c < per_cell.size(); ++c)
+      for (auto& pr : per_cell[c]) {
         auto [it, fresh] = seen.emplace(pr, g.oracle_prompts.size());
         if (fresh) g.oracle_prompts.push_back(std::move(pr));
-        g.oracle_cells[c].push_back(it->second);
+        cells[c].push_back(it->second);
       }
-  }
+  };
+  if (opts.oracle_depth) intern(single, g.oracle_cells);
+  if (opts.oracle_orders) intern(orders, g.order_cells);
   return g;
 }
 
@@ -231,6 +244,25 @@ EvalReport score(const data::Dataset& ds, const tasks::Task& task, const llm::La
       if (n) ob.best /= static_cast<double>(n), ob.worst /= static_cast<double>(n);
       res.oracle = ob;
     }
+    if (opts.oracle_orders) {
+      // Per example, the best and the worst order of its top-k; a row with fewer than two
+      // documents has one order, its own.
+      const auto& primary = rep.metrics.front();
+      OrderBounds ob{opts.k, primary.name, 0, 0, 0};
+      for (std::size_t e = 0; e < n; ++e) {
+        double best = res.examples[e].metrics.at(primary.name), worst = best;
+        for (auto i : g.order_cells[g.at(r, e)]) {
+          const double v = task.score(g.oracle_outputs[i], g.golds[e]).at(primary.name);
+          if (primary.higher_is_better ? v > best : v < best) best = v;
+          if (primary.higher_is_better ? v < worst : v > worst) worst = v;
+          ++ob.prompts;
+        }
+        ob.best += best;
+        ob.worst += worst;
+      }
+      if (n) ob.best /= static_cast<double>(n), ob.worst /= static_cast<double>(n);
+      res.orders = ob;
+    }
     rep.results.push_back(std::move(res));
   }
   if (recall) rep.metrics.push_back({"r@5", true, "mcnemar"});
@@ -246,6 +278,9 @@ void EvalOptions::validate() const {
   llm::validate_generate_options(generate);
   if (oracle_depth > 1000)
     throw FieldError<UsageError>("oracle_depth", "oracle_depth = " + std::to_string(oracle_depth) + ": at most 1000 documents per row");
+  if (oracle_orders && (k < 2 || k > kMaxOrderK))
+    throw FieldError<UsageError>("oracle_orders", "the best-ordering oracle needs k from 2 to " + std::to_string(kMaxOrderK) +
+                                                      " (k! orders per example and row), not k = " + std::to_string(k));
   if (!(alpha > 0 && alpha < 1)) throw FieldError<UsageError>("alpha", "alpha = " + std::to_string(alpha) + ": must be in (0, 1)");
   if (!(qpp_sigma_percent >= 0 && qpp_sigma_percent <= 100))
     throw FieldError<UsageError>("qpp_sigma_percent",
@@ -258,7 +293,7 @@ EvalReport evaluate(const data::Dataset& ds, const tasks::Task& task, const retr
   const Plan p = plan(ds, task, source, opts);
   Grid g = retrieve_and_prompt(ds, task, tok, opts, p);
   g.outputs = generate(model, g.prompts, opts);
-  if (opts.oracle_depth) g.oracle_outputs = generate(model, g.oracle_prompts, opts);
+  if (!g.oracle_prompts.empty()) g.oracle_outputs = generate(model, g.oracle_prompts, opts);
   EvalReport rep = score(ds, task, model, opts, g);
   add_selections(task, opts, p.pools, g, rep);
   rep.comparisons = compare_pairs(rep);

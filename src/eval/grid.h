@@ -24,6 +24,9 @@ struct Grid {
   // Oracle bounds (EvalOptions::oracle_depth): per cell, the prompts with each of its top
   // documents alone, as indices into oracle_prompts (distinct), and their outputs.
   std::vector<std::vector<std::size_t>> oracle_cells;
+  // The best-ordering oracle (EvalOptions::oracle_orders): per cell, the prompts with every
+  // order of its top-k documents, indices into oracle_prompts too.
+  std::vector<std::vector<std::size_t>> order_cells;
   std::vector<std::string> oracle_prompts, oracle_outputs;
 
   std::size_t at(std::size_t r, std::size_t e) const { return r * n + e; }

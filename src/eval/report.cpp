@@ -92,6 +92,13 @@ std::string format_table(const EvalReport& r) {
     header.push_back("best1@" + std::to_string(ob->depth));
     header.push_back("worst1@" + std::to_string(ob->depth));
   }
+  const OrderBounds* orb = nullptr;  // the best-ordering oracle's columns
+  for (const auto& res : r.results)
+    if (res.orders) orb = &*res.orders;
+  if (orb) {
+    header.push_back("best-order@" + std::to_string(orb->k));
+    header.push_back("worst-order@" + std::to_string(orb->k));
+  }
   std::vector<std::vector<std::string>> rows;
   for (std::size_t i = 0; i < r.results.size(); ++i) {
     std::vector<std::string> row = {"(" + letter(i) + ")", r.results[i].spec};
@@ -110,6 +117,11 @@ std::string format_table(const EvalReport& r) {
     }
     if (ob) {
       const auto& o = r.results[i].oracle;
+      row.push_back(o ? fixed4(o->best) : "-");
+      row.push_back(o ? fixed4(o->worst) : "-");
+    }
+    if (orb) {
+      const auto& o = r.results[i].orders;
       row.push_back(o ? fixed4(o->best) : "-");
       row.push_back(o ? fixed4(o->worst) : "-");
     }
@@ -147,6 +159,10 @@ std::string format_table(const EvalReport& r) {
     out += "best1@" + std::to_string(ob->depth) + " / worst1@" + std::to_string(ob->depth) + ": " + ob->metric +
            " of the best / worst single document among the row's top " + std::to_string(ob->depth) +
            ", alone in the prompt (the headroom of a ranking of what it retrieved)\n";
+  if (orb)
+    out += "best-order@" + std::to_string(orb->k) + " / worst-order@" + std::to_string(orb->k) + ": " + orb->metric +
+           " of the best / worst order of the row's top " + std::to_string(orb->k) +
+           " documents in the prompt (the headroom of reordering what it retrieved)\n";
   for (const auto& sr : r.selections) out += format_selection(r, sr);
   return out;
 }
@@ -197,6 +213,12 @@ std::string to_json(const EvalReport& r) {
       oracle[res.spec] = {{"depth", res.oracle->depth}, {"metric", res.oracle->metric}, {"best_single", res.oracle->best},
                           {"worst_single", res.oracle->worst}};
   if (!oracle.empty()) out["oracle"] = oracle;
+  json orders = json::object();
+  for (const auto& res : r.results)
+    if (res.orders)
+      orders[res.spec] = {{"k", res.orders->k}, {"metric", res.orders->metric}, {"best_order", res.orders->best},
+                          {"worst_order", res.orders->worst}, {"prompts", res.orders->prompts}};
+  if (!orders.empty()) out["oracle_orders"] = orders;
   return out.dump(1);
 }
 

@@ -7,6 +7,7 @@
 
 #include "attune/core/error.h"
 #include "attune/eval/evaluate.h"
+#include "attune/llm/planted.h"
 #include "attune/llm/reference.h"
 
 using namespace attune;
@@ -340,5 +341,51 @@ TEST(Evaluate, OracleBoundsAreTheBestAndWorstSingleDocumentOfEachRow) {
   EXPECT_FALSE(plain.results[1].oracle.has_value());
   EXPECT_EQ(eval::format_table(plain).find("best1@"), std::string::npos);
   o.oracle_depth = 5000;
+  EXPECT_THROW(o.validate(), UsageError);
+}
+
+// --oracle-orders: beside each row, the best and the worst order of its top k. With a reader
+// that answers the first document's title (planted:first), an order's answer is the title
+// of the document it puts first, so the best and the worst order are exactly the best and
+// the worst single document of the top k (--oracle k), and every row lies between them.
+TEST(Evaluate, TheBestOrderingOracleTriesEveryOrderOfTheTopK) {
+  auto ds = dataset(12);
+  auto task = tasks::make_task("commit_subject");
+  retrieval::ProfileCandidates source(*task);
+  llm::PlantedReader reader(llm::parse_planted_spec("planted:first"));
+  text::WhitespaceTokenizer tok;
+  eval::EvalOptions o;
+  o.retrievers = {"none", "recency", "bm25"};
+  o.k = 3;
+  o.oracle_depth = 3;
+  o.oracle_orders = true;
+  o.run.progress = false;
+  auto rep = eval::evaluate(ds, *task, source, reader, tok, o);
+  ASSERT_EQ(rep.results.size(), 3u);
+  for (const auto& res : rep.results) {
+    ASSERT_TRUE(res.orders.has_value()) << res.spec;
+    EXPECT_EQ(res.orders->k, 3u);
+    EXPECT_LE(res.orders->worst, res.metrics.at("rouge-1") + 1e-12) << res.spec;
+    EXPECT_GE(res.orders->best, res.metrics.at("rouge-1") - 1e-12) << res.spec;
+    if (res.spec == "none") {
+      EXPECT_EQ(res.orders->prompts, 0u);  // nothing to order: its own value
+      EXPECT_DOUBLE_EQ(res.orders->best, res.metrics.at("rouge-1"));
+      continue;
+    }
+    EXPECT_EQ(res.orders->prompts, 12u * 6u) << res.spec;  // 3! orders of each example's top 3
+    EXPECT_NEAR(res.orders->best, res.oracle->best, 1e-12) << res.spec;
+    EXPECT_NEAR(res.orders->worst, res.oracle->worst, 1e-12) << res.spec;
+  }
+  // recency's top 3 (the newest) never holds the topic's commit for the first three topics:
+  // reordering cannot reach what bm25's top 3 holds.
+  EXPECT_DOUBLE_EQ(rep.results[2].orders->best, 1.0);
+  EXPECT_LT(rep.results[1].orders->best, 1.0);
+  EXPECT_NE(eval::format_table(rep).find("best-order@3"), std::string::npos);
+  const auto j = nlohmann::json::parse(eval::to_json(rep));
+  EXPECT_DOUBLE_EQ(j["oracle_orders"]["bm25"]["best_order"].get<double>(), 1.0);
+  EXPECT_EQ(j["oracle_orders"]["bm25"]["prompts"], 72);
+  o.k = 1;
+  EXPECT_THROW(o.validate(), UsageError);
+  o.k = 6;
   EXPECT_THROW(o.validate(), UsageError);
 }

@@ -60,6 +60,13 @@ struct EvalOptions {
   // document among what it retrieved would have scored. Costs up to R x n x depth more
   // generations (a prompt shared by two rows is generated once).
   std::size_t oracle_depth = 0;
+  // The best-ordering oracle beside every row (false = none): for each example, every order
+  // of the row's top-k documents (k! prompts, k at most kMaxOrderK), answered and scored by
+  // the primary metric; the row reports the mean over examples of the best and the worst
+  // order, i.e. what the best and the worst ordering of what it retrieved would have scored
+  // (its own order is one of them). Needs k >= 2.
+  bool oracle_orders = false;
+  static constexpr std::size_t kMaxOrderK = 5;
 
   // FieldError<UsageError> naming the field and its value: no retriever or one listed twice,
   // alpha outside (0, 1), qpp_sigma_percent outside [0, 100], bad generate (generate_check.h).
@@ -81,11 +88,20 @@ struct OracleBounds {
   double best = 0, worst = 0;  // means over examples of the best / worst single document's value
 };
 
+// A row's best-ordering oracle (EvalOptions::oracle_orders) on the primary metric.
+struct OrderBounds {
+  std::size_t k = 0;
+  std::string metric;
+  double best = 0, worst = 0;  // means over examples of the best / worst order's value
+  std::size_t prompts = 0;     // the orders generated for this row, over all examples
+};
+
 struct RetrieverResult {
   std::string spec;
   tasks::MetricValues metrics;  // task metrics, plus "r@5" on corpus tasks with gold docs
   std::vector<ExampleResult> examples;
   std::optional<OracleBounds> oracle;
+  std::optional<OrderBounds> orders;
 };
 
 // Retriever `better` vs `worse` on `metric`: better's value is better, with p-value p.
