@@ -91,8 +91,8 @@ void add_train_lm(CLI::App& app, int& rc) {
   cmd->add_option("--reader-k", *reader_k, "reader: documents per prompt to draw from (with none, BM25, random and recency)")
       ->capture_default_str();
   cmd->add_option("--reader-modes", *reader_modes,
-                  "reader: the document modes to draw from, equally likely (default: all a task has): none, bm25, "
-                  "bm25-shuffled, random, recency (commits), bm25+gold (qa)");
+                  "reader: the document modes to draw from, equally likely: none, bm25, bm25-shuffled, random, recency "
+                  "(commits), bm25+gold (qa); default: all five of the commit tasks', and bm25,bm25+gold for qa");
   cmd->add_option("--prompt-max-length", *prompt_max, "reader: the prompt budget in the model's tokenizer (eval's --max-length)")
       ->capture_default_str();
   cmd->add_option("--tasks", *reader_tasks,
