@@ -56,19 +56,6 @@ struct Mix {
   std::string label() const { return mode == "none" ? mode : mode + "@" + std::to_string(k); }
 };
 
-// The task's modes that `wanted` names (`defaults` when `wanted` is empty), in the task's order.
-std::vector<std::string> task_modes(const std::vector<std::string>& all, const std::vector<std::string>& defaults,
-                                    const std::vector<std::string>& wanted, std::string_view task) {
-  if (wanted.empty()) return defaults;
-  std::vector<std::string> kept;
-  for (const auto& m : all)
-    if (std::find(wanted.begin(), wanted.end(), m) != wanted.end()) kept.push_back(m);
-  if (kept.empty())
-    throw FieldError<UsageError>("reader_modes", "none of " + join(wanted, ",") + " is a document mode of " + std::string(task) +
-                                              " (it has " + join(all, ",") + ")");
-  return kept;
-}
-
 Mix draw_mix(Rng& rng, const std::vector<std::string>& modes, const std::vector<std::size_t>& ks) {
   Mix m;
   m.mode = modes[rng.below(modes.size())];
@@ -87,6 +74,24 @@ std::string commit_subject_area(std::string_view subject) {
   for (char c : area)
     if (static_cast<unsigned char>(c) <= ' ') return "";
   return std::string(area);
+}
+
+std::vector<std::string> reader_modes(std::string_view task, const std::vector<std::string>& wanted) {
+  static const std::vector<std::string> kCommit = {"none", "bm25", "bm25-shuffled", "random", "recency"};
+  static const std::vector<std::string> kQa = {"none", "bm25", "bm25-shuffled", "bm25+gold", "random"};
+  static const std::vector<std::string> kQaDefault = {"bm25", "bm25+gold"};
+  const bool qa = task == "qa";
+  if (!qa && task != "commit_subject" && task != "commit_area")
+    throw UsageError("reader examples: \"" + std::string(task) + "\" is not a reader task (commit_subject, commit_area, qa)");
+  const auto& all = qa ? kQa : kCommit;
+  if (wanted.empty()) return qa ? kQaDefault : kCommit;
+  std::vector<std::string> kept;
+  for (const auto& m : all)
+    if (std::find(wanted.begin(), wanted.end(), m) != wanted.end()) kept.push_back(m);
+  if (kept.empty())
+    throw FieldError<UsageError>("reader_modes", "none of " + join(wanted, ",") + " is a document mode of " + std::string(task) +
+                                              " (it has " + join(all, ",") + ")");
+  return kept;
 }
 
 std::vector<ReaderExample> commit_reader_examples(const std::vector<Commit>& commits, const tasks::Task& task,
@@ -147,8 +152,7 @@ std::vector<ReaderExample> commit_reader_examples(const std::vector<Commit>& com
   std::sort(queries.begin(), queries.end(), [](const Query& a, const Query& b) { return a.commit < b.commit; });
   keep_sample(queries, o.limit, o.seed, task.name());
 
-  static const std::vector<std::string> kModes = {"none", "bm25", "bm25-shuffled", "random", "recency"};
-  const auto modes = task_modes(kModes, kModes, o.modes, task.name());
+  const auto modes = reader_modes(task.name(), o.modes);
   std::vector<ReaderExample> out(queries.size());
   tasks::PromptOptions popts;
   popts.max_length = o.prompt_max_length;
@@ -234,8 +238,7 @@ std::vector<ReaderExample> claim_qa_reader_examples(const std::vector<Example>& 
   // without its passage, so none and random would only teach guessing names, and copying a
   // name out of the prompt is what the reader must learn (docs/RESULTS.md: 5,000 examples
   // of bm25 and bm25+gold after the mixed stage took dev exact match from 0.004 to 0.125).
-  static const std::vector<std::string> kModes = {"none", "bm25", "bm25-shuffled", "bm25+gold", "random"};
-  const auto modes = task_modes(kModes, {"bm25", "bm25+gold"}, o.modes, task.name());
+  const auto modes = reader_modes(task.name(), o.modes);
   std::unordered_map<std::string, std::size_t> by_title;
   for (std::size_t i = 0; i < corpus.size(); ++i) {
     const auto t = corpus[i].fields.find("title");

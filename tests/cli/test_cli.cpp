@@ -112,6 +112,18 @@ TEST_F(Cli, NumbersAreDecimalFiniteAndBounded) {
   refused(train + "--method rspg-pre --init x --selector-input sideways", {"--selector-input", "sideways"});
   refused("eval --data " + kSample + " --task commit_subject --split dev --retrievers bm25 --llm reference --oracle 5000",
           {"oracle_depth", "5000"});
+  // train-lm's reader stage checks its options before it reads --init or writes --out.
+  write("commits.jsonl", R"({"id":"c1","repo":"r","author":"a","date":"2020-01-01","subject":"s","text":"t"})" "\n");
+  const std::string reader = "train-lm --stage reader --input commits.jsonl --init no-such-lm --out lm ";
+  refused(reader + "--max-texts qa=x", {"--max-texts qa=x", "\"qa\" is not one of --tasks"});
+  refused(reader + "--max-texts commit_subject=-1", {"--max-texts commit_subject", "\"-1\""});
+  refused(reader + "--max-texts x", {"--max-texts", "\"x\""});
+  refused(reader + "--reader-modes sideways", {"--reader-modes sideways", "\"sideways\" is not a document mode"});
+  refused(reader + "--reader-modes bm25+gold", {"--reader-modes bm25+gold", "commit_subject"});
+  refused(reader + "--reader-k 0", {"--reader-k 0"});
+  refused(reader + "--tasks qa", {"--claims"});
+  refused(reader, {"--init no-such-lm: no such folder"});  // the options pass, so --init is read next
+  EXPECT_FALSE(fs::exists(dir_ / "lm"));
   refused("serve-llm --llm 'openai:http://127.0.0.1:1/v1#m'", {"proxy"});
   EXPECT_FALSE(fs::exists(dir_ / "r.jsonl"));
   // Leading zeros are decimal: 010 is ten, not octal eight.

@@ -140,11 +140,6 @@ void add_train_lm(CLI::App& app, int& rc) {
     if (*stage == "reader") {
       if (init->empty()) throw UsageError("--stage reader needs --init LM_DIR: the language model to fine-tune (attune train-lm)");
       if (!tokenizer->empty()) throw UsageError("--stage reader takes the tokenizer of --init; leave out --tokenizer");
-      if (!fs::is_directory(*init)) throw UsageError("--init " + *init + ": no such folder");
-      opts.init = *init;
-      opts.tokenizer = *init;
-      opts.validate();
-      train::prepare_lm_out(opts);
       std::vector<std::string> task_names;
       for (const auto& t : split_commas(*reader_tasks)) {
         if (t != "commit_subject" && t != "commit_area" && t != "qa")
@@ -159,27 +154,8 @@ void add_train_lm(CLI::App& app, int& rc) {
         throw UsageError("--claims and --corpus build qa examples: add qa to --tasks");
       for (const auto* f : {claims.get(), corpus.get()})
         if (!f->empty() && !fs::is_regular_file(*f)) throw UsageError(*f + ": no such file");
-      std::vector<train::Commit> commits;
-      for (const auto& in : *inputs) {
-        std::ifstream f(in);
-        std::string line;
-        std::size_t lineno = 0;
-        while (std::getline(f, line)) {
-          ++lineno;
-          if (line.empty()) continue;
-          const auto j = nlohmann::json::parse(line, nullptr, false);
-          const auto field = [&](const char* k) {
-            if (!j.is_object() || !j.contains(k) || !j[k].is_string())
-              throw InputError(in, "line " + std::to_string(lineno), k, "a commit needs string fields repo, author, date, subject and text");
-            return j[k].get<std::string>();
-          };
-          commits.push_back({field("id"), field("repo"), field("author"), field("date"), field("subject"), field("text")});
-        }
-      }
-      const auto tok = text::SubwordTokenizer::load(opts.init);
       train::ReaderDataOptions ro;
       ro.prompt_max_length = *prompt_max;
-      ro.seed = opts.fit.seed;
       // The reader's default samples keep the default run within its budget on 2 cores
       // (docs/RESULTS.md), and 5,000 beat 3,000 on dev for both commit tasks.
       const auto limits = reader_limits(*max_texts, task_names);
@@ -200,6 +176,38 @@ void add_train_lm(CLI::App& app, int& rc) {
           throw UsageError("--reader-modes " + *reader_modes + ": \"" + m + "\" is not a document mode (" + join(kAllModes, ", ") + ")");
         ro.modes.push_back(m);
       }
+      // Each task keeps the modes it has; one left with none is refused here, before any work.
+      for (const auto& name : task_names) {
+        try {
+          (void)train::reader_modes(name, ro.modes);
+        } catch (const UsageError& e) {
+          throw UsageError("--reader-modes " + *reader_modes + ": " + e.what());
+        }
+      }
+      if (!fs::is_directory(*init)) throw UsageError("--init " + *init + ": no such folder");
+      opts.init = *init;
+      opts.tokenizer = *init;
+      opts.validate();
+      train::prepare_lm_out(opts);
+      ro.seed = opts.fit.seed;
+      std::vector<train::Commit> commits;
+      for (const auto& in : *inputs) {
+        std::ifstream f(in);
+        std::string line;
+        std::size_t lineno = 0;
+        while (std::getline(f, line)) {
+          ++lineno;
+          if (line.empty()) continue;
+          const auto j = nlohmann::json::parse(line, nullptr, false);
+          const auto field = [&](const char* k) {
+            if (!j.is_object() || !j.contains(k) || !j[k].is_string())
+              throw InputError(in, "line " + std::to_string(lineno), k, "a commit needs string fields repo, author, date, subject and text");
+            return j[k].get<std::string>();
+          };
+          commits.push_back({field("id"), field("repo"), field("author"), field("date"), field("subject"), field("text")});
+        }
+      }
+      const auto tok = text::SubwordTokenizer::load(opts.init);
       std::vector<train::ReaderExample> examples;
       std::string counts;
       for (const auto& name : task_names) {

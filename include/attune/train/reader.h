@@ -49,6 +49,12 @@ struct ReaderDataOptions {
 // to 40 characters without spaces; "" otherwise.
 std::string commit_subject_area(std::string_view subject);
 
+// The document modes `task` (commit_subject, commit_area or qa) draws its examples from, in
+// the task's order: those of `wanted` it has (all of a commit task's, bm25 and bm25+gold of
+// qa's when `wanted` is empty). UsageError naming reader_modes when it has none of them,
+// and for another task.
+std::vector<std::string> reader_modes(std::string_view task, const std::vector<std::string>& wanted);
+
 // Examples from per-author histories, exactly the layout of ../shared/data/git: a commit
 // with an older commit by its author in its repository is a query whose profile is those
 // earlier commits (the latest max_history, texts cut to profile_words).
