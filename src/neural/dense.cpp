@@ -126,6 +126,15 @@ Ranking CrossEncoderRetriever::do_rank(const retrieval::Query& q, std::span<cons
   return sorted(c, std::vector<double>(s.begin(), s.end()));
 }
 
+Ranking PurpleRetriever::do_rank(const retrieval::Query& q, std::span<const Document> c, std::size_t) const {
+  if (c.empty()) return {};
+  std::vector<std::string> texts;
+  texts.reserve(c.size());
+  for (const auto& d : c) texts.push_back(d.text);
+  const auto s = model_->propensities(q.text, texts);
+  return sorted(c, std::vector<double>(s.begin(), s.end()));
+}
+
 void register_retrievers(const Device& device) {
   models::EncoderOptions o;
   o.device = device;
@@ -138,6 +147,9 @@ void register_retrievers(const Device& device) {
   });
   retrieval::register_retriever_kind("cross", [o](std::string_view dir, std::uint64_t) {
     return std::make_unique<CrossEncoderRetriever>(models::CrossEncoder::load(std::string(dir), o));
+  });
+  retrieval::register_retriever_kind("purple", [device](std::string_view dir, std::uint64_t) {
+    return std::make_unique<PurpleRetriever>(models::PurpleModel::load(std::string(dir), device));
   });
 }
 

@@ -5,7 +5,11 @@
 #include <filesystem>
 #include <type_traits>
 
+#include "attune/core/error.h"
+#include "attune/core/parallel.h"
+#include "attune/retrieval/spec.h"
 #include "attune/feedback/collect.h"
+#include "attune/llm/cached.h"
 #include "attune/models/config.h"
 #include "attune/models/encoder.h"
 
@@ -151,6 +155,94 @@ PearlRun run_pearl(const Bench& b, const SplitSource& train, const SplitSource& 
   auto meta = models::read_json_file(o.fit.out / "attune_train.json");
   meta["dev"] = run.dev_json;
   models::write_json_file(o.fit.out / "attune_train.json", meta);
+  return run;
+}
+
+namespace {
+
+// One split's PURPLE examples and what their prompts need: the dataset example and its
+// candidate documents, in the first stage's order.
+struct PurpleSplit {
+  std::vector<PurpleExample> examples;
+  std::vector<const Example*> source;
+  std::vector<std::vector<Document>> docs;
+};
+
+PurpleSplit purple_split(const Bench& b, const SplitSource& s, const PurpleWorkflow& wf, std::size_t min_records) {
+  const auto& ds = *s.dataset;
+  const auto& source = source_of(s, wf.initial);
+  const auto initial = retrieval::make_retriever(retrieval::parse_retriever_spec(wf.initial), wf.options.fit.seed, b.task.uses_corpus());
+  const std::size_t n = s.limit ? std::min(s.limit, ds.examples.size()) : ds.examples.size();
+  std::vector<PurpleExample> ex(n);
+  std::vector<std::vector<Document>> docs(n);
+  parallel_for(n, b.threads, [&](std::size_t e) {
+    const Example& x = ds.examples[e];
+    const auto cands = source.candidates(x);
+    retrieval::Query q{x.id, x.user, b.task.query(x)};
+    const auto ranking = initial->rank(q, cands, wf.top_l);
+    ex[e].id = x.id;
+    ex[e].query = q.text;
+    for (auto i : ranking.indices) {
+      ex[e].records.push_back(cands[i].text);
+      docs[e].push_back(cands[i]);
+    }
+  });
+  PurpleSplit out;
+  for (std::size_t e = 0; e < n; ++e) {
+    if (ex[e].records.size() < min_records) continue;
+    out.examples.push_back(std::move(ex[e]));
+    out.source.push_back(&ds.examples[e]);
+    out.docs.push_back(std::move(docs[e]));
+  }
+  return out;
+}
+
+}  // namespace
+
+PurpleRun run_purple(const Bench& b, const SplitSource& train, const SplitSource& dev, PurpleWorkflow wf) {
+  auto& o = wf.options;
+  o.initial_retriever = wf.initial;
+  o.top_l = wf.top_l;
+  o.validate();
+  if (wf.batch == 0) throw FieldError<UsageError>("batch", "batch = 0: score requests per model call must be positive");
+  // The initial retriever's spec fails here, before any candidate is ranked.
+  (void)retrieval::parse_retriever_spec(wf.initial);
+  const auto tr = purple_split(b, train, wf, 2);
+  const auto dv = dev.dataset ? purple_split(b, dev, wf, 1) : PurpleSplit{};
+  PurpleRun run;
+  run.train_examples = tr.examples.size();
+  run.dev_examples = dv.examples.size();
+  if (b.progress)
+    std::fprintf(stderr, "train: purple on %s %s: %zu examples with >= 2 of the top %zu of %s; dev %zu\n", train.dataset->task.c_str(),
+                 train.dataset->split.c_str(), tr.examples.size(), wf.top_l, wf.initial.c_str(), dv.examples.size());
+  llm::CachedModel cached(b.model, b.store);
+  tasks::PromptOptions po;
+  po.max_length = wf.prompt_max_length;
+  const auto reward_of = [&](const PurpleSplit& sp) {
+    return ProfileReward([&, sp = &sp](std::span<const ProfileRequest> reqs) {
+      std::vector<llm::ScoreRequest> sr(reqs.size());
+      parallel_for(reqs.size(), b.threads, [&](std::size_t i) {
+        const auto e = reqs[i].example;
+        std::vector<const Document*> d;
+        for (auto j : reqs[i].records) d.push_back(&sp->docs[e][j]);
+        sr[i] = {b.task.prompt(*sp->source[e], d, b.tok, po), sp->source[e]->output};
+      });
+      std::vector<double> out(reqs.size());
+      const std::size_t nb = (sr.size() + wf.batch - 1) / wf.batch;
+      parallel_for(nb, b.threads, [&](std::size_t c) {
+        const std::size_t lo = c * wf.batch, hi = std::min(sr.size(), lo + wf.batch);
+        const auto s = cached.score(std::span<const llm::ScoreRequest>(sr).subspan(lo, hi - lo));
+        std::copy(s.begin(), s.end(), out.begin() + static_cast<std::ptrdiff_t>(lo));
+      });
+      return out;
+    });
+  };
+  const auto train_reward = reward_of(tr), dev_reward = reward_of(dv);
+  o.fit.data_description = wf.data_label + " (" + std::to_string(tr.examples.size()) + " examples), rewards log p(y | x, P) of " +
+                           b.model.info().id;
+  run.result = train_purple(tr.examples, dv.examples, train_reward, dev_reward, o);
+  run.model_calls = cached.misses();
+  run.cache_hits = cached.hits();
   return run;
 }
 

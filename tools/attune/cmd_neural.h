@@ -82,5 +82,6 @@ using TrainRunner = std::function<void(const DataOptions&, const RunOptions&, co
 // Each registers its own options on the train subcommand and returns its runner.
 TrainRunner add_rspg_options(CLI::App* train);   // cmd_train_rspg.cpp
 TrainRunner add_pearl_options(CLI::App* train);  // cmd_train_pearl.cpp
+TrainRunner add_purple_options(CLI::App* train); // cmd_train_purple.cpp
 
 }  // namespace attune::cli

@@ -64,7 +64,7 @@ void add_train(CLI::App& app, int& rc) {
   d->add(*cmd);
   r->add(*cmd);
   cmd->add_option("--config", "read options from a file: `key = value` lines (long option names, e.g. lr = 1e-5); the command line wins");
-  cmd->add_option("--method", a->method, "ropg-rl | ropg-kd | rspg-pre | rspg-post | pearl")->required();
+  cmd->add_option("--method", a->method, "ropg-rl | ropg-kd | rspg-pre | rspg-post | pearl | purple")->required();
   cmd->add_option("--llm", a->llm, "the language model whose feedback is learned: reference, local:DIR, openai:URL#MODEL")
       ->capture_default_str();
   cmd->add_option("--out", a->out, "output model folder (usable as a retriever spec)")->required();
@@ -123,7 +123,7 @@ void add_train(CLI::App& app, int& rc) {
   add_optional(cmd, "--checkpoint-every", a->checkpoint_every,
                "optimiser steps between checkpoints, and at every epoch end (default: ROPG 50; 0 = epoch ends only)");
   cmd->add_flag("--resume", a->resume, "continue the run checkpointed in --out");
-  const TrainRunner rspg = add_rspg_options(cmd), pearl = add_pearl_options(cmd);
+  const TrainRunner rspg = add_rspg_options(cmd), pearl = add_pearl_options(cmd), purple = add_purple_options(cmd);
   cmd->callback([=, &rc] {
     // The dev split picks the kept epoch: the training split would pick the one that fits it best.
     if (!a->dev_split.empty() && a->dev_split == d->split)
@@ -155,8 +155,9 @@ void add_train(CLI::App& app, int& rc) {
       throw UsageError("--policy-temperature applies to ropg-kd and ropg-rl, not " + a->method);
     if (a->method == "rspg-pre" || a->method == "rspg-post") return rspg(*d, *r, *a), void(rc = 0);
     if (a->method == "pearl") return pearl(*d, *r, *a), void(rc = 0);
+    if (a->method == "purple") return purple(*d, *r, *a), void(rc = 0);
     if (a->method != "ropg-rl" && a->method != "ropg-kd")
-      throw UsageError("unknown --method \"" + a->method + "\" (expected ropg-rl, ropg-kd, rspg-pre, rspg-post or pearl)");
+      throw UsageError("unknown --method \"" + a->method + "\" (expected ropg-rl, ropg-kd, rspg-pre, rspg-post, pearl or purple)");
     if (a->init.empty())
       throw UsageError("--method " + a->method + " needs --init MODEL_DIR: the dense encoder to start from "
                        "(make one with `attune pretrain-encoder`)");

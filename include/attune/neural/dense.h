@@ -10,6 +10,7 @@
 
 #include "attune/core/device.h"
 #include "attune/models/encoder.h"
+#include "attune/models/purple.h"
 #include "attune/retrieval/retriever.h"
 
 namespace attune::neural {
@@ -81,7 +82,23 @@ class CrossEncoderRetriever final : public retrieval::Retriever {
   std::shared_ptr<const models::CrossEncoder> model_;
 };
 
-// Registers "dense" and "cross" with retrieval::make_retriever; their models load on
+// PURPLE's selector (purple:MODEL_DIR, 003): the candidates ordered by their propensities,
+// read as one list (a candidate's propensity depends on the others unless the model is
+// pointwise); ties keep candidate order. A PURPLE folder as a spec is
+// rerank(INITIAL,L,purple:DIR), the candidates it was trained on.
+class PurpleRetriever final : public retrieval::Retriever {
+ public:
+  explicit PurpleRetriever(std::shared_ptr<const models::PurpleModel> model) : model_(std::move(model)) {}
+  std::string name() const override { return model_->id(); }
+
+ protected:
+  Ranking do_rank(const retrieval::Query& q, std::span<const Document> candidates, std::size_t k) const override;
+
+ private:
+  std::shared_ptr<const models::PurpleModel> model_;
+};
+
+// Registers "dense", "cross" and "purple" with retrieval::make_retriever; their models load on
 // `device` (the CLI's --device). Call from main(); calling again (e.g. with the parsed
 // --device) replaces the factories.
 void register_retrievers(const Device& device = {});

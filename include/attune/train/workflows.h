@@ -18,6 +18,7 @@
 #include "attune/tasks/task.h"
 #include "attune/text/tokenizer.h"
 #include "attune/train/pearl.h"
+#include "attune/train/purple.h"
 #include "attune/train/ropg.h"
 #include "attune/train/rspg.h"
 
@@ -87,6 +88,25 @@ struct PearlRun {
   nlohmann::json dev_json;  // what attune_train.json records as "dev" (null without dev)
 };
 PearlRun run_pearl(const Bench& bench, const SplitSource& train, const SplitSource& dev, PearlWorkflow wf);
+
+// PURPLE: each example's top-l candidates of the initial retriever; the rewards log p(y |
+// phi_p(x, P)) asked of the bench's model inside the training loop, through its cache in
+// the store (a resumed or repeated run asks the model only for profiles it has not
+// scored). `prompt_max_length` is the prompt budget (eval's --max-length).
+struct PurpleWorkflow {
+  std::string initial = "bm25";        // the first stage (the CLI's default: dense over --init)
+  std::size_t top_l = 20;              // candidates per example (003: 20)
+  std::size_t prompt_max_length = 256; // eval's default --max-length
+  std::size_t batch = 64;              // score requests per model call
+  std::string data_label;
+  PurpleOptions options;
+};
+struct PurpleRun {
+  std::size_t train_examples = 0, dev_examples = 0;
+  std::size_t model_calls = 0, cache_hits = 0;  // score requests of this process
+  PurpleResult result;
+};
+PurpleRun run_purple(const Bench& bench, const SplitSource& train, const SplitSource& dev, PurpleWorkflow wf);
 
 // feedback::collect for a workflow: `co`'s kind-specific fields as given, the split's
 // limit and sources, the run's seed, threads and progress; prints "train: KIND feedback on
