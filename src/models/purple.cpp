@@ -105,17 +105,21 @@ torch::Tensor PurpleHeadImpl::forward(const torch::Tensor& query, const torch::T
   return torch::sigmoid(mlp2->forward(torch::gelu(mlp1->forward(h)))).squeeze(1);
 }
 
-torch::Tensor PurpleNet::forward(const std::vector<const batches::Tokens*>& rows) {
+std::pair<torch::Tensor, torch::Tensor> PurpleNet::encode(const std::vector<const batches::Tokens*>& rows) {
   if (rows.size() < 2) throw Error("PURPLE: a query needs at least one record to score");
-  torch::Tensor states, mask;
-  {
-    torch::NoGradGuard ng;  // the encoder is frozen (003 §3)
-    auto [ids, m] = batches::pad_rows(rows, pad, device);
-    states = bert->forward(ids, torch::zeros_like(ids), m);
-    mask = m;
-  }
-  const auto R = static_cast<std::int64_t>(rows.size()) - 1;
+  torch::NoGradGuard ng;  // the encoder is frozen (003 §3)
+  auto [ids, mask] = batches::pad_rows(rows, pad, device);
+  return {bert->forward(ids, torch::zeros_like(ids), mask), mask};
+}
+
+torch::Tensor PurpleNet::score(const torch::Tensor& states, const torch::Tensor& mask) {
+  const auto R = states.size(0) - 1;
   return head->forward(states[0], mask[0], states.slice(0, 1, 1 + R), mask.slice(0, 1, 1 + R));
+}
+
+torch::Tensor PurpleNet::forward(const std::vector<const batches::Tokens*>& rows) {
+  auto [states, mask] = encode(rows);
+  return score(states, mask);
 }
 
 struct PurpleModel::Impl {

@@ -100,6 +100,8 @@ namespace {
 struct Tokenized {
   std::string id;
   std::vector<Tokens> rows;  // [query, records...]
+  // The frozen encoder's states of `rows`, kept across epochs within the cache budget.
+  torch::Tensor states, mask;
 };
 
 std::vector<Tokenized> tokenize(const text::SubwordTokenizer& tok, const std::vector<PurpleExample>& ex, std::size_t max_length) {
@@ -159,7 +161,7 @@ class PurpleLearner final : public DevSelectedLearner {
             {"max_length", cfg_.max_length}, {"initial", o.initial_retriever}, {"top_l", o.top_l},
             {"epochs", o.fit.epochs}, {"batch_size", o.fit.batch_size}, {"micro_batch", o.fit.micro_batch},
             {"lr", o.fit.lr}, {"warmup", o.fit.warmup}, {"clip", o.fit.clip}, {"seed", o.fit.seed},
-            {"train_examples", train.size()}};
+            {"train_examples", train.size()}};  // state_cache_mb changes no result: not in the signature
     const auto spec = models::read_pooling_spec(o.init);
     save_.tokenizer_dir = o.init;
     save_.pooling = spec.pooling;
@@ -248,10 +250,19 @@ class PurpleLearner final : public DevSelectedLearner {
  private:
   std::size_t dev_size() const override { return dv_.size(); }
 
-  torch::Tensor forward(const Tokenized& t) {
+  // The propensities of one example; its encoder states come from the cache when kept.
+  torch::Tensor forward(Tokenized& t) {
+    if (t.states.defined()) return net_.score(t.states, t.mask);
     std::vector<const Tokens*> rows;
     for (const auto& r : t.rows) rows.push_back(&r);
-    return net_.forward(rows);
+    auto [states, mask] = net_.encode(rows);
+    const auto bytes = static_cast<std::size_t>(states.numel()) * states.element_size();
+    if (cached_bytes_ + bytes <= o_.state_cache_mb * (std::size_t{1} << 20)) {
+      cached_bytes_ += bytes;
+      t.states = states;
+      t.mask = mask;
+    }
+    return net_.score(states, mask);
   }
   static std::vector<double> weights(const torch::Tensor& f) {
     auto c = f.detach().to(torch::kCPU, torch::kFloat64).clamp_min(1e-6).contiguous();
@@ -268,6 +279,7 @@ class PurpleLearner final : public DevSelectedLearner {
   nlohmann::json sig_;
   models::SaveBertOptions save_;
   std::size_t calls_ = 0;
+  std::size_t cached_bytes_ = 0;
 };
 
 }  // namespace

@@ -230,6 +230,21 @@ TEST_F(Purple, ResumeAsksForTheSameProfilesAndEndsWithTheSameHead) {
   }
 }
 
+TEST_F(Purple, KeepingTheEncoderStatesChangesNoResult) {
+  const auto tr = planted(24, 1), dv = planted(8, 2);
+  const auto rt = reward_of(tr), rd = reward_of(dv);
+  auto kept = tiny("kept"), recomputed = tiny("recomputed");
+  kept.fit.epochs = recomputed.fit.epochs = 2;
+  recomputed.state_cache_mb = 0;
+  const auto a = train_purple(tr.examples, dv.examples, rt, rd, kept);
+  const auto b = train_purple(tr.examples, dv.examples, rt, rd, recomputed);
+  ASSERT_EQ(a.epochs.size(), b.epochs.size());
+  for (std::size_t e = 0; e < a.epochs.size(); ++e) {
+    EXPECT_DOUBLE_EQ(a.epochs[e].loss, b.epochs[e].loss);
+    EXPECT_DOUBLE_EQ(a.epochs[e].dev_reward, b.epochs[e].dev_reward);
+  }
+}
+
 TEST_F(Purple, BadOptionsAndRewardsAreRefused) {
   const auto tr = planted(8, 1);
   const auto rt = reward_of(tr);

@@ -19,7 +19,7 @@ namespace attune::cli {
 namespace {
 
 struct PurpleArgs {
-  std::size_t k = 5, samples = 32, heads = 4, layers = 2, max_length = 128, prompt_max_length = 256;
+  std::size_t k = 5, samples = 32, heads = 4, layers = 2, max_length = 128, prompt_max_length = 256, state_cache_mb = 2048;
   bool no_cross_attention = false, pointwise = false;
 };
 
@@ -38,6 +38,10 @@ TrainRunner add_purple_options(CLI::App* train) {
       ->capture_default_str();
   train->add_option("--purple-prompt-max-length", p->prompt_max_length,
                     "PURPLE: the prompt budget of the reward prompts (use eval's --max-length)")
+      ->capture_default_str();
+  train->add_option("--purple-state-cache-mb", p->state_cache_mb,
+                    "PURPLE: MiB of the frozen encoder's token states kept across epochs (float32; 0 = recompute each "
+                    "epoch); results are the same either way")
       ->capture_default_str();
   train->add_flag("--no-cross-attention", p->no_cross_attention,
                   "PURPLE ablation: records do not attend to the query's tokens; the query is one extra member of the "
@@ -63,6 +67,7 @@ TrainRunner add_purple_options(CLI::App* train) {
     o.cross_attention = !p->no_cross_attention;
     o.record_transformer = !p->pointwise;
     o.max_length = p->max_length;
+    o.state_cache_mb = p->state_cache_mb;
     apply_fit_options(a, r, o.fit);
     o.initial_retriever = first;
     o.top_l = l;

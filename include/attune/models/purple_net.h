@@ -66,8 +66,13 @@ struct PurpleNet {
   std::int64_t pad = 0;
   torch::Device device{torch::kCPU};
 
-  // The propensities [R] of one query's records: rows[0] is the query, rows[1..] its R
-  // records. The frozen encoder runs without gradient (and in eval mode); the head with.
+  // The frozen encoder's token states of one query's rows (rows[0] the query, rows[1..]
+  // its R records), without gradient: states [1 + R, L, H] and mask [1 + R, L], L the
+  // longest row. A trainer may keep them across epochs: the encoder never changes.
+  std::pair<torch::Tensor, torch::Tensor> encode(const std::vector<const batches::Tokens*>& rows);
+  // The head over encode()'s states: the propensities [R].
+  torch::Tensor score(const torch::Tensor& states, const torch::Tensor& mask);
+  // encode, then score.
   torch::Tensor forward(const std::vector<const batches::Tokens*>& rows);
 };
 
