@@ -110,6 +110,10 @@ TEST_F(Cli, NumbersAreDecimalFiniteAndBounded) {
   refused(train + "--method ropg-kd --init x --initial-prior fixed", {"fixed", "learned or none"});
   refused(train + "--method ropg-rl --init x --protocol dense --initial-prior learned", {"--initial-prior learned", "--protocol rerank"});
   refused(train + "--method rspg-pre --init x --selector-input sideways", {"--selector-input", "sideways"});
+  refused(train + "--method ropg-kd --init x --purple-k 3", {"--purple-k applies to --method purple, not ropg-kd"});
+  refused(train + "--method purple --init x --pearl-tau 2", {"--pearl-tau applies to --method pearl, not purple"});
+  refused(train + "--method pearl --init x --pointwise", {"--pointwise applies to --method purple"});
+  refused(train + "--method purple --init no-such-encoder", {"--init no-such-encoder: no such model folder"});
   refused("eval --data " + kSample + " --task commit_subject --split dev --retrievers bm25 --llm reference --oracle 5000",
           {"oracle_depth", "5000"});
   // train-lm's reader stage checks its options before it reads --init or writes --out.

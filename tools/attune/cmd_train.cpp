@@ -130,6 +130,15 @@ void add_train(CLI::App& app, int& rc) {
       throw UsageError("--split " + d->split + " and --dev-split " + a->dev_split +
                        " name the same split: the kept epoch would be chosen on the training data (name another "
                        "--dev-split, or --dev-split \"\" to keep the last epoch)");
+    // A method's own options (--pearl-*, --purple-* and their flags) mean nothing to another.
+    for (const auto* opt : cmd->get_options()) {
+      if (opt->count() == 0) continue;
+      const std::string name = opt->get_name();
+      const bool pearl_only = name.rfind("--pearl-", 0) == 0 || name == "--no-anchor";
+      const bool purple_only = name.rfind("--purple-", 0) == 0 || name == "--no-cross-attention" || name == "--pointwise";
+      if ((pearl_only && a->method != "pearl") || (purple_only && a->method != "purple"))
+        throw UsageError(name + " applies to --method " + (pearl_only ? "pearl" : "purple") + ", not " + a->method);
+    }
     if (a->target_temperature && a->method != "ropg-kd" && a->method != "rspg-pre" && a->method != "rspg-post")
       throw UsageError("--target-temperature applies to ropg-kd, rspg-pre and rspg-post, not " + a->method +
                        (a->method == "pearl" ? " (its label temperature is --pearl-tau)" : ""));
