@@ -2,6 +2,8 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <map>
+#include <string_view>
 
 #include "attune/core/error.h"
 
@@ -45,15 +47,22 @@ std::vector<double> CachedModel::score(std::span<const ScoreRequest> requests) {
   for (const auto& r : requests) keys.push_back({model, "score", r.prompt, r.target});
   auto cached = cache_.cache_get(keys);
   std::vector<double> out(requests.size());
+  // What the cache lacks, each distinct (prompt, target) once: a repeated request in one
+  // call (PURPLE draws the same profile more than once) costs one model call.
   std::vector<ScoreRequest> missing;
-  std::vector<std::size_t> where;
+  std::vector<std::vector<std::size_t>> where;
+  std::map<std::pair<std::string_view, std::string_view>, std::size_t> first;
   for (std::size_t i = 0; i < requests.size(); ++i) {
     if (cached[i]) {
       out[i] = std::strtod(cached[i]->c_str(), nullptr);
-    } else {
-      missing.push_back(requests[i]);
-      where.push_back(i);
+      continue;
     }
+    const auto [it, fresh] = first.try_emplace({requests[i].prompt, requests[i].target}, missing.size());
+    if (fresh) {
+      missing.push_back(requests[i]);
+      where.emplace_back();
+    }
+    where[it->second].push_back(i);
   }
   hits_ += requests.size() - missing.size();
   if (missing.empty()) return out;
@@ -62,10 +71,10 @@ std::vector<double> CachedModel::score(std::span<const ScoreRequest> requests) {
   if (fresh.size() != missing.size()) throw Error("language model " + model + " returned a wrong number of scores");
   std::vector<std::pair<store::CacheKey, std::string>> entries;
   for (std::size_t j = 0; j < missing.size(); ++j) {
-    out[where[j]] = fresh[j];
+    for (auto i : where[j]) out[i] = fresh[j];
     char buf[40];
     std::snprintf(buf, sizeof buf, "%.17g", fresh[j]);  // round-trips exactly
-    entries.emplace_back(keys[where[j]], buf);
+    entries.emplace_back(keys[where[j].front()], buf);
   }
   cache_.cache_put(entries);
   return out;

@@ -74,3 +74,23 @@ TEST(CachedModel, SecondRunAsksTheModelNothingAndScoresRoundTripExactly) {
   EXPECT_EQ(counting.generated, 2u);
   fs::remove(path);
 }
+
+TEST(CachedModel, ARepeatedScoreRequestInOneCallCostsOneModelCall) {
+  const auto path = temp_store("cached_repeat");
+  llm::ReferenceReader ref({"fix parser cache", "add pager"}, {});
+  auto store = store::open_sqlite(path);
+  Counting counting(ref);
+  llm::CachedModel cached(counting, *store);
+  const std::vector<llm::ScoreRequest> reqs = {{"a", "fix parser"}, {"b", "add pager"}, {"a", "fix parser"}, {"a", "add pager"},
+                                               {"b", "add pager"}};
+  const auto s = cached.score(reqs);
+  EXPECT_EQ(counting.scored, 3u);  // (a, fix parser), (b, add pager), (a, add pager)
+  EXPECT_EQ(cached.misses(), 3u);
+  EXPECT_EQ(cached.hits(), 2u);
+  ASSERT_EQ(s.size(), 5u);
+  EXPECT_EQ(s[0], s[2]);
+  EXPECT_EQ(s[1], s[4]);
+  // Each is what the model gives alone.
+  for (std::size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(s[i], ref.score(std::span(&reqs[i], 1))[0]) << i;
+  fs::remove(path);
+}
