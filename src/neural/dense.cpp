@@ -5,6 +5,7 @@
 #include <map>
 #include <numeric>
 
+#include "attune/core/error.h"
 #include "attune/core/sha256.h"
 #include "attune/models/config.h"
 
@@ -135,6 +136,40 @@ Ranking PurpleRetriever::do_rank(const retrieval::Query& q, std::span<const Docu
   return sorted(c, std::vector<double>(s.begin(), s.end()));
 }
 
+Ranking IumRetriever::do_rank(const retrieval::Query& q, std::span<const Document> c, std::size_t) const {
+  if (c.empty()) return {};
+  std::vector<std::string> texts;
+  texts.reserve(c.size());
+  for (const auto& d : c) texts.push_back(d.text);
+  const auto s = model_->score(task_, llm_, q.text, texts);
+  return sorted(c, std::vector<double>(s.begin(), s.end()));
+}
+
+IumSpec parse_ium_arg(std::string_view arg) {
+  const auto bad = [&](const std::string& why) {
+    return UsageError("retriever spec \"ium:" + std::string(arg) + "\": " + why +
+                      " (expected ium:DIR?task=TASK&model=MODEL, the agent whose reranker it is)");
+  };
+  IumSpec s;
+  const auto q = arg.find('?');
+  s.dir = std::string(arg.substr(0, q));
+  if (q == std::string_view::npos) throw bad("names no agent");
+  std::string_view rest = arg.substr(q + 1);
+  while (!rest.empty()) {
+    const auto amp = rest.find('&');
+    const auto part = rest.substr(0, amp);
+    const auto eq = part.find('=');
+    if (eq == std::string_view::npos) throw bad("\"" + std::string(part) + "\" is not KEY=VALUE");
+    const auto key = part.substr(0, eq), value = part.substr(eq + 1);
+    if (key == "task") s.task = std::string(value);
+    else if (key == "model") s.model = std::string(value);
+    else throw bad("unknown key \"" + std::string(key) + "\"");
+    rest = amp == std::string_view::npos ? std::string_view() : rest.substr(amp + 1);
+  }
+  if (s.dir.empty() || s.task.empty() || s.model.empty()) throw bad("needs a folder, a task and a model");
+  return s;
+}
+
 void register_retrievers(const Device& device) {
   models::EncoderOptions o;
   o.device = device;
@@ -150,6 +185,10 @@ void register_retrievers(const Device& device) {
   });
   retrieval::register_retriever_kind("purple", [device](std::string_view dir, std::uint64_t) {
     return std::make_unique<PurpleRetriever>(models::PurpleModel::load(std::string(dir), device));
+  });
+  retrieval::register_retriever_kind("ium", [device](std::string_view arg, std::uint64_t) {
+    const auto s = parse_ium_arg(arg);
+    return std::make_unique<IumRetriever>(models::IumModel::load(s.dir, device), s.task, s.model);
   });
 }
 

@@ -35,7 +35,7 @@ std::unique_ptr<Retriever> make_registered(const RetrieverSpec& spec, std::uint6
     if (spec.arg.empty()) throw UsageError("retriever spec \"" + text + "\" names no model (" + spec.prefix + ":DIR)");
     return factory(spec.arg, seed);
   }
-  if (spec.prefix == "dense" || spec.prefix == "cross" || spec.prefix == "purple")
+  if (spec.prefix == "dense" || spec.prefix == "cross" || spec.prefix == "purple" || spec.prefix == "ium")
     throw UsageError("retriever spec \"" + text + "\": " + spec.prefix +
                      " retrievers are not available here (this program did not register the neural retrievers)");
   throw unknown_spec_error(text);

@@ -10,6 +10,7 @@
 
 #include "attune/core/device.h"
 #include "attune/models/encoder.h"
+#include "attune/models/ium.h"
 #include "attune/models/purple.h"
 #include "attune/retrieval/retriever.h"
 
@@ -98,7 +99,31 @@ class PurpleRetriever final : public retrieval::Retriever {
   std::shared_ptr<const models::PurpleModel> model_;
 };
 
-// Registers "dense", "cross" and "purple" with retrieval::make_retriever; their models load on
+// IUM's reranker for one agent (ium:MODEL_DIR?task=TASK&model=MODEL, 002): candidates
+// ordered by p(R = 1 | tid, mid, x, d); a task or model the folder has no token for reads
+// [UNK]. Ties keep candidate order.
+class IumRetriever final : public retrieval::Retriever {
+ public:
+  IumRetriever(std::shared_ptr<const models::IumModel> model, std::string task, std::string llm)
+      : model_(std::move(model)), task_(std::move(task)), llm_(std::move(llm)) {}
+  std::string name() const override { return model_->id() + "?task=" + task_ + "&model=" + llm_; }
+
+ protected:
+  Ranking do_rank(const retrieval::Query& q, std::span<const Document> candidates, std::size_t k) const override;
+
+ private:
+  std::shared_ptr<const models::IumModel> model_;
+  std::string task_, llm_;
+};
+
+// Parses the ARG of ium:ARG: "DIR?task=TASK&model=MODEL" -> {DIR, TASK, MODEL}. UsageError
+// naming the spec when the agent is missing or a key is unknown.
+struct IumSpec {
+  std::string dir, task, model;
+};
+IumSpec parse_ium_arg(std::string_view arg);
+
+// Registers "dense", "cross", "purple" and "ium" with retrieval::make_retriever; their models load on
 // `device` (the CLI's --device). Call from main(); calling again (e.g. with the parsed
 // --device) replaces the factories.
 void register_retrievers(const Device& device = {});

@@ -1,0 +1,149 @@
+// IUM's reranker network (training and inference) and its inference facade.
+#include "attune/models/ium.h"
+
+#include <algorithm>
+
+#include "attune/core/error.h"
+#include "attune/models/config.h"
+#include "attune/models/ium_net.h"
+#include "attune/models/weights.h"
+
+namespace attune::models {
+
+namespace {
+constexpr std::size_t kModelTokenBase = 500;
+
+std::int64_t reserved(const text::SubwordTokenizer& tok, std::size_t n) {
+  const std::string name = "[unused" + std::to_string(n) + "]";
+  const auto id = tok.token_to_id(name);
+  if (!id)
+    throw Error("IUM: the encoder's vocabulary has no " + name +
+                " token; the agent tokens use BERT's reserved [unusedN] tokens (start from an encoder with a BERT "
+                "vocabulary, e.g. pretrain-encoder --tokenizer bert-base-uncased-vocab)");
+  return *id;
+}
+}  // namespace
+
+AgentTokens AgentTokens::make(const text::SubwordTokenizer& tok, std::vector<std::string> tasks, std::vector<std::string> models) {
+  AgentTokens a;
+  const auto unk = tok.unk_id();
+  if (!unk) throw Error("IUM: the encoder's tokenizer has no unknown token, which unseen agents read");
+  a.unk = *unk;
+  if (tasks.size() > kModelTokenBase || models.size() > 400)
+    throw UsageError("IUM: at most 500 tasks and 400 language models (" + std::to_string(tasks.size()) + " and " +
+                     std::to_string(models.size()) + " given)");
+  for (std::size_t i = 0; i < tasks.size(); ++i) a.task_ids.push_back(reserved(tok, i));
+  for (std::size_t j = 0; j < models.size(); ++j) a.model_ids.push_back(reserved(tok, kModelTokenBase + j));
+  a.tasks = std::move(tasks);
+  a.models = std::move(models);
+  return a;
+}
+
+std::int64_t AgentTokens::task(std::string_view t) const {
+  const auto it = std::find(tasks.begin(), tasks.end(), t);
+  return it == tasks.end() ? unk : task_ids[static_cast<std::size_t>(it - tasks.begin())];
+}
+std::int64_t AgentTokens::model(std::string_view m) const {
+  const auto it = std::find(models.begin(), models.end(), m);
+  return it == models.end() ? unk : model_ids[static_cast<std::size_t>(it - models.begin())];
+}
+
+std::vector<batches::Tokens> encode_ium_inputs(const text::SubwordTokenizer& tok, const std::vector<std::int64_t>& tids,
+                                               const std::vector<std::int64_t>& mids,
+                                               const std::vector<std::pair<std::string, std::string>>& pairs,
+                                               std::size_t max_length) {
+  if (tids.size() != pairs.size() || mids.size() != pairs.size()) throw Error("IUM: one task and one model token per pair");
+  if (max_length < 5) throw FieldError<UsageError>("max_length", "max_length = " + std::to_string(max_length) + ": IUM needs at least 5 tokens");
+  text::SubwordTokenizer::BatchOptions bo;
+  bo.max_length = max_length - 2;  // room for tid and mid
+  std::vector<batches::Tokens> out;
+  out.reserve(pairs.size());
+  for (std::size_t c0 = 0; c0 < pairs.size(); c0 += 256) {
+    const auto n = std::min<std::size_t>(256, pairs.size() - c0);
+    const auto b = tok.encode_batch(std::span<const std::pair<std::string, std::string>>(pairs).subspan(c0, n), bo);
+    for (std::size_t r = 0; r < b.rows; ++r) {
+      batches::Tokens t;
+      for (std::size_t j = 0; j < b.cols && b.mask[r * b.cols + j]; ++j) {
+        t.push_back(b.ids[r * b.cols + j]);
+        if (j == 0) {  // after [CLS]
+          t.push_back(tids[c0 + r]);
+          t.push_back(mids[c0 + r]);
+        }
+      }
+      out.push_back(std::move(t));
+    }
+  }
+  return out;
+}
+
+torch::Tensor IumNet::forward(const std::vector<const batches::Tokens*>& rows) {
+  auto [ids, mask] = batches::pad_rows(rows, pad, device);
+  auto hidden = bert->forward(ids, torch::zeros_like(ids), mask);
+  return head->forward(hidden.select(1, 0)).squeeze(1);
+}
+
+std::vector<torch::Tensor> IumNet::parameters() {
+  auto p = bert->parameters();
+  for (auto& t : head->parameters()) p.push_back(t);
+  return p;
+}
+
+struct IumModel::Impl {
+  IumNet net;
+  std::shared_ptr<const text::SubwordTokenizer> tok;
+  AgentTokens agents;
+  std::size_t max_length = 256;
+  std::string dir;
+};
+
+IumModel::IumModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+IumModel::~IumModel() = default;
+
+std::shared_ptr<const IumModel> IumModel::load(const std::filesystem::path& dir, const Device& device) {
+  const auto file = dir / kIumConfigFile;
+  if (!std::filesystem::exists(file)) throw Error(file.string() + ": no such file (not an IUM model folder)");
+  auto impl = std::make_unique<Impl>();
+  impl->dir = dir.string();
+  std::vector<std::string> tasks, models;
+  try {
+    const auto j = read_json_file(file);
+    tasks = j.at("tasks").get<std::vector<std::string>>();
+    models = j.at("models").get<std::vector<std::string>>();
+    impl->max_length = j.at("max_length").get<std::size_t>();
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(file.string() + ": " + e.what());
+  }
+  impl->net.device = to_torch(device);
+  impl->net.bert = load_bert(dir, impl->net.device).model;
+  impl->net.bert->eval();
+  impl->net.head = torch::nn::Linear(impl->net.bert->cfg.hidden_size, 1);
+  {
+    torch::NoGradGuard g;
+    load_module(*impl->net.head, WeightSet::open_file(dir / kIumHeadFile));
+  }
+  impl->net.head->to(impl->net.device);
+  impl->tok = text::SubwordTokenizer::load(dir);
+  impl->net.pad = impl->tok->pad_id().value_or(0);
+  impl->agents = AgentTokens::make(*impl->tok, std::move(tasks), std::move(models));
+  return std::make_shared<const IumModel>(std::move(impl));
+}
+
+std::vector<float> IumModel::score(std::string_view task, std::string_view model, std::string_view query,
+                                   std::span<const std::string> docs) const {
+  if (docs.empty()) return {};
+  torch::NoGradGuard ng;
+  std::vector<std::pair<std::string, std::string>> pairs;
+  for (const auto& d : docs) pairs.emplace_back(std::string(query), d);
+  const std::vector<std::int64_t> tids(pairs.size(), impl_->agents.task(task)), mids(pairs.size(), impl_->agents.model(model));
+  const auto rows = encode_ium_inputs(*impl_->tok, tids, mids, pairs, impl_->max_length);
+  std::vector<const batches::Tokens*> ptrs;
+  for (const auto& r : rows) ptrs.push_back(&r);
+  auto p = torch::sigmoid(const_cast<IumNet&>(impl_->net).forward(ptrs)).to(torch::kCPU, torch::kFloat32).contiguous();
+  return std::vector<float>(p.data_ptr<float>(), p.data_ptr<float>() + p.numel());
+}
+
+const std::vector<std::string>& IumModel::tasks() const { return impl_->agents.tasks; }
+const std::vector<std::string>& IumModel::models() const { return impl_->agents.models; }
+std::string IumModel::id() const { return "ium:" + impl_->dir; }
+
+}  // namespace attune::models

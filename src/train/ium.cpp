@@ -1,0 +1,189 @@
+// IUM's reranker trainer (002 §4, Eq. 4): pointwise binary cross-entropy over per-document
+// feedback, agent tokens in the input, unk replacement.
+#include "attune/train/ium.h"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "attune/core/error.h"
+#include "attune/core/rng.h"
+#include "attune/models/bert.h"
+#include "attune/models/config.h"
+#include "attune/models/ium_net.h"
+#include "attune/models/weights.h"
+#include "attune/text/subword.h"
+#include "checkpoint.h"
+#include "fit.h"
+
+namespace attune::train {
+
+namespace fs = std::filesystem;
+using models::batches::Tokens;
+
+void IumOptions::validate() const {
+  {
+    FitOptions f = fit;
+    f.inputs.push_back(init);
+    f.validate();
+  }
+  if (init.empty()) throw FieldError<UsageError>("init", "IUM needs an encoder to start from (a model folder)");
+  if (!(unk_fraction >= 0 && unk_fraction <= 1))
+    throw FieldError<UsageError>("unk_fraction", "unk_fraction = " + std::to_string(unk_fraction) + ": must be in [0, 1]");
+  if (max_length < 5) throw FieldError<UsageError>("max_length", "max_length = " + std::to_string(max_length) + ": must be at least 5");
+}
+
+namespace {
+
+struct Rows {
+  std::vector<Tokens> rows;
+  std::vector<double> label;
+};
+
+class IumLearner final : public DevSelectedLearner {
+ public:
+  IumLearner(const std::vector<IumSample>& train, const std::vector<IumSample>& dev, const IumOptions& o)
+      : DevSelectedLearner(o.fit, {"dev_log_likelihood", "dev_accuracy"}), o_(o) {
+    net_.device = models::to_torch(o.fit.device);
+    torch::manual_seed(o.fit.seed);
+    net_.bert = models::load_bert(o.init, net_.device).model;
+    net_.head = torch::nn::Linear(net_.bert->cfg.hidden_size, 1);
+    {
+      torch::NoGradGuard g;
+      net_.head->weight.normal_(0, 0.02);
+      net_.head->bias.zero_();
+    }
+    net_.head->to(net_.device);
+    const auto tok = text::SubwordTokenizer::load(o.init);
+    net_.pad = tok->pad_id().value_or(0);
+    auto tasks = o.tasks, model_names = o.models;
+    if (tasks.empty())
+      for (const auto& s : train)
+        if (std::find(tasks.begin(), tasks.end(), s.task) == tasks.end()) tasks.push_back(s.task);
+    if (model_names.empty())
+      for (const auto& s : train)
+        if (std::find(model_names.begin(), model_names.end(), s.model) == model_names.end()) model_names.push_back(s.model);
+    agents_ = models::AgentTokens::make(*tok, tasks, model_names);
+    max_length_ = std::min(o.max_length, models::batches::length_cap(net_.bert->cfg.max_positions, 0, tok->model_max_length()));
+    tr_ = encode(*tok, train);
+    dv_ = encode(*tok, dev);
+    optimizer_ = std::make_unique<torch::optim::Adam>(net_.parameters(), torch::optim::AdamOptions(o.fit.lr));
+    sig_ = {{"method", "ium"}, {"init", o.init.string()}, {"max_length", max_length_}, {"unk_fraction", o.unk_fraction},
+            {"tasks", agents_.tasks}, {"models", agents_.models}, {"epochs", o.fit.epochs},
+            {"batch_size", o.fit.batch_size}, {"micro_batch", o.fit.micro_batch}, {"lr", o.fit.lr},
+            {"warmup", o.fit.warmup}, {"clip", o.fit.clip}, {"seed", o.fit.seed}, {"train_samples", train.size()}};
+    const auto spec = models::read_pooling_spec(o.init);
+    save_.tokenizer_dir = o.init;
+    save_.pooling = spec.pooling;
+    save_.normalize = spec.normalize;
+  }
+
+  std::string name() const override { return "ium"; }
+  std::size_t size() const override { return tr_.rows.size(); }
+  std::vector<std::size_t> order(std::size_t epoch) const override { return epoch_order(o_.fit.seed, "ium-epoch-", epoch, size()); }
+  std::vector<torch::Tensor> parameters() override { return net_.parameters(); }
+  torch::optim::Optimizer& optimizer() override { return *optimizer_; }
+  void train_mode(bool on) override { net_.bert->train(on); }
+
+  torch::Tensor loss(const MicroBatch& mb) override {
+    std::vector<Tokens> rows;
+    std::vector<double> y;
+    for (auto i : mb.items) {
+      Tokens t = tr_.rows[i];
+      // 002: tid and mid read [UNK] for a share of the samples (drawn per epoch and sample).
+      Rng rng(derive_seed(o_.fit.seed, "ium-unk-" + std::to_string(mb.epoch) + "-" + std::to_string(i)));
+      if (rng.uniform() < o_.unk_fraction) t[1] = t[2] = agents_.unk;
+      rows.push_back(std::move(t));
+      y.push_back(tr_.label[i]);
+    }
+    std::vector<const Tokens*> ptrs;
+    for (const auto& r : rows) ptrs.push_back(&r);
+    const auto logits = net_.forward(ptrs);
+    return torch::binary_cross_entropy_with_logits(logits, torch::tensor(y, torch::kFloat32).to(logits.device()));
+  }
+
+  std::optional<DevValue> dev() override {
+    if (dv_.rows.empty()) return std::nullopt;
+    torch::NoGradGuard ng;
+    double ll = 0, correct = 0;
+    for (std::size_t lo = 0; lo < dv_.rows.size(); lo += 32) {
+      std::vector<const Tokens*> ptrs;
+      std::vector<double> y;
+      for (std::size_t i = lo; i < std::min(dv_.rows.size(), lo + 32); ++i) {
+        ptrs.push_back(&dv_.rows[i]);
+        y.push_back(dv_.label[i]);
+      }
+      const auto logits = net_.forward(ptrs).to(torch::kCPU, torch::kFloat64);
+      const auto t = torch::tensor(y, torch::kFloat64);
+      ll -= torch::binary_cross_entropy_with_logits(logits, t, {}, {}, at::Reduction::Sum).item<double>();
+      correct += ((logits >= 0).to(torch::kFloat64) == t).sum().item<double>();
+    }
+    const auto n = static_cast<double>(dv_.rows.size());
+    return DevValue{ll / n, {{"dev_log_likelihood", ll / n}, {"dev_accuracy", correct / n}},
+                    " dev log-likelihood " + std::to_string(ll / n) + " accuracy " + std::to_string(correct / n)};
+  }
+  nlohmann::json signature() const override { return sig_; }
+
+  void save(const fs::path& dir, const FitState& st) override {
+    auto so = save_;
+    so.attune_metadata = metadata(st, st.step);
+    models::save_bert(net_.bert, dir, so);
+    models::save_module(*net_.head, dir / models::kIumHeadFile);
+    models::write_json_file(dir / models::kIumConfigFile,
+                            {{"tasks", agents_.tasks}, {"models", agents_.models}, {"max_length", max_length_}});
+  }
+  void load(const fs::path& dir) override {
+    models::load_module(*net_.bert, models::WeightSet::open(dir));
+    models::load_module(*net_.head, models::WeightSet::open_file(dir / models::kIumHeadFile));
+  }
+  void save_kept(const FitState& st) override {
+    save(o_.fit.out, st);
+    write_model_marker(o_.fit.out, "ium", "ium");
+  }
+
+ private:
+  std::size_t dev_size() const override { return dv_.rows.size(); }
+
+  Rows encode(const text::SubwordTokenizer& tok, const std::vector<IumSample>& s) const {
+    std::vector<std::int64_t> tids, mids;
+    std::vector<std::pair<std::string, std::string>> pairs;
+    Rows r;
+    for (const auto& x : s) {
+      if (x.label != 0 && x.label != 1)
+        throw FieldError<UsageError>("label", "IUM feedback is 0 or 1 per document, got " + std::to_string(x.label));
+      tids.push_back(agents_.task(x.task));
+      mids.push_back(agents_.model(x.model));
+      pairs.emplace_back(x.query, x.doc);
+      r.label.push_back(x.label);
+    }
+    r.rows = models::encode_ium_inputs(tok, tids, mids, pairs, max_length_);
+    return r;
+  }
+
+  const IumOptions& o_;
+  models::IumNet net_;
+  models::AgentTokens agents_;
+  std::size_t max_length_ = 256;
+  Rows tr_, dv_;
+  std::unique_ptr<torch::optim::Adam> optimizer_;
+  nlohmann::json sig_;
+  models::SaveBertOptions save_;
+};
+
+}  // namespace
+
+IumResult train_ium(const std::vector<IumSample>& train, const std::vector<IumSample>& dev, const IumOptions& o) {
+  o.validate();
+  if (train.empty()) throw Error("IUM has no training sample");
+  prepare_out(o.fit);
+  IumLearner learner(train, dev, o);
+  const auto f = fit(learner, o.fit);
+  IumResult res;
+  fill_result(f, res, [](const EpochRecord& e) {
+    return IumEpoch{e.epoch, e.loss, e.dev_value("dev_log_likelihood"), e.dev_value("dev_accuracy")};
+  });
+  res.init_dev_log_likelihood = learner.initial("dev_log_likelihood");
+  res.init_dev_accuracy = learner.initial("dev_accuracy");
+  return res;
+}
+
+}  // namespace attune::train

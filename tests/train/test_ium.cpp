@@ -1,0 +1,154 @@
+// IUM's reranker: agent tokens (reserved [unusedN], [UNK] for an unseen agent), the input
+// layout, a reranker that learns agent-dependent feedback and reads it back from its folder
+// (also through the ium: retriever spec), and bad input refused.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "attune/core/error.h"
+#include "attune/core/rng.h"
+#include "attune/models/ium.h"
+#include "attune/models/ium_net.h"
+#include "attune/neural/dense.h"
+#include "attune/retrieval/spec.h"
+#include "attune/text/subword.h"
+#include "attune/train/ium.h"
+#include "tiny_bert.h"
+
+namespace attune::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The tiny vocabulary plus BERT's reserved tokens for two tasks and two models.
+void write_ium_encoder(const fs::path& dir) {
+  fs::create_directories(dir);
+  std::ofstream out(dir / "vocab.txt");
+  for (const char* s : {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[unused0]", "[unused1]", "[unused500]", "[unused501]"})
+    out << s << "\n";
+  for (const auto& w : testing::tiny_words()) out << w << "\n";
+  out.close();
+  auto c = testing::tiny_config();
+  c.vocab_size += 4;
+  c.hidden_size = 16;
+  c.intermediate_size = 32;
+  models::SaveBertOptions so;
+  models::save_bert(testing::random_bert(c, false, 3), dir, so);
+}
+
+// Task "qa" finds a document useful when it holds "apple", task "slot" when it holds
+// "tree"; the same (query, document) pairs for both, so only tid tells them apart.
+std::vector<IumSample> feedback(std::size_t n, std::uint64_t seed) {
+  const auto& w = testing::tiny_words();
+  Rng rng(seed);
+  std::vector<IumSample> out;
+  for (std::size_t i = 0; i < n; ++i) {
+    std::string q = w[20 + rng.below(5)] + " " + w[20 + rng.below(5)], d;
+    for (int k = 0; k < 5; ++k) d += (k ? " " : "") + w[rng.below(10)];
+    const auto pick = rng.below(3);
+    if (pick == 0) d += " apple";
+    if (pick == 1) d += " tree";
+    out.push_back({"qa", "reference", q, d, pick == 0 ? 1.0 : 0.0});
+    out.push_back({"slot", "reference", q, d, pick == 1 ? 1.0 : 0.0});
+  }
+  return out;
+}
+
+class Ium : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = testing::fresh_dir(std::string("ium_") + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    write_ium_encoder(root_ / "init");
+  }
+  void TearDown() override { fs::remove_all(root_); }
+  IumOptions tiny(const std::string& out) const {
+    IumOptions o;
+    o.init = root_ / "init";
+    o.fit.out = root_ / out;
+    o.max_length = 24;
+    o.fit.epochs = 20;
+    o.fit.batch_size = 16;
+    o.fit.micro_batch = 16;
+    o.fit.lr = 3e-3;
+    o.fit.quiet = true;
+    o.fit.seed = 2;
+    return o;
+  }
+  fs::path root_;
+};
+
+TEST_F(Ium, AgentTokensAreReservedTokensAndUnseenAgentsReadUnk) {
+  const auto tok = text::SubwordTokenizer::load(root_ / "init");
+  const auto a = models::AgentTokens::make(*tok, {"qa", "slot"}, {"reference", "planted"});
+  EXPECT_EQ(a.task("qa"), *tok->token_to_id("[unused0]"));
+  EXPECT_EQ(a.task("slot"), *tok->token_to_id("[unused1]"));
+  EXPECT_EQ(a.model("planted"), *tok->token_to_id("[unused501]"));
+  EXPECT_EQ(a.task("factcheck"), *tok->unk_id());
+  EXPECT_EQ(a.model("gpt"), *tok->unk_id());
+  // Three tasks need [unused2], which this vocabulary lacks: refused, naming it.
+  try {
+    models::AgentTokens::make(*tok, {"qa", "slot", "factcheck"}, {});
+    ADD_FAILURE() << "accepted a vocabulary without [unused2]";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("[unused2]"), std::string::npos) << e.what();
+  }
+  // [CLS] tid mid query [SEP] doc [SEP].
+  const auto rows = models::encode_ium_inputs(*tok, {a.task("slot")}, {a.model("reference")}, {{"cat", "red tree"}}, 24);
+  ASSERT_EQ(rows.size(), 1u);
+  const std::vector<std::int64_t> want = {*tok->cls_id(), a.task("slot"), a.model("reference"), *tok->token_to_id("cat"),
+                                          *tok->sep_id(), *tok->token_to_id("red"), *tok->token_to_id("tree"), *tok->sep_id()};
+  EXPECT_EQ(rows[0], want);
+}
+
+TEST_F(Ium, LearnsFeedbackThatDependsOnTheAgentAndTheFolderScoresAsTrained) {
+  const auto tr = feedback(96, 1), dv = feedback(32, 2);
+  const auto res = train_ium(tr, dv, tiny("ium"));
+  ASSERT_EQ(res.steps_done, res.total_steps);
+  ASSERT_GE(res.best_epoch, 1u);
+  const auto& kept = res.epochs[res.best_epoch - 1];
+  EXPECT_GT(kept.dev_accuracy, 0.9) << "start " << res.init_dev_accuracy;
+  EXPECT_GT(kept.dev_log_likelihood, res.init_dev_log_likelihood);
+
+  const auto m = models::IumModel::load(root_ / "ium", Device::parse("cpu"));
+  EXPECT_EQ(m->tasks(), (std::vector<std::string>{"qa", "slot"}));
+  // The same documents, ranked for each agent: the agent's own kind of document first.
+  const std::vector<std::string> docs = {"cat sat on the mat", "red dog ran fast apple", "the cat sat a mat tree"};
+  const auto qa = m->score("qa", "reference", "kernel network", docs), slot = m->score("slot", "reference", "kernel network", docs);
+  EXPECT_GT(qa[1], qa[2]);
+  EXPECT_GT(slot[2], slot[1]);
+  // Through the retriever spec, for one agent.
+  neural::register_retrievers(Device::parse("cpu"));
+  const auto r = retrieval::make_retriever(retrieval::parse_retriever_spec("ium:" + (root_ / "ium").string() + "?task=slot&model=reference"), 0);
+  std::vector<Document> cands;
+  for (std::size_t i = 0; i < docs.size(); ++i) cands.push_back({"d" + std::to_string(i), "", docs[i]});  // shared-corpus passages
+  const auto ranking = r->rank({"q", "u", "kernel network"}, cands, 3);
+  ASSERT_FALSE(ranking.indices.empty());
+  EXPECT_EQ(ranking.indices[0], 2u);
+  // An agent the folder never saw reads [UNK]: a valid score, not an error.
+  const auto unseen = m->score("factcheck", "gpt", "kernel network", docs);
+  EXPECT_EQ(unseen.size(), 3u);
+  for (float p : unseen) {
+    EXPECT_GT(p, 0.0f);
+    EXPECT_LT(p, 1.0f);
+  }
+}
+
+TEST_F(Ium, BadInputIsRefused) {
+  auto s = feedback(4, 1);
+  s[0].label = 0.5;
+  EXPECT_THROW(train_ium(s, {}, tiny("half")), UsageError);
+  auto o = tiny("unk");
+  o.unk_fraction = 1.5;
+  EXPECT_THROW(train_ium(feedback(4, 1), {}, o), UsageError);
+  EXPECT_THROW(train_ium({}, {}, tiny("empty")), Error);
+  EXPECT_THROW(neural::parse_ium_arg("dir"), UsageError);
+  EXPECT_THROW(neural::parse_ium_arg("dir?task=qa"), UsageError);
+  EXPECT_THROW(neural::parse_ium_arg("dir?task=qa&model=m&k=3"), UsageError);
+  const auto ok = neural::parse_ium_arg("some/dir?task=qa&model=local:x");
+  EXPECT_EQ(ok.dir, "some/dir");
+  EXPECT_EQ(ok.task, "qa");
+  EXPECT_EQ(ok.model, "local:x");
+}
+
+}  // namespace
+}  // namespace attune::train
