@@ -109,10 +109,14 @@ std::pair<torch::Tensor, torch::Tensor> PurpleNet::encode(const std::vector<cons
   if (rows.size() < 2) throw Error("PURPLE: a query needs at least one record to score");
   torch::NoGradGuard ng;  // the encoder is frozen (003 §3)
   auto [ids, mask] = batches::pad_rows(rows, pad, device);
-  return {bert->forward(ids, torch::zeros_like(ids), mask), mask};
+  // Kept in half precision, in training and inference alike: a trainer holds them across
+  // epochs in half the memory, and what the head reads does not depend on whether they
+  // were kept.
+  return {bert->forward(ids, torch::zeros_like(ids), mask).to(torch::kHalf), mask};
 }
 
-torch::Tensor PurpleNet::score(const torch::Tensor& states, const torch::Tensor& mask) {
+torch::Tensor PurpleNet::score(const torch::Tensor& half_states, const torch::Tensor& mask) {
+  const auto states = half_states.to(torch::kFloat);
   const auto R = states.size(0) - 1;
   return head->forward(states[0], mask[0], states.slice(0, 1, 1 + R), mask.slice(0, 1, 1 + R));
 }

@@ -40,8 +40,8 @@ TrainRunner add_purple_options(CLI::App* train) {
                     "PURPLE: the prompt budget of the reward prompts (use eval's --max-length)")
       ->capture_default_str();
   train->add_option("--purple-state-cache-mb", p->state_cache_mb,
-                    "PURPLE: MiB of the frozen encoder's token states kept across epochs (float32; 0 = recompute each "
-                    "epoch); results are the same either way")
+                    "PURPLE: MiB of the frozen encoder's token states kept across epochs (half precision; 0 = recompute "
+                    "each epoch); results are the same either way")
       ->capture_default_str();
   train->add_flag("--no-cross-attention", p->no_cross_attention,
                   "PURPLE ablation: records do not attend to the query's tokens; the query is one extra member of the "

@@ -67,8 +67,9 @@ struct PurpleNet {
   torch::Device device{torch::kCPU};
 
   // The frozen encoder's token states of one query's rows (rows[0] the query, rows[1..]
-  // its R records), without gradient: states [1 + R, L, H] and mask [1 + R, L], L the
-  // longest row. A trainer may keep them across epochs: the encoder never changes.
+  // its R records), without gradient, in half precision: states [1 + R, L, H] and mask
+  // [1 + R, L], L the longest row. A trainer may keep them across epochs: the encoder
+  // never changes.
   std::pair<torch::Tensor, torch::Tensor> encode(const std::vector<const batches::Tokens*>& rows);
   // The head over encode()'s states: the propensities [R].
   torch::Tensor score(const torch::Tensor& states, const torch::Tensor& mask);

@@ -65,9 +65,10 @@ struct PurpleOptions {
   bool cross_attention = true;   // ablation: false = the query as one extra record token
   bool record_transformer = true;// ablation: false = pointwise
   std::size_t max_length = 128;  // tokens per query / record text (capped by the encoder)
-  // The frozen encoder's token states are kept across epochs up to this many MiB (float32;
-  // about 1.7 GiB for 2,500 commit_subject examples with a hidden-256 encoder), so epochs
-  // after the first run the head alone on the examples kept. 0 = recompute every time.
+  // The frozen encoder's token states (half precision, as the head always reads them) are
+  // kept across epochs up to this many MiB (up to 1.4 MiB an example of 21 texts of 128
+  // tokens with a hidden-256 encoder), so epochs after the first run the head alone on the
+  // examples kept. 0 = recompute every time; the results are the same.
   std::size_t state_cache_mb = 2048;
   // The candidates, recorded in attune_model.json so that the folder as a retriever spec
   // is rerank(initial_retriever, top_l, purple:OUT).
