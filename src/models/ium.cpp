@@ -76,18 +76,6 @@ std::vector<batches::Tokens> encode_ium_inputs(const text::SubwordTokenizer& tok
   return out;
 }
 
-torch::Tensor IumNet::forward(const std::vector<const batches::Tokens*>& rows) {
-  auto [ids, mask] = batches::pad_rows(rows, pad, device);
-  auto hidden = bert->forward(ids, torch::zeros_like(ids), mask);
-  return head->forward(hidden.select(1, 0)).squeeze(1);
-}
-
-std::vector<torch::Tensor> IumNet::parameters() {
-  auto p = bert->parameters();
-  for (auto& t : head->parameters()) p.push_back(t);
-  return p;
-}
-
 struct IumModel::Impl {
   IumNet net;
   std::shared_ptr<const text::SubwordTokenizer> tok;

@@ -26,6 +26,17 @@ Ranking sorted(std::span<const Document> c, const std::vector<double>& scores) {
   return r;
 }
 
+Ranking sorted(std::span<const Document> c, const std::vector<float>& scores) {
+  return sorted(c, std::vector<double>(scores.begin(), scores.end()));
+}
+
+std::vector<std::string> texts_of(std::span<const Document> c) {
+  std::vector<std::string> texts;
+  texts.reserve(c.size());
+  for (const auto& d : c) texts.push_back(d.text);
+  return texts;
+}
+
 struct Shared {
   std::mutex mu;
   std::map<std::string, std::weak_ptr<const models::TextEncoder>> encoders;
@@ -120,29 +131,20 @@ Ranking DenseRetriever::do_rank(const retrieval::Query& q, std::span<const Docum
 
 Ranking CrossEncoderRetriever::do_rank(const retrieval::Query& q, std::span<const Document> c, std::size_t) const {
   if (c.empty()) return {};
-  std::vector<std::string> texts;
-  texts.reserve(c.size());
-  for (const auto& d : c) texts.push_back(d.text);
-  const auto s = model_->score(q.text, texts);
-  return sorted(c, std::vector<double>(s.begin(), s.end()));
+  const auto texts = texts_of(c);
+  return sorted(c, model_->score(q.text, texts));
 }
 
 Ranking PurpleRetriever::do_rank(const retrieval::Query& q, std::span<const Document> c, std::size_t) const {
   if (c.empty()) return {};
-  std::vector<std::string> texts;
-  texts.reserve(c.size());
-  for (const auto& d : c) texts.push_back(d.text);
-  const auto s = model_->propensities(q.text, texts);
-  return sorted(c, std::vector<double>(s.begin(), s.end()));
+  const auto texts = texts_of(c);
+  return sorted(c, model_->propensities(q.text, texts));
 }
 
 Ranking IumRetriever::do_rank(const retrieval::Query& q, std::span<const Document> c, std::size_t) const {
   if (c.empty()) return {};
-  std::vector<std::string> texts;
-  texts.reserve(c.size());
-  for (const auto& d : c) texts.push_back(d.text);
-  const auto s = model_->score(task_, llm_, q.text, texts);
-  return sorted(c, std::vector<double>(s.begin(), s.end()));
+  const auto texts = texts_of(c);
+  return sorted(c, model_->score(task_, llm_, q.text, texts));
 }
 
 IumSpec parse_ium_arg(std::string_view arg) {

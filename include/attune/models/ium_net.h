@@ -1,7 +1,7 @@
 #pragma once
 // IUM's reranker network, for training and inference (models/ium.h has the facade): a
 // BERT-family encoder whose final-layer [CLS] vector goes through a linear layer to one
-// logit. Includes torch.
+// logit (models/selector_net.h's network), and its agent-token inputs. Includes torch.
 #include <torch/torch.h>
 
 #include <cstdint>
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "attune/models/bert.h"
+#include "attune/models/selector_net.h"
 #include "attune/models/token_batches.h"
 #include "attune/text/subword.h"
 
@@ -37,14 +38,7 @@ std::vector<batches::Tokens> encode_ium_inputs(const text::SubwordTokenizer& tok
                                                const std::vector<std::pair<std::string, std::string>>& pairs,
                                                std::size_t max_length);
 
-struct IumNet {
-  BertModel bert{nullptr};
-  torch::nn::Linear head{nullptr};
-  std::int64_t pad = 0;
-  torch::Device device{torch::kCPU};
-  // One logit per row ([n]); rows padded to the longest.
-  torch::Tensor forward(const std::vector<const batches::Tokens*>& rows);
-  std::vector<torch::Tensor> parameters();
-};
+// The network is RSPG's selector network: a linear layer on the final [CLS] vector.
+using IumNet = SelectorNet;
 
 }  // namespace attune::models
