@@ -52,6 +52,11 @@ class IumLearner final : public DevSelectedLearner {
       net_.head->weight.normal_(0, 0.02);
       net_.head->bias.zero_();
     }
+    // An IUM folder as --init (the previous EM iteration) continues with its head too.
+    if (fs::exists(o.init / models::kIumHeadFile)) {
+      torch::NoGradGuard g;
+      models::load_module(*net_.head, models::WeightSet::open_file(o.init / models::kIumHeadFile));
+    }
     net_.head->to(net_.device);
     const auto tok = text::SubwordTokenizer::load(o.init);
     net_.pad = tok->pad_id().value_or(0);

@@ -270,4 +270,39 @@ TEST_F(Learning, PearlRecoversAPlantedPreferenceAndNotWithLearningOff) { check_p
 // PURPLE (003) selects an ordered profile; the reader answers from the first document it likes.
 TEST_F(Learning, PurpleRecoversAPlantedPreferenceAndNotWithLearningOff) { check_purple(); }
 
+// IUM's offline EM end to end on the Debian corpus (not yet its planted-preference check:
+// issue 16): two agents, two iterations, each a finished folder; a rerun resumes by
+// skipping them; eval reads the reranker for one agent through its spec.
+TEST_F(Learning, IumRunsItsEmIterationsResumesAndServesEachAgent) {
+  const std::string debian = std::string(ATTUNE_SHARED_DIR) + "/data/debian";
+  if (!fs::exists(debian + "/qa_train.jsonl")) GTEST_SKIP() << "needs ../shared/data/debian (absent in this checkout)";
+  {
+    std::ofstream a(dir_ / "agents.json");
+    a << R"({"agents": [{"name": "qa-ref", "task": "qa", "llm": "reference", "k": 5},
+                        {"name": "fc-ref", "task": "factcheck", "llm": "reference", "k": 5}]})";
+  }
+  const std::string cmd = "train --method ium --agents agents.json --data " + debian +
+                          " --task qa --init enc --out ium --store ium.db --limit 30 --dev-limit 10 --ium-iterations 2 "
+                          "--ium-feedback-k 6 --batch-size 32 --lr 1e-4 --quiet";
+  const auto r = run(cmd);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  for (const char* it : {"iter-1", "iter-2"}) {
+    const auto m = json::parse(slurp(dir_ / "ium" / it / "attune_model.json"));
+    EXPECT_EQ(m.at("kind"), "ium");
+    EXPECT_TRUE(m.at("complete").get<bool>()) << it;
+    const auto cfg = json::parse(slurp(dir_ / "ium" / it / "ium.json"));
+    EXPECT_EQ(cfg.at("tasks"), json({"qa", "factcheck"}));
+    EXPECT_EQ(cfg.at("models"), json({"reference"}));
+  }
+  const auto again = run(cmd);
+  ASSERT_EQ(again.rc, 0) << again.err;
+  const auto e = run("eval --data " + debian + " --task factcheck --split dev --limit 10 --k 5 --llm reference --store ium.db "
+                     "--quiet --retrievers 'bm25,rerank(bm25,100,ium:ium/iter-2?task=factcheck&model=reference)' --out ium.json");
+  ASSERT_EQ(e.rc, 0) << e.err;
+  EXPECT_EQ(json::parse(slurp(dir_ / "ium.json")).at("results").size(), 2u);
+  const auto bad = run("train --method ium --agents no-such.json --data " + debian + " --task qa --init enc --out x --quiet");
+  EXPECT_EQ(bad.rc, 2);
+  EXPECT_NE(bad.err.find("--agents no-such.json: no such file"), std::string::npos) << bad.err;
+}
+
 }  // namespace

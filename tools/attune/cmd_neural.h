@@ -83,5 +83,6 @@ using TrainRunner = std::function<void(const DataOptions&, const RunOptions&, co
 TrainRunner add_rspg_options(CLI::App* train);   // cmd_train_rspg.cpp
 TrainRunner add_pearl_options(CLI::App* train);  // cmd_train_pearl.cpp
 TrainRunner add_purple_options(CLI::App* train); // cmd_train_purple.cpp
+TrainRunner add_ium_options(CLI::App* train);    // cmd_train_ium.cpp
 
 }  // namespace attune::cli

@@ -64,7 +64,7 @@ void add_train(CLI::App& app, int& rc) {
   d->add(*cmd);
   r->add(*cmd);
   cmd->add_option("--config", "read options from a file: `key = value` lines (long option names, e.g. lr = 1e-5); the command line wins");
-  cmd->add_option("--method", a->method, "ropg-rl | ropg-kd | rspg-pre | rspg-post | pearl | purple")->required();
+  cmd->add_option("--method", a->method, "ropg-rl | ropg-kd | rspg-pre | rspg-post | pearl | purple | ium")->required();
   cmd->add_option("--llm", a->llm, "the language model whose feedback is learned: reference, local:DIR, openai:URL#MODEL")
       ->capture_default_str();
   cmd->add_option("--out", a->out, "output model folder (usable as a retriever spec)")->required();
@@ -123,7 +123,7 @@ void add_train(CLI::App& app, int& rc) {
   add_optional(cmd, "--checkpoint-every", a->checkpoint_every,
                "optimiser steps between checkpoints, and at every epoch end (default: ROPG 50; 0 = epoch ends only)");
   cmd->add_flag("--resume", a->resume, "continue the run checkpointed in --out");
-  const TrainRunner rspg = add_rspg_options(cmd), pearl = add_pearl_options(cmd), purple = add_purple_options(cmd);
+  const TrainRunner rspg = add_rspg_options(cmd), pearl = add_pearl_options(cmd), purple = add_purple_options(cmd), ium = add_ium_options(cmd);
   cmd->callback([=, &rc] {
     // The dev split picks the kept epoch: the training split would pick the one that fits it best.
     if (!a->dev_split.empty() && a->dev_split == d->split)
@@ -136,8 +136,9 @@ void add_train(CLI::App& app, int& rc) {
       const std::string name = opt->get_name();
       const bool pearl_only = name.rfind("--pearl-", 0) == 0 || name == "--no-anchor";
       const bool purple_only = name.rfind("--purple-", 0) == 0 || name == "--no-cross-attention" || name == "--pointwise";
-      if ((pearl_only && a->method != "pearl") || (purple_only && a->method != "purple"))
-        throw UsageError(name + " applies to --method " + (pearl_only ? "pearl" : "purple") + ", not " + a->method);
+      const bool ium_only = name.rfind("--ium-", 0) == 0 || name == "--agents";
+      const char* owner = pearl_only ? "pearl" : purple_only ? "purple" : ium_only ? "ium" : nullptr;
+      if (owner && a->method != owner) throw UsageError(name + " applies to --method " + owner + ", not " + a->method);
     }
     if (a->target_temperature && a->method != "ropg-kd" && a->method != "rspg-pre" && a->method != "rspg-post")
       throw UsageError("--target-temperature applies to ropg-kd, rspg-pre and rspg-post, not " + a->method +
@@ -165,8 +166,9 @@ void add_train(CLI::App& app, int& rc) {
     if (a->method == "rspg-pre" || a->method == "rspg-post") return rspg(*d, *r, *a), void(rc = 0);
     if (a->method == "pearl") return pearl(*d, *r, *a), void(rc = 0);
     if (a->method == "purple") return purple(*d, *r, *a), void(rc = 0);
+    if (a->method == "ium") return ium(*d, *r, *a), void(rc = 0);
     if (a->method != "ropg-rl" && a->method != "ropg-kd")
-      throw UsageError("unknown --method \"" + a->method + "\" (expected ropg-rl, ropg-kd, rspg-pre, rspg-post, pearl or purple)");
+      throw UsageError("unknown --method \"" + a->method + "\" (expected ropg-rl, ropg-kd, rspg-pre, rspg-post, pearl, purple or ium)");
     if (a->init.empty())
       throw UsageError("--method " + a->method + " needs --init MODEL_DIR: the dense encoder to start from "
                        "(make one with `attune pretrain-encoder`)");

@@ -1,0 +1,189 @@
+// attune train --method ium: offline IUM (002 §4; METHODS.md §5), one reranker for many
+// RAG agents. Agents (task, language model, k) come from an --agents JSON file; every
+// iteration reranks BM25's top 100 with the current reranker (BM25 alone in the first),
+// collects per-document feedback on the top --ium-feedback-k with each agent's language
+// model (1 when its output with that document alone reaches the task's full utility, e.g.
+// an exact match), and trains the reranker on all feedback so far. Iteration t is the
+// folder OUT/iter-t; a finished one is skipped, so a killed run resumes.
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "attune/core/error.h"
+#include "attune/feedback/collect.h"
+#include "attune/llm/openai.h"
+#include "attune/models/config.h"
+#include "attune/neural/dense.h"
+#include "attune/train/ium.h"
+#include "cmd_neural.h"
+#include "common.h"
+
+namespace fs = std::filesystem;
+
+namespace attune::cli {
+
+namespace {
+
+struct IumArgs {
+  std::string agents;
+  std::size_t iterations = 3, feedback_k = 32, max_length = 256;
+  double unk_fraction = 0.1;
+};
+
+struct Agent {
+  std::string name, task, llm;
+  std::size_t k = 5;
+};
+
+std::vector<Agent> read_agents(const std::string& file) {
+  std::ifstream in(file);
+  if (!in) throw UsageError("--agents " + file + ": no such file");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw UsageError("--agents " + file + ": not JSON (" + e.what() + ")");
+  }
+  if (!j.is_object() || !j.contains("agents") || !j["agents"].is_array() || j["agents"].empty())
+    throw UsageError("--agents " + file + ": expected {\"agents\": [{\"name\", \"task\", \"llm\", \"k\"}, ...]} with at least one agent");
+  std::vector<Agent> out;
+  for (std::size_t i = 0; i < j["agents"].size(); ++i) {
+    const auto& a = j["agents"][i];
+    const auto field = [&](const char* k) {
+      if (!a.is_object() || !a.contains(k) || !a[k].is_string() || a[k].get<std::string>().empty())
+        throw UsageError("--agents " + file + ": agent " + std::to_string(i + 1) + " needs a non-empty string \"" + k + "\"");
+      return a[k].get<std::string>();
+    };
+    Agent g{field("name"), field("task"), field("llm"), 5};
+    if (a.contains("k")) {
+      if (!a["k"].is_number_unsigned() || a["k"].get<std::size_t>() == 0)
+        throw UsageError("--agents " + file + ": agent " + g.name + ": \"k\" must be a whole number >= 1");
+      g.k = a["k"].get<std::size_t>();
+    }
+    for (const auto& o : out)
+      if (o.name == g.name) throw UsageError("--agents " + file + ": two agents are named \"" + g.name + "\"");
+    out.push_back(g);
+  }
+  return out;
+}
+
+// The reranker spec of `agent` over BM25's top 100, given the previous iteration's folder.
+std::string agent_spec(const std::string& prev, const Agent& a) {
+  return prev.empty() ? "bm25" : "rerank(bm25,100,ium:" + prev + "?task=" + a.task + "&model=" + a.llm + ")";
+}
+
+}  // namespace
+
+TrainRunner add_ium_options(CLI::App* train) {
+  auto p = std::make_shared<IumArgs>();
+  train->add_option("--agents", p->agents,
+                    "IUM: a JSON file {\"agents\": [{\"name\", \"task\", \"llm\", \"k\"}, ...]}: each agent a task of --data "
+                    "(e.g. the Debian qa, factcheck, slot) and the language model that answers it");
+  train->add_option("--ium-iterations", p->iterations, "IUM: EM iterations, each the folder OUT/iter-N (002: 3)")->capture_default_str();
+  train->add_option("--ium-feedback-k", p->feedback_k, "IUM: documents per query given feedback each iteration (002: 32)")
+      ->capture_default_str();
+  train->add_option("--ium-max-length", p->max_length, "IUM: tokens of [CLS] tid mid x [SEP] d [SEP]")->capture_default_str();
+  train->add_option("--ium-unk-fraction", p->unk_fraction, "IUM: share of samples whose agent tokens read [UNK] (002: 0.1)")
+      ->capture_default_str();
+  return [p](const DataOptions& d0, const RunOptions& r, const TrainArgs& a) {
+    if (p->agents.empty()) throw UsageError("--method ium needs --agents FILE: the agents (task, llm, k) that share the reranker");
+    if (a.init.empty())
+      throw UsageError("--method ium needs --init MODEL_DIR: the encoder to start the reranker from (a BERT vocabulary, "
+                       "e.g. from `attune pretrain-encoder`)");
+    if (!fs::is_directory(a.init)) throw UsageError("--init " + a.init + ": no such model folder");
+    if (p->iterations == 0) throw UsageError("--ium-iterations must be at least 1");
+    if (p->feedback_k == 0) throw UsageError("--ium-feedback-k must be at least 1");
+    const auto agents = read_agents(p->agents);
+    std::vector<std::string> tasks, models;
+    for (const auto& g : agents) {
+      if (std::find(tasks.begin(), tasks.end(), g.task) == tasks.end()) tasks.push_back(g.task);
+      if (std::find(models.begin(), models.end(), g.llm) == models.end()) models.push_back(g.llm);
+    }
+    train::IumOptions base;
+    base.max_length = p->max_length;
+    base.unk_fraction = p->unk_fraction;
+    base.tasks = tasks;
+    base.models = models;
+    apply_fit_options(a, r, base.fit);
+    base.init = a.init;
+    base.validate();
+    auto st = store::open_sqlite(r.store_file());
+    neural::register_retrievers(r.device);
+    nlohmann::json args = {{"method", "ium"}, {"data", d0.data}, {"agents", p->agents}, {"out", a.out}, {"init", a.init},
+                           {"iterations", p->iterations}, {"feedback_k", p->feedback_k}, {"limit", a.limit}};
+    store::RunScope run(*st, "train", args.dump(), r.seed);
+    fs::create_directories(a.out);
+    std::string prev;
+    train::IumResult last;
+    for (std::size_t t = 1; t <= p->iterations; ++t) {
+      const fs::path out = fs::path(a.out) / ("iter-" + std::to_string(t));
+      const auto marker = out / "attune_model.json";
+      if (fs::exists(marker) && models::read_json_file(marker).value("complete", false)) {
+        if (!r.quiet) std::fprintf(stderr, "train: ium iteration %zu already in %s\n", t, out.c_str());
+        prev = out.string();
+        continue;
+      }
+      std::vector<train::IumSample> tr_samples, dv_samples;
+      for (const auto& g : agents) {
+        DataOptions d = d0;
+        d.task = g.task;
+        auto task = load_task(d);
+        auto tok = engine::budget_tokenizer(r.tokenizer, g.llm);
+        auto model = engine::make_llm(g.llm, d, task.get(), r.models());
+        const std::string spec = agent_spec(prev, g);
+        const auto collect = [&](const DataOptions& dd, std::size_t limit, std::vector<train::IumSample>& into) {
+          const auto sp = load_workflow_split(dd, *task, *st, r, {spec}, limit);
+          train::Bench b{*task, *model, *st, *tok, r.threads, !r.quiet};
+          b.generate.max_new_tokens = a.max_new_tokens;
+          feedback::CollectOptions co;
+          co.kind = feedback::Kind::Doc;
+          co.initial_retriever = spec;
+          co.top_l = p->feedback_k;
+          co.max_length = a.feedback_max_length;
+          co.run.seed = r.seed;
+          train::collect_feedback(b, sp.view(), co);
+          std::map<std::pair<std::string, std::string>, double> value;
+          for (const auto& rec : st->feedback_get(feedback::dataset_key(sp.dataset), "doc", model->info().id))
+            value[{rec.example, rec.item}] = rec.value;
+          const auto& source = sp.sources.for_spec(spec);
+          const std::size_t n = limit ? std::min(limit, sp.dataset.examples.size()) : sp.dataset.examples.size();
+          for (std::size_t e = 0; e < n; ++e) {
+            const auto& ex = sp.dataset.examples[e];
+            for (const auto& c : source.candidates(ex))
+              if (auto it = value.find({ex.id, c.id}); it != value.end())
+                into.push_back({g.task, g.llm, task->query(ex), c.text, it->second >= 1 - 1e-9 ? 1.0 : 0.0});
+          }
+        };
+        collect(d, a.limit, tr_samples);
+        if (!a.dev_split.empty()) {
+          DataOptions dd = d;
+          dd.split = a.dev_split;
+          collect(dd, a.dev_limit, dv_samples);
+        }
+      }
+      std::size_t positives = 0;
+      for (const auto& s : tr_samples) positives += s.label > 0;
+      if (!r.quiet)
+        std::fprintf(stderr, "train: ium iteration %zu/%zu: %zu feedback samples (%zu useful), dev %zu\n", t, p->iterations,
+                     tr_samples.size(), positives, dv_samples.size());
+      auto o = base;
+      o.init = prev.empty() ? fs::path(a.init) : fs::path(prev);
+      o.fit.out = out;
+      o.fit.resume = fs::exists(out / "checkpoint");
+      o.fit.data_description = d0.data + " agents of " + p->agents + ", iteration " + std::to_string(t) + " (" +
+                               std::to_string(tr_samples.size()) + " samples)";
+      last = train::train_ium(tr_samples, dv_samples, o);
+      if (last.steps_done != last.total_steps) return;  // stopped early (testing)
+      prev = out.string();
+    }
+    nlohmann::json summary = {{"method", "ium"}, {"out", a.out}, {"final", prev}, {"iterations", p->iterations}, {"seed", r.seed}};
+    run.end("ok", summary.dump());
+    std::printf("trained ium for %zu agents (%zu iterations) -> %s; retrieve for an agent with "
+                "rerank(bm25,100,ium:%s?task=TASK&model=LLM)\n",
+                agents.size(), p->iterations, prev.c_str(), prev.c_str());
+  };
+}
+
+}  // namespace attune::cli
