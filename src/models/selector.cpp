@@ -20,6 +20,18 @@ std::vector<torch::Tensor> SelectorNet::parameters() {
   return p;
 }
 
+SelectorNet SelectorNet::start(const std::filesystem::path& init, const torch::Device& device, std::uint64_t seed) {
+  SelectorNet n;
+  n.device = device;
+  torch::manual_seed(seed);
+  n.bert = load_bert(init, device).model;
+  n.head = torch::nn::Linear(n.bert->cfg.hidden_size, 1);
+  torch::NoGradGuard g;
+  n.head->weight.normal_(0, 0.02);
+  n.head->bias.zero_();
+  return n;
+}
+
 SelectorInput parse_selector_input(const std::string& s) {
   if (s == "prompt") return SelectorInput::Prompt;
   if (s == "query-first") return SelectorInput::QueryFirst;

@@ -43,15 +43,7 @@ class IumLearner final : public DevSelectedLearner {
  public:
   IumLearner(const std::vector<IumSample>& train, const std::vector<IumSample>& dev, const IumOptions& o)
       : DevSelectedLearner(o.fit, {"dev_log_likelihood", "dev_accuracy"}), o_(o) {
-    net_.device = models::to_torch(o.fit.device);
-    torch::manual_seed(o.fit.seed);
-    net_.bert = models::load_bert(o.init, net_.device).model;
-    net_.head = torch::nn::Linear(net_.bert->cfg.hidden_size, 1);
-    {
-      torch::NoGradGuard g;
-      net_.head->weight.normal_(0, 0.02);
-      net_.head->bias.zero_();
-    }
+    net_ = models::SelectorNet::start(o.init, models::to_torch(o.fit.device), o.fit.seed);
     // An IUM folder as --init (the previous EM iteration) continues with its head too.
     if (fs::exists(o.init / models::kIumHeadFile)) {
       torch::NoGradGuard g;

@@ -109,15 +109,7 @@ class RspgLearner final : public DevSelectedLearner {
  public:
   RspgLearner(const std::vector<RspgExample>& train, const std::vector<RspgExample>& dev, const RspgOptions& o)
       : DevSelectedLearner(o.fit, {"dev_success", "dev_utility", "dev_oracle"}), o_(o), R_(o.pool.size()) {
-    net_.device = models::to_torch(o.fit.device);
-    torch::manual_seed(o.fit.seed);
-    net_.bert = models::load_bert(o.init, net_.device).model;
-    net_.head = torch::nn::Linear(net_.bert->cfg.hidden_size, 1);
-    {
-      torch::NoGradGuard g;
-      net_.head->weight.normal_(0, 0.02);
-      net_.head->bias.zero_();
-    }
+    net_ = models::SelectorNet::start(o.init, models::to_torch(o.fit.device), o.fit.seed);
     net_.head->to(net_.device);
     const auto tok = text::SubwordTokenizer::load(o.init);
     net_.pad = tok->pad_id().value_or(0);

@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,10 @@ struct SelectorNet {
   torch::Tensor forward(const std::vector<const batches::Tokens*>& rows);
   // The encoder's parameters, then the head's.
   std::vector<torch::Tensor> parameters();
+  // A network to train: the encoder of `init` on `device` and a fresh head (weights
+  // N(0, 0.02), bias 0, drawn after torch::manual_seed(seed)); pad is left at 0. The head
+  // is on the CPU until the caller moves it (after loading weights into it, if any).
+  static SelectorNet start(const std::filesystem::path& init, const torch::Device& device, std::uint64_t seed);
 };
 
 // The selector's input rows (at most max_length tokens each): `queries` one per row (x of
