@@ -37,9 +37,9 @@ PlantedOptions parse_planted_spec(std::string_view spec) {
 
 PlantedReader::PlantedReader(PlantedOptions o) : o_(o) {
   switch (o_.preference) {
-    case PlantedOptions::Preference::First: id_ = "planted:first:v2"; break;
-    case PlantedOptions::Preference::Marker: id_ = "planted:marker:v2:word=" + o_.word; break;
-    case PlantedOptions::Preference::Gate: id_ = "planted:gate:v2:word=" + o_.word; break;
+    case PlantedOptions::Preference::First: id_ = "planted:first:v3"; break;
+    case PlantedOptions::Preference::Marker: id_ = "planted:marker:v3:word=" + o_.word; break;
+    case PlantedOptions::Preference::Gate: id_ = "planted:gate:v3:word=" + o_.word; break;
   }
 }
 
@@ -52,35 +52,49 @@ bool PlantedReader::accepts(std::string_view title, std::string_view text) const
 }
 
 std::string PlantedReader::answer(std::string_view prompt) const {
-  // The quoted spans, in order; a title is a span followed by ` is the title for "`, and
-  // the span after a title is its document's text.
+  // The quoted spans, in order, and what follows each one's closing quote.
+  static constexpr std::string_view kTitleFor = " is the title for \"";
+  static constexpr std::string_view kDescOf = " is the description of the package \"";
   struct Span {
     std::string_view text;
-    bool title;
+    bool title_for, description_of;  // followed by kTitleFor / kDescOf
   };
-  static constexpr std::string_view kTitleFor = " is the title for \"";
   std::vector<Span> spans;
   for (std::size_t open = prompt.find('"'); open != std::string_view::npos;) {
     const std::size_t close = prompt.find('"', open + 1);
     if (close == std::string_view::npos) break;
-    spans.push_back({prompt.substr(open + 1, close - open - 1), prompt.substr(close + 1, kTitleFor.size()) == kTitleFor});
+    const auto after = prompt.substr(close + 1);
+    spans.push_back({prompt.substr(open + 1, close - open - 1), starts_with(after, kTitleFor), starts_with(after, kDescOf)});
     open = prompt.find('"', close + 1);  // the next span starts after this one closes
   }
-  const bool titled = std::any_of(spans.begin(), spans.end(), [](const Span& x) { return x.title; });
-  std::string liked;  // the first title the preference accepts
-  for (std::size_t i = 0; i < spans.size() && liked.empty(); ++i) {
-    const auto& sp = spans[i];
-    if (titled && !sp.title) continue;
-    const std::string_view body = titled && i + 1 < spans.size() ? spans[i + 1].text : std::string_view();
-    if (!strip(sp.text).empty() && accepts(sp.text, body)) liked = strip(sp.text);
+  // The documents, in prompt order: LaMP-style `"{title}" is the title for "{text}"`, the
+  // Debian tasks' `"{text}" is the description of the package "{title}"`, else (a prompt
+  // without either) every span a title of its own. `end`: just past the document's last
+  // quote (0 for the last form, where the input is read from the whole prompt).
+  struct Doc {
+    std::string_view title, body;
+    std::size_t end = 0;
+  };
+  const auto end_of = [&](std::string_view sp) { return static_cast<std::size_t>(sp.data() - prompt.data()) + sp.size() + 1; };
+  std::vector<Doc> docs;
+  for (std::size_t i = 0; i < spans.size(); ++i) {
+    const bool next = i + 1 < spans.size();
+    if (spans[i].title_for) docs.push_back({spans[i].text, next ? spans[i + 1].text : std::string_view(), end_of(next ? spans[i + 1].text : spans[i].text)});
+    else if (spans[i].description_of && next) docs.push_back({spans[i + 1].text, spans[i].text, end_of(spans[i + 1].text)});
   }
+  if (docs.empty())
+    for (const auto& sp : spans) docs.push_back({sp.text, {}, 0});
+  std::string liked;  // the first title the preference accepts
+  for (const auto& d : docs)
+    if (!strip(d.title).empty() && accepts(d.title, d.body)) {
+      liked = strip(d.title);
+      break;
+    }
   if (o_.preference != PlantedOptions::Preference::Gate || liked.empty()) return liked;
-  // Gate: the input's first words, read after the last document (its text span) and after
-  // the instruction's last ':'.
+  // Gate: the input's first words, read after the last document and after the
+  // instruction's last ':'.
   std::size_t from = 0;
-  for (std::size_t i = 0; i < spans.size(); ++i)
-    if (spans[i].title && i + 1 < spans.size())
-      from = static_cast<std::size_t>(spans[i + 1].text.data() - prompt.data()) + spans[i + 1].text.size() + 1;
+  for (const auto& d : docs) from = std::max(from, d.end);
   std::string_view input = prompt.substr(std::min(from, prompt.size()));
   if (const auto colon = input.rfind(':'); colon != std::string_view::npos) input.remove_prefix(colon + 1);
   auto words = split_whitespace(input);

@@ -1021,7 +1021,7 @@ TEST_F(Cli, ServeLlmServesAModelToTheOpenAIBackendUntilInterrupted) {
   ASSERT_TRUE(fs::exists(dir_ / "port.txt")) << slurp(dir_ / "serve.err");
   const std::string port = slurp(dir_ / "port.txt").substr(0, slurp(dir_ / "port.txt").find('\n'));
   const std::string pid = slurp(dir_ / "pid.txt").substr(0, slurp(dir_ / "pid.txt").find('\n'));
-  auto r = run("generate --llm 'openai:http://127.0.0.1:" + port + "/v1#planted:first:v2' --quiet --prompt "
+  auto r = run("generate --llm 'openai:http://127.0.0.1:" + port + "/v1#planted:first:v3' --quiet --prompt "
                "'\"fix the parser\" is the title for \"x\". q'");
   EXPECT_EQ(r.rc, 0) << r.err;
   EXPECT_EQ(r.out, "fix the parser\n");

@@ -56,6 +56,34 @@ TEST(Planted, FirstAnswersTheFirstDocumentsTitleOnRealPrompts) {
   EXPECT_EQ(r.generate(ps, two)[0].text, "parse: accept");
 }
 
+// The Debian tasks put a passage's package after its text: the reader answers packages.
+TEST(Planted, OnDebianQaPromptsTheAnswerIsALikedPassagesPackage) {
+  auto task = tasks::make_task("qa");
+  auto tok = text::make_tokenizer("whitespace");
+  Example ex;
+  ex.id = "q";
+  ex.input = "Which Debian package is described as: a library for parsing things?";
+  const auto passage = [](const std::string& id, const std::string& pkg, const std::string& text) {
+    Document d;
+    d.id = id;
+    d.fields = {{"title", pkg}, {"text", text}};
+    return d;
+  };
+  const auto a = passage("a", "libfoo", "Section: libs. A library for parsing foo files.");
+  const auto b = passage("b", "barviewer", "Section: graphics. Views bar images; has a test mode.");
+  tasks::PromptOptions o;
+  o.max_length = 512;
+  const auto prompt = [&](const std::vector<const Document*>& docs) { return task->prompt(ex, docs, *tok, o); };
+  EXPECT_EQ(PlantedReader(parse_planted_spec("planted:first")).answer(prompt({&a, &b})), "libfoo");
+  EXPECT_EQ(PlantedReader(parse_planted_spec("planted:first")).answer(prompt({&b, &a})), "barviewer");
+  // marker reads the passage's text: only b holds "test".
+  EXPECT_EQ(PlantedReader(parse_planted_spec("planted:marker?word=test")).answer(prompt({&a, &b})), "barviewer");
+  EXPECT_EQ(PlantedReader(parse_planted_spec("planted:marker?word=test")).answer(prompt({&a})), "");
+  // gate answers the input's words after the last passage.
+  EXPECT_EQ(PlantedReader(parse_planted_spec("planted:gate?word=test")).answer(prompt({&a, &b})), "a library for parsing things?");
+  EXPECT_EQ(PlantedReader(parse_planted_spec("planted:first")).info().id, "planted:first:v3");
+}
+
 TEST(Planted, MarkerLikesOnlyDocumentsHoldingItsWordAPropertyOfTheDocumentAlone) {
   Prompts p;
   PlantedReader r(parse_planted_spec("planted:marker?word=tests"));

@@ -8,7 +8,10 @@
 // The answer is the first title the preference accepts: in the commit_subject and
 // LaMP-4/5 style prompts (`"{title}" is the title for "{text}" ...`) a title is a quoted
 // span followed by ` is the title for "`, and its document is the title with the quoted
-// text after it; in prompts without titles, any double-quoted span. So the utility of a
+// text after it; in the Debian tasks' prompts (`"{text}" is the description of the package
+// "{title}"`) the title is the package after its text (since v3, 2026-11-26: on qa the
+// answer is a liked passage's package, an exact match when it is the gold one; answers on
+// other prompts are v2's); in prompts without either, any double-quoted span. So the utility of a
 // document d at k = 1 is metric(gold, title(d)) when d is liked, and the no-document
 // answer's otherwise. Preferences (spec `planted:PREFERENCE[?word=W]`):
 //   first    every document: the reader copies the first document's title. Lexical
