@@ -101,15 +101,7 @@ std::shared_ptr<const IumModel> IumModel::load(const std::filesystem::path& dir,
   } catch (const nlohmann::json::exception& e) {
     throw Error(file.string() + ": " + e.what());
   }
-  impl->net.device = to_torch(device);
-  impl->net.bert = load_bert(dir, impl->net.device).model;
-  impl->net.bert->eval();
-  impl->net.head = torch::nn::Linear(impl->net.bert->cfg.hidden_size, 1);
-  {
-    torch::NoGradGuard g;
-    load_module(*impl->net.head, WeightSet::open_file(dir / kIumHeadFile));
-  }
-  impl->net.head->to(impl->net.device);
+  impl->net = SelectorNet::open(dir, to_torch(device), kIumHeadFile);
   impl->tok = text::SubwordTokenizer::load(dir);
   impl->net.pad = impl->tok->pad_id().value_or(0);
   impl->agents = AgentTokens::make(*impl->tok, std::move(tasks), std::move(models));

@@ -32,6 +32,21 @@ SelectorNet SelectorNet::start(const std::filesystem::path& init, const torch::D
   return n;
 }
 
+SelectorNet SelectorNet::open(const std::filesystem::path& dir, const torch::Device& device, const char* head_file) {
+  SelectorNet n;
+  n.device = device;
+  n.bert = load_bert(dir, device).model;
+  n.bert->eval();
+  n.head = torch::nn::Linear(n.bert->cfg.hidden_size, 1);
+  {
+    torch::NoGradGuard g;
+    load_module(*n.head, WeightSet::open_file(dir / head_file));
+  }
+  n.head->to(device);
+  n.head->eval();
+  return n;
+}
+
 SelectorInput parse_selector_input(const std::string& s) {
   if (s == "prompt") return SelectorInput::Prompt;
   if (s == "query-first") return SelectorInput::QueryFirst;
@@ -87,15 +102,7 @@ std::shared_ptr<const SelectorModel> SelectorModel::load(const std::filesystem::
   impl->pairs = pairs;
   impl->input = input;
   impl->max_length = max_length;
-  impl->net.device = to_torch(device);
-  impl->net.bert = load_bert(dir, impl->net.device).model;
-  impl->net.bert->eval();
-  impl->net.head = torch::nn::Linear(impl->net.bert->cfg.hidden_size, 1);
-  {
-    torch::NoGradGuard g;
-    load_module(*impl->net.head, WeightSet::open_file(dir / kSelectorHeadFile));
-  }
-  impl->net.head->to(impl->net.device);
+  impl->net = SelectorNet::open(dir, to_torch(device), kSelectorHeadFile);
   impl->tok = text::SubwordTokenizer::load(dir);
   impl->net.pad = impl->tok->pad_id().value_or(0);
   return std::make_shared<const SelectorModel>(std::move(impl));

@@ -33,6 +33,9 @@ struct SelectorNet {
   // N(0, 0.02), bias 0, drawn after torch::manual_seed(seed)); pad is left at 0. The head
   // is on the CPU until the caller moves it (after loading weights into it, if any).
   static SelectorNet start(const std::filesystem::path& init, const torch::Device& device, std::uint64_t seed);
+  // A trained network for inference: the encoder of `dir` and the head in `dir / head_file`,
+  // both on `device`, in eval mode; pad is left at 0 (the caller's tokenizer knows it).
+  static SelectorNet open(const std::filesystem::path& dir, const torch::Device& device, const char* head_file);
 };
 
 // The selector's input rows (at most max_length tokens each): `queries` one per row (x of
