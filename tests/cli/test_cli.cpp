@@ -114,6 +114,23 @@ TEST_F(Cli, NumbersAreDecimalFiniteAndBounded) {
   refused(train + "--method purple --init x --pearl-tau 2", {"--pearl-tau applies to --method pearl, not purple"});
   refused(train + "--method pearl --init x --pointwise", {"--pointwise applies to --method purple"});
   refused(train + "--method purple --init no-such-encoder", {"--init no-such-encoder: no such model folder"});
+  // IUM's agents file: checked before anything else is read.
+  refused(train + "--method ropg-kd --init x --agents a.json", {"--agents applies to --method ium, not ropg-kd"});
+  refused(train + "--method ium --init x", {"--method ium needs --agents FILE"});
+  refused(train + "--method ium --init x --agents none.json", {"--agents none.json: no such file"});
+  write("a0.json", "{\"agents\": []}");
+  refused(train + "--method ium --init x --agents a0.json", {"--agents a0.json", "at least one agent"});
+  write("a1.json", "{\"agents\": [{\"name\": \"q\", \"task\": \"qa\"}]}");
+  refused(train + "--method ium --init x --agents a1.json", {"agent 1 needs a non-empty string \"llm\""});
+  write("a2.json", "{\"agents\": [{\"name\": \"q\", \"task\": \"qa\", \"llm\": \"reference\", \"k\": 0}]}");
+  refused(train + "--method ium --init x --agents a2.json", {"agent q: \"k\" must be a whole number >= 1"});
+  write("a3.json", "{\"agents\": [{\"name\": \"q\", \"task\": \"qa\", \"llm\": \"reference\"},"
+                   " {\"name\": \"q\", \"task\": \"slot\", \"llm\": \"reference\"}]}");
+  refused(train + "--method ium --init x --agents a3.json", {"two agents are named \"q\""});
+  write("a4.json", "{not json");
+  refused(train + "--method ium --init x --agents a4.json", {"--agents a4.json: not JSON"});
+  write("a5.json", "{\"agents\": [{\"name\": \"q\", \"task\": \"qa\", \"llm\": \"reference\"}]}");
+  refused(train + "--method ium --init no-such-encoder --agents a5.json", {"--init no-such-encoder: no such model folder"});
   refused("eval --data " + kSample + " --task commit_subject --split dev --retrievers bm25 --llm reference --oracle 5000",
           {"oracle_depth", "5000"});
   // train-lm's reader stage checks its options before it reads --init or writes --out.

@@ -89,13 +89,13 @@ TrainRunner add_ium_options(CLI::App* train) {
       ->capture_default_str();
   return [p](const DataOptions& d0, const RunOptions& r, const TrainArgs& a) {
     if (p->agents.empty()) throw UsageError("--method ium needs --agents FILE: the agents (task, llm, k) that share the reranker");
+    const auto agents = read_agents(p->agents);  // a bad file first: it costs nothing to read
     if (a.init.empty())
       throw UsageError("--method ium needs --init MODEL_DIR: the encoder to start the reranker from (a BERT vocabulary, "
                        "e.g. from `attune pretrain-encoder`)");
     if (!fs::is_directory(a.init)) throw UsageError("--init " + a.init + ": no such model folder");
     if (p->iterations == 0) throw UsageError("--ium-iterations must be at least 1");
     if (p->feedback_k == 0) throw UsageError("--ium-feedback-k must be at least 1");
-    const auto agents = read_agents(p->agents);
     std::vector<std::string> tasks, models;
     for (const auto& g : agents) {
       if (std::find(tasks.begin(), tasks.end(), g.task) == tasks.end()) tasks.push_back(g.task);
