@@ -3,6 +3,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <ftw.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "attune/core/error.h"
@@ -82,6 +84,22 @@ void write_file_atomic(const fs::path& path_in, std::string_view bytes) {
 void write_output(const std::string& path, std::string_view bytes) {
   if (path != "-") return write_file_atomic(path, bytes);
   if (!write_all(stdout, bytes)) throw Error(std::string("standard output: write failed: ") + std::strerror(errno));
+}
+
+namespace {
+int remove_entry(const char* path, const struct stat*, int, struct FTW*) {
+  return ::remove(path) == 0 || errno == ENOENT ? 0 : -1;  // depth-first: a folder is empty by now
+}
+}  // namespace
+
+void remove_tree(const std::filesystem::path& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return;
+    throw Error(path.string() + ": cannot remove: " + std::strerror(errno));
+  }
+  if (::nftw(path.c_str(), remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
+    throw Error(path.string() + ": cannot remove: " + std::strerror(errno));
 }
 
 }  // namespace attune

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "attune/core/error.h"
+#include "attune/core/file.h"
 #include "attune/core/rng.h"
 #include "attune/models/config.h"
 
@@ -62,7 +63,7 @@ void Checkpointer::prepare(bool resume) const {
   }
   if (!fs::exists(ckpt / "state.json") && fs::exists(fresh / "state.json")) {
     // Killed between writing the new checkpoint and swapping it in: the new one is whole.
-    fs::remove_all(ckpt);
+    remove_tree(ckpt);
     fs::rename(fresh, ckpt);
   }
   if (!fs::exists(ckpt / "state.json"))
@@ -81,11 +82,11 @@ nlohmann::json Checkpointer::load_state(const nlohmann::json& signature) const {
 
 void Checkpointer::write(const std::function<void(const fs::path&)>& fill, const nlohmann::json& state) const {
   const fs::path ckpt = dir(), fresh = out_ / "checkpoint.new";
-  fs::remove_all(fresh);
+  remove_tree(fresh);
   fs::create_directories(fresh);
   fill(fresh);
   models::write_json_file(fresh / "state.json", state);  // last: marks the checkpoint whole
-  fs::remove_all(ckpt);
+  remove_tree(ckpt);
   fs::rename(fresh, ckpt);
 }
 

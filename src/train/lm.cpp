@@ -10,6 +10,7 @@
 #include "attune/core/file.h"
 #include "attune/core/parallel.h"
 #include "attune/core/rng.h"
+#include "attune/models/autocast.h"
 #include "attune/models/config.h"
 #include "attune/models/llama.h"
 #include "attune/models/runtime.h"
@@ -41,6 +42,9 @@ void LmOptions::validate() const {
   if (seq_len > max_positions) bad("seq_len", seq_len, "must not exceed max_positions = " + std::to_string(max_positions));
   if (!(dev_fraction >= 0 && dev_fraction < 0.5))
     throw FieldError<UsageError>("dev_fraction", "dev_fraction = " + std::to_string(dev_fraction) + ": must be in [0, 0.5)");
+  if (precision != "auto" && precision != "fp32" && precision != "bf16")
+    throw FieldError<UsageError>("precision", "precision \"" + precision + "\": expected auto, fp32 or bf16");
+  (void)models::resolve_precision(precision, models::to_torch(fit.device));  // bf16 needs CUDA: refused before any work
   if (!(weight_decay >= 0) || !std::isfinite(weight_decay))
     throw FieldError<UsageError>("weight_decay", "weight_decay = " + std::to_string(weight_decay) + ": must be finite and >= 0");
 }
@@ -80,6 +84,7 @@ class LmLearner final : public DevSelectedLearner {
       : DevSelectedLearner(o.fit, {"dev_loss"}), o_(o), tr_(std::move(train)), dv_(std::move(dev)), tokenizer_dir_(tokenizer_dir),
         pad_(pad) {
     device_ = models::to_torch(o.fit.device);
+    precision_ = models::resolve_precision(o.precision, device_);
     torch::manual_seed(o.fit.seed);
     if (o.init.empty()) {
       model_ = std::make_shared<models::Llama>(cfg, device_, torch::kFloat32);
@@ -102,7 +107,10 @@ class LmLearner final : public DevSelectedLearner {
             {"seq_len", o.seq_len}, {"rope_theta", o.rope_theta}, {"weight_decay", o.weight_decay},
             {"dev_fraction", o.dev_fraction}, {"epochs", o.fit.epochs}, {"batch_size", o.fit.batch_size},
             {"micro_batch", o.fit.micro_batch}, {"lr", o.fit.lr}, {"warmup", o.fit.warmup}, {"clip", o.fit.clip},
-            {"seed", o.fit.seed}, {"train_sequences", tr_.size()}};
+            {"seed", o.fit.seed}, {"train_sequences", tr_.size()}, {"precision", models::precision_name(precision_)}};
+    if (!o.fit.quiet)
+      std::fprintf(stderr, "train-lm: device %s, %s\n", device_.str().c_str(),
+                   precision_ == models::Precision::BF16 ? "bf16 autocast (float32 weights)" : "float32");
   }
 
   std::string name() const override { return "lm"; }
@@ -154,6 +162,8 @@ class LmLearner final : public DevSelectedLearner {
   }
 
   std::size_t parameter_count() const { return params_; }
+  std::string device_name() const { return device_.str(); }
+  const char* precision() const { return models::precision_name(precision_); }
 
  private:
   std::size_t dev_size() const override { return dv_.size(); }
@@ -175,6 +185,7 @@ class LmLearner final : public DevSelectedLearner {
     }
     ids = ids.to(device_);
     use = use.to(device_);
+    models::AutocastScope autocast(device_, precision_);
     auto logits = model_->forward_train(ids.narrow(1, 0, T - 1));
     auto target = ids.narrow(1, 1, T - 1);
     auto per = torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), target.reshape({-1}),
@@ -187,6 +198,7 @@ class LmLearner final : public DevSelectedLearner {
   fs::path tokenizer_dir_;
   std::int32_t pad_ = 0;
   torch::Device device_{torch::kCPU};
+  models::Precision precision_ = models::Precision::FP32;
   std::shared_ptr<models::Llama> model_;
   std::unique_ptr<torch::optim::AdamW> optimizer_;
   nlohmann::json sig_;
@@ -196,6 +208,8 @@ class LmLearner final : public DevSelectedLearner {
 // Runs the loop and fills `res` from it: steps, the kept epoch, dev losses (start, kept) and
 // this process's rate in training tokens a second (res.train_tokens: one epoch's).
 void run_and_fill(LmLearner& learner, const LmOptions& o, LmResult& res) {
+  res.device = learner.device_name();
+  res.precision = learner.precision();
   const auto f = fit(learner, o.fit);
   res.steps_done = f.steps_done;
   res.total_steps = f.state.total_steps;

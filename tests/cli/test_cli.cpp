@@ -330,6 +330,9 @@ TEST_F(Cli, TrainTokenizerWritesAFolderAndRefusesBadInput) {
   refused("train-lm --input c.jsonl --out lm --tokenizer tok --heads 3", 2, {"heads", "3"});
   refused("train-lm --input c.jsonl --out lm --tokenizer tok --seq-len 600", 2, {"seq_len", "600"});
   refused("train-lm --input c.jsonl --out lm --tokenizer nowhere", 2, {"nowhere", "no such folder"});
+  refused("train-lm --input c.jsonl --out lm --tokenizer tok --precision fp16", 2, {"--precision", "fp16", "auto, fp32 or bf16"});
+  refused("train-lm --input c.jsonl --out lm --tokenizer tok --device cpu --precision bf16", 2, {"--precision", "CUDA only"});
+  EXPECT_FALSE(fs::exists(dir_ / "lm"));
   // --stage reader reads commits (repo, author, date, subject, text) and its --reader-k.
   write("commits.jsonl", R"({"id": "a", "repo": "r", "author": "x", "date": "2020-01-01", "subject": "s", "text": "t"})" "\n");
   refused("train-lm --stage reader --init tok --input c.jsonl --out lm --quiet", 1, {"c.jsonl", "line 1", "repo"});

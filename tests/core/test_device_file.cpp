@@ -111,6 +111,32 @@ TEST(File, WritesThroughSymlinksAndIntoDevicesAndFifosWithoutReplacingThem) {
 }
 
 
+TEST(File, RemoveTreeRemovesNestedFoldersAndLinksButNotWhatTheyPointTo) {
+  const fs::path dir = fs::temp_directory_path() / ("attune_remove_tree_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  const fs::path tree = dir / "tree", outside = dir / "outside";
+  fs::create_directories(tree / "a" / "b");
+  fs::create_directories(outside);
+  write_file_atomic(tree / "a" / "b" / "f.bin", "x");
+  write_file_atomic(tree / "top.json", "{}");
+  write_file_atomic(outside / "keep.txt", "keep");
+  fs::create_symlink(outside, tree / "a" / "link_to_folder");
+  fs::create_symlink(outside / "keep.txt", tree / "link_to_file");
+  remove_tree(tree);
+  EXPECT_FALSE(fs::exists(fs::symlink_status(tree)));
+  EXPECT_EQ(read_file(outside / "keep.txt"), "keep");  // links were removed, not followed
+  EXPECT_NO_THROW(remove_tree(tree));                    // nothing to remove is fine
+  remove_tree(outside / "keep.txt");                     // a plain file
+  EXPECT_FALSE(fs::exists(outside / "keep.txt"));
+  if (::geteuid() != 0) {  // root removes anything: the refusal is only seen by other users
+    fs::create_directories(tree / "locked" / "inner");
+    fs::permissions(tree / "locked", fs::perms::owner_read | fs::perms::owner_exec);
+    EXPECT_THROW(remove_tree(tree), Error);
+    fs::permissions(tree / "locked", fs::perms::owner_all);
+  }
+  fs::remove_all(dir);
+}
+
 TEST(ModelHash, EveryByteCountsAndDigestsAreCachedBesideTheWeights) {
   const fs::path root = fs::temp_directory_path() / ("attune_model_hash_" + std::to_string(::getpid()));
   fs::remove_all(root);

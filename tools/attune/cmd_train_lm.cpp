@@ -127,6 +127,9 @@ void add_train_lm(CLI::App& app, int& rc) {
   cmd->add_option_function<std::string>(
          "--device", [o](const std::string& v) { o->fit.device = Device::parse(v); }, "cpu, cuda, cuda:N or auto")
       ->default_str("cpu");
+  cmd->add_option("--precision", o->precision,
+                  "auto (bf16 autocast on CUDA, float32 on CPU), fp32, or bf16 (CUDA only); weights stay float32")
+      ->capture_default_str();
   cmd->add_option("--checkpoint-every", o->fit.checkpoint_every, "steps between checkpoints in OUT/checkpoint (0 = epoch ends)")
       ->capture_default_str();
   cmd->add_flag("--resume", o->fit.resume, "continue the run in --out from its last checkpoint (same options and inputs)");
@@ -230,8 +233,10 @@ void add_train_lm(CLI::App& app, int& rc) {
       if (!opts.fit.quiet) std::fprintf(stderr, "train-lm: %s\n", opts.fit.data_description.c_str());
       const auto res = train::train_reader(examples, opts);
       if (res.steps_done == res.total_steps)
-        std::printf("fine-tuned a reader on %zu examples (%zu steps, %.1fs): kept epoch %zu, dev answer loss %.4f (start %.4f) -> %s\n",
-                    res.train_sequences, res.steps_done, res.seconds, res.best_epoch, res.dev_loss, res.init_dev_loss, out->c_str());
+        std::printf("fine-tuned a reader on %zu examples (%zu steps, %.1fs, %.0f tokens/s, %s %s): kept epoch %zu, dev answer loss "
+                    "%.4f (start %.4f) -> %s\n",
+                    res.train_sequences, res.steps_done, res.seconds, res.tokens_per_second, res.device.c_str(), res.precision.c_str(),
+                    res.best_epoch, res.dev_loss, res.init_dev_loss, out->c_str());
       rc = 0;
       return;
     }
@@ -254,9 +259,10 @@ void add_train_lm(CLI::App& app, int& rc) {
     if (!opts.fit.quiet) std::fprintf(stderr, "train-lm: %s\n", described.c_str());
     const auto res = train::train_lm(texts, opts);
     if (res.steps_done == res.total_steps)
-      std::printf("trained a %zu-parameter language model on %zu tokens (%zu steps, %.1fs, %.0f tokens/s): kept epoch %zu, dev "
-                  "loss %.4f (start %.4f) -> %s\n",
-                  res.parameters, res.train_tokens, res.steps_done, res.seconds, res.tokens_per_second, res.best_epoch,
+      std::printf("trained a %zu-parameter language model on %zu tokens (%zu steps, %.1fs, %.0f tokens/s, %s %s): kept epoch "
+                  "%zu, dev loss %.4f (start %.4f) -> %s\n",
+                  res.parameters, res.train_tokens, res.steps_done, res.seconds, res.tokens_per_second, res.device.c_str(),
+                  res.precision.c_str(), res.best_epoch,
                   res.dev_loss, res.init_dev_loss, out->c_str());
     rc = 0;
   });

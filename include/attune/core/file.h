@@ -22,4 +22,11 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view bytes
 // write or flush fails, e.g. a full disk or /dev/full), anything else is write_file_atomic.
 void write_output(const std::string& path, std::string_view bytes);
 
+// Removes `path` and, when it is a folder, everything under it (symbolic links are removed,
+// never followed); nothing to remove is fine. Error naming the entry that cannot be removed.
+// What std::filesystem::remove_all does, on POSIX calls: the CUDA libtorch of PyTorch's
+// wheels exports a remove_all of its own that crashes (jumps to address 0) once the folder
+// is not empty, and a program linked against that libtorch calls it in place of libstdc++'s.
+void remove_tree(const std::filesystem::path& path);
+
 }  // namespace attune

@@ -27,6 +27,9 @@ struct LmOptions {
   double weight_decay = 0.1;        // AdamW, on matrices only
   // Held out for dev loss (and the kept epoch): every text whose hash falls in this share.
   double dev_fraction = 0.01;
+  // "auto" (bf16 autocast on CUDA, float32 on CPU), "fp32" or "bf16" (CUDA only): the
+  // forward passes' matrix products; weights, gradients and AdamW's state stay float32.
+  std::string precision = "auto";
   // The loop (train::fit): 1 epoch over the packed sequences, 16 sequences a step in
   // one micro-batch (4,096 tokens a matmul: 8% more tokens/s than 4 micro-batches of 4 on
   // 2 cores, the same weights up to float rounding), AdamW lr 1e-3, 2% warmup then linear decay, clip 1.
@@ -53,6 +56,7 @@ struct LmResult {
   std::vector<double> losses;              // per step of this process
   double seconds = 0, tokens_per_second = 0;
   std::size_t parameters = 0;
+  std::string device, precision;           // where it ran: "cpu" / "cuda:0", "fp32" / "bf16"
   std::size_t too_long = 0;                // train_reader: examples left out, longer than the context
 };
 
