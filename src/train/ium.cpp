@@ -3,6 +3,7 @@
 #include "attune/train/ium.h"
 
 #include <cmath>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "attune/core/error.h"
@@ -29,6 +30,8 @@ void IumOptions::validate() const {
   if (init.empty()) throw FieldError<UsageError>("init", "IUM needs an encoder to start from (a model folder)");
   if (!(unk_fraction >= 0 && unk_fraction <= 1))
     throw FieldError<UsageError>("unk_fraction", "unk_fraction = " + std::to_string(unk_fraction) + ": must be in [0, 1]");
+  if (!(positive_weight >= 0) || !std::isfinite(positive_weight))
+    throw FieldError<UsageError>("positive_weight", "positive_weight = " + std::to_string(positive_weight) + ": must be finite and >= 0 (0 = balanced)");
   if (max_length < 5) throw FieldError<UsageError>("max_length", "max_length = " + std::to_string(max_length) + ": must be at least 5");
 }
 
@@ -37,12 +40,13 @@ namespace {
 struct Rows {
   std::vector<Tokens> rows;
   std::vector<double> label;
+  std::vector<std::size_t> group;  // index of the sample's list
 };
 
 class IumLearner final : public DevSelectedLearner {
  public:
   IumLearner(const std::vector<IumSample>& train, const std::vector<IumSample>& dev, const IumOptions& o)
-      : DevSelectedLearner(o.fit, {"dev_log_likelihood", "dev_accuracy"}), o_(o) {
+      : DevSelectedLearner(o.fit, {"dev_top1", "dev_log_likelihood", "dev_accuracy"}), o_(o) {
     net_ = models::SelectorNet::start(o.init, models::to_torch(o.fit.device), o.fit.seed);
     // An IUM folder as --init (the previous EM iteration) continues with its head too.
     if (fs::exists(o.init / models::kIumHeadFile)) {
@@ -62,12 +66,21 @@ class IumLearner final : public DevSelectedLearner {
     agents_ = models::AgentTokens::make(*tok, tasks, model_names);
     max_length_ = std::min(o.max_length, models::batches::length_cap(net_.bert->cfg.max_positions, 0, tok->model_max_length()));
     tr_ = encode(*tok, train);
-    dv_ = encode(*tok, dev);
+    dv_ = encode(*tok, dev, &n_dev_groups_);
+    {
+      std::size_t pos = 0;
+      for (double y : tr_.label) pos += y > 0;
+      if (pos == 0) throw Error("IUM: no training sample is useful (every label is 0): nothing to learn to rank up");
+      pos_weight_ = o.positive_weight > 0 ? o.positive_weight
+                                          : static_cast<double>(tr_.label.size() - pos) / static_cast<double>(pos);
+      if (pos_weight_ <= 0) pos_weight_ = 1;  // every sample useful
+    }
     optimizer_ = std::make_unique<torch::optim::Adam>(net_.parameters(), torch::optim::AdamOptions(o.fit.lr));
     sig_ = {{"method", "ium"}, {"init", o.init.string()}, {"max_length", max_length_}, {"unk_fraction", o.unk_fraction},
             {"tasks", agents_.tasks}, {"models", agents_.models}, {"epochs", o.fit.epochs},
             {"batch_size", o.fit.batch_size}, {"micro_batch", o.fit.micro_batch}, {"lr", o.fit.lr},
-            {"warmup", o.fit.warmup}, {"clip", o.fit.clip}, {"seed", o.fit.seed}, {"train_samples", train.size()}};
+            {"warmup", o.fit.warmup}, {"clip", o.fit.clip}, {"seed", o.fit.seed}, {"train_samples", train.size()},
+            {"positive_weight", pos_weight_}};
     const auto spec = models::read_pooling_spec(o.init);
     save_.tokenizer_dir = o.init;
     save_.pooling = spec.pooling;
@@ -95,13 +108,22 @@ class IumLearner final : public DevSelectedLearner {
     std::vector<const Tokens*> ptrs;
     for (const auto& r : rows) ptrs.push_back(&r);
     const auto logits = net_.forward(ptrs);
-    return torch::binary_cross_entropy_with_logits(logits, torch::tensor(y, torch::kFloat32).to(logits.device()));
+    const auto target = torch::tensor(y, torch::kFloat32).to(logits.device());
+    // Useful samples weigh pos_weight_; the mean over the micro-batch's weights keeps the
+    // loss's scale that of plain cross-entropy.
+    const auto w = 1 + (pos_weight_ - 1) * target;
+    return (torch::binary_cross_entropy_with_logits(logits, target, {}, {}, at::Reduction::None) * w).sum() / w.sum();
   }
+
+  double positive_weight() const { return pos_weight_; }
+  // The share of dev lists whose first candidate (the given order) is useful.
+  double first_stage_top1() const { return top1(std::vector<double>(dv_.rows.size(), 0.0)); }
 
   std::optional<DevValue> dev() override {
     if (dv_.rows.empty()) return std::nullopt;
     torch::NoGradGuard ng;
     double ll = 0, correct = 0;
+    std::vector<double> score;
     for (std::size_t lo = 0; lo < dv_.rows.size(); lo += 32) {
       std::vector<const Tokens*> ptrs;
       std::vector<double> y;
@@ -113,10 +135,18 @@ class IumLearner final : public DevSelectedLearner {
       const auto t = torch::tensor(y, torch::kFloat64);
       ll -= torch::binary_cross_entropy_with_logits(logits, t, {}, {}, at::Reduction::Sum).item<double>();
       correct += ((logits >= 0).to(torch::kFloat64) == t).sum().item<double>();
+      const auto a = logits.contiguous();
+      score.insert(score.end(), a.data_ptr<double>(), a.data_ptr<double>() + a.numel());
     }
     const auto n = static_cast<double>(dv_.rows.size());
-    return DevValue{ll / n, {{"dev_log_likelihood", ll / n}, {"dev_accuracy", correct / n}},
-                    " dev log-likelihood " + std::to_string(ll / n) + " accuracy " + std::to_string(correct / n)};
+    const double t1 = top1(score);
+    char line[160];
+    std::snprintf(line, sizeof line, " dev top-1 useful %.4f (first stage %.4f), log-likelihood %.4f, accuracy %.4f", t1,
+                  first_stage_top1(), ll / n, correct / n);
+    // Ranked by top-1 first; on a tie (a coarse share of few lists), by log-likelihood:
+    // exp(ll) is in (0, 1], so 1e-6 of it never outweighs one list more in a million.
+    return DevValue{t1 + 1e-6 * std::exp(ll / n), {{"dev_top1", t1}, {"dev_log_likelihood", ll / n}, {"dev_accuracy", correct / n}},
+                    line};
   }
   nlohmann::json signature() const override { return sig_; }
 
@@ -140,11 +170,27 @@ class IumLearner final : public DevSelectedLearner {
  private:
   std::size_t dev_size() const override { return dv_.rows.size(); }
 
-  Rows encode(const text::SubwordTokenizer& tok, const std::vector<IumSample>& s) const {
+  // Per list, the label of the candidate with the highest score (ties: the earlier one, so
+  // all-equal scores give the first stage's pick); the mean over lists.
+  double top1(const std::vector<double>& score) const {
+    if (dv_.group.empty()) return 0;
+    std::vector<std::ptrdiff_t> best(n_dev_groups_, -1);
+    for (std::size_t i = 0; i < dv_.rows.size(); ++i) {
+      auto& b = best[dv_.group[i]];
+      if (b < 0 || score[i] > score[static_cast<std::size_t>(b)]) b = static_cast<std::ptrdiff_t>(i);
+    }
+    double hits = 0;
+    for (auto b : best) hits += dv_.label[static_cast<std::size_t>(b)];
+    return hits / static_cast<double>(best.size());
+  }
+
+  Rows encode(const text::SubwordTokenizer& tok, const std::vector<IumSample>& s, std::size_t* groups = nullptr) const {
     std::vector<std::int64_t> tids, mids;
     std::vector<std::pair<std::string, std::string>> pairs;
+    std::map<std::string, std::size_t> index;
     Rows r;
     for (const auto& x : s) {
+      r.group.push_back(index.emplace(x.group, index.size()).first->second);
       if (x.label != 0 && x.label != 1)
         throw FieldError<UsageError>("label", "IUM feedback is 0 or 1 per document, got " + std::to_string(x.label));
       tids.push_back(agents_.task(x.task));
@@ -153,6 +199,7 @@ class IumLearner final : public DevSelectedLearner {
       r.label.push_back(x.label);
     }
     r.rows = models::encode_ium_inputs(tok, tids, mids, pairs, max_length_);
+    if (groups) *groups = index.size();
     return r;
   }
 
@@ -161,6 +208,8 @@ class IumLearner final : public DevSelectedLearner {
   models::AgentTokens agents_;
   std::size_t max_length_ = 256;
   Rows tr_, dv_;
+  std::size_t n_dev_groups_ = 0;
+  double pos_weight_ = 1;
   std::unique_ptr<torch::optim::Adam> optimizer_;
   nlohmann::json sig_;
   models::SaveBertOptions save_;
@@ -176,8 +225,11 @@ IumResult train_ium(const std::vector<IumSample>& train, const std::vector<IumSa
   const auto f = fit(learner, o.fit);
   IumResult res;
   fill_result(f, res, [](const EpochRecord& e) {
-    return IumEpoch{e.epoch, e.loss, e.dev_value("dev_log_likelihood"), e.dev_value("dev_accuracy")};
+    return IumEpoch{e.epoch, e.loss, e.dev_value("dev_top1"), e.dev_value("dev_log_likelihood"), e.dev_value("dev_accuracy")};
   });
+  res.init_dev_top1 = learner.initial("dev_top1");
+  res.first_stage_dev_top1 = learner.first_stage_top1();
+  res.positive_weight = learner.positive_weight();
   res.init_dev_log_likelihood = learner.initial("dev_log_likelihood");
   res.init_dev_accuracy = learner.initial("dev_accuracy");
   return res;

@@ -270,8 +270,58 @@ TEST_F(Learning, PearlRecoversAPlantedPreferenceAndNotWithLearningOff) { check_p
 // PURPLE (003) selects an ordered profile; the reader answers from the first document it likes.
 TEST_F(Learning, PurpleRecoversAPlantedPreferenceAndNotWithLearningOff) { check_purple(); }
 
-// IUM's offline EM end to end on the Debian corpus (not yet its planted-preference check:
-// issue 16): two agents, two iterations, each a finished folder; a rerun resumes by
+// IUM's planted-preference check (issue 16): two agents on commit_subject whose readers
+// like different documents (those holding "test", those holding "fix"; a document is useful
+// to an agent when its output with it alone scores above 0). One reranker serves both: for
+// each agent, its reranker gets at least half-way from BM25 to the oracle of BM25's top 16
+// on dev, and on test it beats BM25, the lr-0 control and the other agent's reranker at
+// p < 0.05 (so the agent tokens are read, not only the documents).
+TEST_F(Learning, IumRecoversTwoAgentsPlantedPreferencesAndNotWithLearningOff) {
+  {
+    std::ofstream a(dir_ / "agents-gate.json");
+    a << R"({"agents": [{"name": "tests", "task": "commit_subject", "llm": "planted:gate?word=test", "k": 1},
+                        {"name": "fixes", "task": "commit_subject", "llm": "planted:gate?word=fix", "k": 1}]})";
+  }
+  const auto train = [&](const std::string& out, const std::string& extra) {
+    const auto r = run("train --method ium --agents agents-gate.json --data " + kGit +
+                       " --task commit_subject --init enc --out " + out + " --store learn.db --limit 600 --dev-limit 100 "
+                       "--ium-iterations 1 --ium-feedback-k 16 --ium-positive-at 0.001 --batch-size 32 --micro-batch 32 --quiet " + extra);
+    EXPECT_EQ(r.rc, 0) << r.err;
+    return json::parse(slurp(dir_ / out / "iter-1" / "attune_train.json"));
+  };
+  const auto on_json = train("ium-gate", "--lr 1e-3 --epochs 5"), off_json = train("ium-gate-off", "--lr 0 --epochs 1");
+  EXPECT_EQ(off_json.at("best_epoch"), 0) << "with lr 0 an epoch beat the start";
+  EXPECT_GE(on_json.at("best_epoch").get<std::size_t>(), 1u) << "no epoch beat the untrained reranker on dev";
+  const auto spec = [](const std::string& folder, const std::string& word) {
+    return "rerank(bm25,16,ium:" + folder + "/iter-1?task=commit_subject&model=planted:gate?word=" + word + ")";
+  };
+  for (const std::string word : {"test", "fix"}) {
+    const std::string other = word == "test" ? "fix" : "test";
+    const std::string own = spec("ium-gate", word), off = spec("ium-gate-off", word), wrong = spec("ium-gate", other);
+    const auto at = [&](const std::string& split, const std::string& retrievers, const std::string& extra) {
+      const auto r = run("eval --data " + kGit + " --task commit_subject --split " + split + " --limit " +
+                         (split == "dev" ? "150" : "500") + " --k 1 --llm 'planted:gate?word=" + word +
+                         "' --store learn.db --quiet --retrievers '" + retrievers + "' " + extra + " --out ium-" + split + ".json");
+      EXPECT_EQ(r.rc, 0) << r.err;
+      return json::parse(slurp(dir_ / ("ium-" + split + ".json")));
+    };
+    const auto d = at("dev", "bm25," + own, "--oracle 16");
+    const double on = d.at("results").at(own).at("rouge-1"), bm25 = d.at("results").at("bm25").at("rouge-1");
+    const double oracle = d.at("oracle").at("bm25").at("best_single");
+    ASSERT_GT(oracle, bm25 + 0.02) << word << ": no headroom: the check could not tell";
+    EXPECT_GE(on - bm25, 0.5 * (oracle - bm25))
+        << word << ": IUM recovered too little of the planted preference: dev bm25 " << bm25 << " -> " << on << " (oracle "
+        << oracle << ")";
+    const auto e = at("test", "bm25," + own + "," + off + "," + wrong, "");
+    for (const std::string& base : {std::string("bm25"), off, wrong}) {
+      const auto& better = e.at("significance").at(own).at(base).at("rouge-1");
+      EXPECT_TRUE(better.at("better").get<bool>() && better.at("p").get<double>() < 0.05)
+          << word << ": " << own << " vs " << base << " on test: " << better.dump() << " " << e.at("results").dump();
+    }
+  }
+}
+
+// IUM's offline EM end to end on the Debian corpus: two agents, two iterations, each a finished folder; a rerun resumes by
 // skipping them; eval reads the reranker for one agent through its spec.
 TEST_F(Learning, IumRunsItsEmIterationsResumesAndServesEachAgent) {
   const std::string debian = std::string(ATTUNE_SHARED_DIR) + "/data/debian";

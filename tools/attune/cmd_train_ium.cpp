@@ -29,7 +29,7 @@ namespace {
 struct IumArgs {
   std::string agents;
   std::size_t iterations = 3, feedback_k = 32, max_length = 256;
-  double unk_fraction = 0.1;
+  double unk_fraction = 0.1, positive_weight = 0, positive_at = 1;
 };
 
 struct Agent {
@@ -87,6 +87,14 @@ TrainRunner add_ium_options(CLI::App* train) {
   train->add_option("--ium-max-length", p->max_length, "IUM: tokens of [CLS] tid mid x [SEP] d [SEP]")->capture_default_str();
   train->add_option("--ium-unk-fraction", p->unk_fraction, "IUM: share of samples whose agent tokens read [UNK] (002: 0.1)")
       ->capture_default_str();
+  train->add_option("--ium-positive-weight", p->positive_weight,
+                    "IUM: weight of a useful sample in the loss (0 = balanced: useless / useful samples; 1 = 002's plain "
+                    "cross-entropy)")
+      ->capture_default_str();
+  train->add_option("--ium-positive-at", p->positive_at,
+                    "IUM: a document is useful when the agent's output with it alone scores at least this (the task's "
+                    "metric; 1 = exact match or a right label, as in 002)")
+      ->capture_default_str();
   return [p](const DataOptions& d0, const RunOptions& r, const TrainArgs& a) {
     if (p->agents.empty()) throw UsageError("--method ium needs --agents FILE: the agents (task, llm, k) that share the reranker");
     const auto agents = read_agents(p->agents);  // a bad file first: it costs nothing to read
@@ -104,6 +112,9 @@ TrainRunner add_ium_options(CLI::App* train) {
     train::IumOptions base;
     base.max_length = p->max_length;
     base.unk_fraction = p->unk_fraction;
+    base.positive_weight = p->positive_weight;
+    if (!(p->positive_at > 0) || !std::isfinite(p->positive_at))
+      throw UsageError("--ium-positive-at must be a number above 0 (a document is useful when its utility reaches it)");
     base.tasks = tasks;
     base.models = models;
     apply_fit_options(a, r, base.fit);
@@ -153,7 +164,8 @@ TrainRunner add_ium_options(CLI::App* train) {
             const auto& ex = sp.dataset.examples[e];
             for (const auto& c : source.candidates(ex))
               if (auto it = value.find({ex.id, c.id}); it != value.end())
-                into.push_back({g.task, g.llm, task->query(ex), c.text, it->second >= 1 - 1e-9 ? 1.0 : 0.0});
+                into.push_back({g.task, g.llm, task->query(ex), c.text, it->second >= p->positive_at - 1e-9 ? 1.0 : 0.0,
+                                g.name + '\x1f' + ex.id});
           }
         };
         collect(d, a.limit, tr_samples);
@@ -176,6 +188,14 @@ TrainRunner add_ium_options(CLI::App* train) {
                                std::to_string(tr_samples.size()) + " samples)";
       last = train::train_ium(tr_samples, dv_samples, o);
       if (last.steps_done != last.total_steps) return;  // stopped early (testing)
+      if (!r.quiet && !dv_samples.empty()) {
+        std::string curve;
+        for (const auto& e : last.epochs) curve += (curve.empty() ? "" : ", ") + std::to_string(e.dev_top1).substr(0, 6);
+        std::fprintf(stderr,
+                     "train: ium iteration %zu: dev top-1 useful: first stage %.4f, untrained %.4f, epochs %s (kept %zu); "
+                     "useful samples weighed %.2f\n",
+                     t, last.first_stage_dev_top1, last.init_dev_top1, curve.c_str(), last.best_epoch, last.positive_weight);
+      }
       prev = out.string();
     }
     nlohmann::json summary = {{"method", "ium"}, {"out", a.out}, {"final", prev}, {"iterations", p->iterations}, {"seed", r.seed}};

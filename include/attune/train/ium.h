@@ -20,12 +20,20 @@ struct IumSample {
   std::string task, model;  // the agent's task and language model (their tokens)
   std::string query, doc;
   double label = 0;         // 0 or 1
+  // The candidate list the sample came from (e.g. agent + query id), in the first stage's
+  // order: dev picks the epoch whose top-ranked candidate per list is most often useful.
+  std::string group;
 };
 
 struct IumOptions {
   std::filesystem::path init;   // the encoder to start from (its vocabulary must hold BERT's [unusedN])
   std::size_t max_length = 256; // tokens of [CLS] tid mid x [SEP] d [SEP] (002: 256)
   double unk_fraction = 0.1;    // samples whose tid and mid read [UNK] (002: 10%; 0 for online updates)
+  // Weight of a useful sample in the loss: 0 = the training samples' ratio of useless to
+  // useful ones (balanced), 1 = 002's plain cross-entropy. Feedback on a first stage's top 32
+  // is mostly useless (2-3% useful on Debian qa); unweighted, the first planted run learned
+  // only the majority class (docs/RESULTS.md).
+  double positive_weight = 0;
   // The agents' tokens; empty: the tasks / models of the training samples, in the order
   // they first appear.
   std::vector<std::string> tasks, models;
@@ -41,6 +49,7 @@ struct IumOptions {
 struct IumEpoch {
   std::size_t epoch = 0;
   double loss = 0;
+  double dev_top1 = 0;            // share of dev lists whose top-ranked candidate is useful (the kept epoch's measure)
   double dev_log_likelihood = 0;  // mean log p(label | x, d) over dev
   double dev_accuracy = 0;        // share of dev samples with p >= 0.5 exactly when label = 1
 };
@@ -48,9 +57,11 @@ struct IumEpoch {
 struct IumResult {
   std::size_t steps_done = 0, total_steps = 0;
   std::vector<IumEpoch> epochs;
-  std::size_t best_epoch = 0;  // with dev: the best by log-likelihood (0 = the start); else the last
+  std::size_t best_epoch = 0;  // with dev: the best by dev_top1, ties by log-likelihood (0 = the start); else the last
   std::vector<double> losses;
-  double init_dev_log_likelihood = 0, init_dev_accuracy = 0;
+  double init_dev_top1 = 0, init_dev_log_likelihood = 0, init_dev_accuracy = 0;
+  double first_stage_dev_top1 = 0;  // the same share for the lists in their given order
+  double positive_weight = 1;       // the weight used
   double seconds = 0;
 };
 
