@@ -13,6 +13,11 @@
 //     shape 0 = MiniLM-L6 (384 hidden, 6 layers, 12 heads, 1536 FFN), 1 = BERT-base (768,
 //     12, 12, 3072). items/s = sequences/s; GFLOP/s = the forward's matmul FLOPs per
 //     second (2*L*(4H^2 + 2HI) + 4*L^2*H per sequence and layer).
+//   IumRerank/<shape>: IUM's latency (002 §4): one query's 100 candidates scored by a
+//     cross-encoder, 100 rows of [CLS] tid mid x [SEP] d [SEP] at 128 tokens, forward only,
+//     no grad; shape 0 = `pretrain-encoder`'s default encoder (256 hidden, 4 layers, 4 heads,
+//     1024 FFN), 1 = MiniLM-L6, 2 = BERT-base. items/s = queries/s; ms per iteration = the
+//     reranking latency of one query.
 //   TrainStep: one contrastive step of the MiniLM-L6-size encoder: two views of 16 x 128
 //     tokens, InfoNCE (tau 0.05), backward, AdamW; reports seconds per step.
 #include <benchmark/benchmark.h>
@@ -162,6 +167,35 @@ void EncoderForward(benchmark::State& state) {
   state.SetLabel(state.range(0) == 0 ? "MiniLM-L6 32x128" : "BERT-base 32x128");
 }
 BENCHMARK(EncoderForward)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void IumRerank(benchmark::State& state) {
+  torch::NoGradGuard g;
+  torch::manual_seed(0);
+  BertConfig c;
+  if (state.range(0) == 0) {
+    c.vocab_size = 30522, c.hidden_size = 256, c.num_layers = 4, c.num_heads = 4, c.intermediate_size = 1024;
+  } else {
+    c = encoder_shape(static_cast<int>(state.range(0)) - 1);
+  }
+  BertModel m(c, false);
+  m->init_weights();
+  m->eval();
+  auto dev = bench_device();
+  m->to(dev);
+  const std::int64_t B = 100, L = 128;
+  auto ids = torch::randint(1000, 30000, {B, L}, torch::TensorOptions().dtype(torch::kInt64).device(dev));
+  auto types = torch::zeros({B, L}, ids.options()), mask = torch::ones({B, L}, ids.options());
+  for (auto _ : state) {
+    auto h = m->forward(ids, types, mask);
+    if (dev.is_cuda()) torch::cuda::synchronize();
+    benchmark::DoNotOptimize(h.data_ptr());
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.counters["GFLOP/s"] = benchmark::Counter(encoder_flops(c, B, L) / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  static const char* names[] = {"pretrain-encoder default, 100 x 128", "MiniLM-L6, 100 x 128", "BERT-base, 100 x 128"};
+  state.SetLabel(names[state.range(0)]);
+}
+BENCHMARK(IumRerank)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void TrainStep(benchmark::State& state) {
   torch::manual_seed(0);
