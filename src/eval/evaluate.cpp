@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <map>
+#include <set>
 #include <memory>
 #include <unordered_map>
 #include <unordered_set>
@@ -297,8 +300,66 @@ EvalReport evaluate(const data::Dataset& ds, const tasks::Task& task, const retr
   EvalReport rep = score(ds, task, model, opts, g);
   add_selections(task, opts, p.pools, g, rep);
   rep.comparisons = compare_pairs(rep);
+  if (opts.list_overlap)
+    for (std::size_t i = 0; i < rep.results.size(); ++i)
+      for (std::size_t j = i + 1; j < rep.results.size(); ++j) {
+        const auto& A = rep.results[i];
+        const auto& B = rep.results[j];
+        ListOverlap o{A.spec, B.spec};
+        double tau_sum = 0;
+        for (std::size_t e = 0; e < A.examples.size() && e < B.examples.size(); ++e) {
+          o.jaccard += jaccard(A.examples[e].retrieved, B.examples[e].retrieved);
+          ++o.examples;
+          if (const auto t = kendall_tau_b(A.examples[e].retrieved, B.examples[e].retrieved)) {
+            tau_sum += *t;
+            ++o.tau_examples;
+          }
+        }
+        if (o.examples) o.jaccard /= static_cast<double>(o.examples);
+        if (o.tau_examples) o.kendall_tau = tau_sum / static_cast<double>(o.tau_examples);
+        rep.overlaps.push_back(std::move(o));
+      }
   rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return rep;
+}
+
+double jaccard(std::span<const DocId> a, std::span<const DocId> b) {
+  std::set<DocId> sa(a.begin(), a.end()), sb(b.begin(), b.end()), u = sa;
+  u.insert(sb.begin(), sb.end());
+  if (u.empty()) return 1.0;
+  std::size_t both = 0;
+  for (const auto& d : sa) both += sb.count(d);
+  return static_cast<double>(both) / static_cast<double>(u.size());
+}
+
+std::optional<double> kendall_tau_b(std::span<const DocId> a, std::span<const DocId> b) {
+  // Rank in each list (first occurrence); a document missing from a list ranks after its last.
+  std::vector<DocId> u;
+  std::map<DocId, std::size_t> ra, rb;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (ra.emplace(a[i], i).second && std::find(u.begin(), u.end(), a[i]) == u.end()) u.push_back(a[i]);
+  for (std::size_t i = 0; i < b.size(); ++i)
+    if (rb.emplace(b[i], i).second && std::find(u.begin(), u.end(), b[i]) == u.end()) u.push_back(b[i]);
+  if (u.size() < 2) return std::nullopt;
+  const auto rank = [](const std::map<DocId, std::size_t>& r, const DocId& d, std::size_t missing) {
+    const auto it = r.find(d);
+    return it == r.end() ? missing : it->second;
+  };
+  double concordant = 0, discordant = 0, tied_a = 0, tied_b = 0, pairs = 0;
+  for (std::size_t i = 0; i < u.size(); ++i)
+    for (std::size_t j = i + 1; j < u.size(); ++j) {
+      const auto xa = rank(ra, u[i], a.size()), ya = rank(ra, u[j], a.size());
+      const auto xb = rank(rb, u[i], b.size()), yb = rank(rb, u[j], b.size());
+      ++pairs;
+      const bool ta = xa == ya, tb = xb == yb;
+      tied_a += ta;
+      tied_b += tb;
+      if (ta || tb) continue;
+      ((xa < ya) == (xb < yb) ? concordant : discordant) += 1;
+    }
+  const double denom = std::sqrt((pairs - tied_a) * (pairs - tied_b));
+  if (denom == 0) return std::nullopt;
+  return (concordant - discordant) / denom;
 }
 
 }  // namespace attune::eval

@@ -163,6 +163,20 @@ std::string format_table(const EvalReport& r) {
     out += "best-order@" + std::to_string(orb->k) + " / worst-order@" + std::to_string(orb->k) + ": " + orb->metric +
            " of the best / worst order of the row's top " + std::to_string(orb->k) +
            " documents in the prompt (the headroom of reordering what it retrieved)\n";
+  if (!r.overlaps.empty()) {
+    out += "lists alike (per example, then the mean): Jaccard of the top-k sets / Kendall tau-b of the rankings\n";
+    const auto letter_of = [&](const std::string& spec) {
+      for (std::size_t i = 0; i < r.results.size(); ++i)
+        if (r.results[i].spec == spec) return std::string(1, static_cast<char>('a' + i % 26));
+      return std::string("?");
+    };
+    for (const auto& o : r.overlaps) {
+      char l[160];
+      std::snprintf(l, sizeof l, "  (%s) ~ (%s)  %.4f / %s\n", letter_of(o.a).c_str(), letter_of(o.b).c_str(), o.jaccard,
+                    o.tau_examples ? fixed4(o.kendall_tau).c_str() : "-");
+      out += l;
+    }
+  }
   for (const auto& sr : r.selections) out += format_selection(r, sr);
   return out;
 }
@@ -219,6 +233,13 @@ std::string to_json(const EvalReport& r) {
       orders[res.spec] = {{"k", res.orders->k}, {"metric", res.orders->metric}, {"best_order", res.orders->best},
                           {"worst_order", res.orders->worst}, {"prompts", res.orders->prompts}};
   if (!orders.empty()) out["oracle_orders"] = orders;
+  if (!r.overlaps.empty()) {
+    json ov = json::array();
+    for (const auto& o : r.overlaps)
+      ov.push_back({{"a", o.a}, {"b", o.b}, {"jaccard", o.jaccard}, {"kendall_tau", o.tau_examples ? json(o.kendall_tau) : json()},
+                    {"examples", o.examples}, {"tau_examples", o.tau_examples}});
+    out["list_overlap"] = ov;
+  }
   return out.dump(1);
 }
 

@@ -89,6 +89,60 @@ TEST(Evaluate, RetrievalOfTheUsersOwnHistoryHelpsTheReader) {
   EXPECT_EQ(keys, (std::vector<std::string>{"none", "bm25"}));
 }
 
+TEST(ListOverlap, JaccardAndKendallTauBOfTwoTopKLists) {
+  using V = std::vector<DocId>;
+  const V abcd = {"a", "b", "c", "d"}, dcba = {"d", "c", "b", "a"}, abxy = {"a", "b", "x", "y"}, none;
+  EXPECT_DOUBLE_EQ(eval::jaccard(abcd, dcba), 1.0);
+  EXPECT_DOUBLE_EQ(eval::jaccard(abcd, abxy), 2.0 / 6.0);
+  EXPECT_DOUBLE_EQ(eval::jaccard(none, none), 1.0);
+  EXPECT_DOUBLE_EQ(eval::jaccard(abcd, none), 0.0);
+  EXPECT_DOUBLE_EQ(*eval::kendall_tau_b(abcd, abcd), 1.0);
+  EXPECT_DOUBLE_EQ(*eval::kendall_tau_b(abcd, dcba), -1.0);
+  // One swap of four: 5 concordant pairs, 1 discordant, no ties: (5 - 1) / 6.
+  EXPECT_DOUBLE_EQ(*eval::kendall_tau_b(abcd, V{"b", "a", "c", "d"}), 4.0 / 6.0);
+  // {a,b} in order in both, {c,d} only in the first, {x,y} only in the second: over the
+  // union of six, missing documents tie below each list's last. By hand: n0 = 15 pairs,
+  // tied in the first list {x,y} (1), in the second {c,d} (1); of the 13 untied pairs,
+  // concordant: (a,b) and a,b above each of c,d,x,y in both (8): 9; discordant: c,d against
+  // x,y (4). tau-b = (9 - 4) / sqrt(14 * 14) = 5 / 14.
+  EXPECT_NEAR(*eval::kendall_tau_b(abcd, abxy), 5.0 / 14.0, 1e-12);
+  EXPECT_FALSE(eval::kendall_tau_b(V{"a"}, V{"a"}).has_value());  // fewer than two documents
+  EXPECT_FALSE(eval::kendall_tau_b(none, none).has_value());
+}
+
+TEST(Evaluate, ListOverlapComparesEveryPairOfRows) {
+  auto ds = dataset(6);
+  auto task = tasks::make_task("commit_subject");
+  retrieval::ProfileCandidates source(*task);
+  auto reader = topic_reader();
+  text::WhitespaceTokenizer tok;
+  eval::EvalOptions o;
+  o.retrievers = {"none", "bm25", "rerank(bm25,4,bm25)"};
+  o.run.progress = false;
+  o.list_overlap = true;
+  auto rep = eval::evaluate(ds, *task, source, reader, tok, o);
+  ASSERT_EQ(rep.overlaps.size(), 3u);  // (a,b), (a,c), (b,c)
+  // none's empty lists share nothing with bm25's four, and rank nothing: no tau.
+  EXPECT_EQ(rep.overlaps[0].a, "none");
+  EXPECT_EQ(rep.overlaps[0].b, "bm25");
+  EXPECT_DOUBLE_EQ(rep.overlaps[0].jaccard, 0.0);
+  EXPECT_EQ(rep.overlaps[0].tau_examples, 0u);
+  // BM25's top 4 reordered (by BM25 over those 4 alone) is the same set.
+  EXPECT_EQ(rep.overlaps[2].b, "rerank(bm25,4,bm25)");
+  EXPECT_DOUBLE_EQ(rep.overlaps[2].jaccard, 1.0);
+  EXPECT_EQ(rep.overlaps[2].examples, 6u);
+  EXPECT_EQ(rep.overlaps[2].tau_examples, 6u);
+  EXPECT_GE(rep.overlaps[2].kendall_tau, -1.0);
+  EXPECT_LE(rep.overlaps[2].kendall_tau, 1.0);
+  const auto table = eval::format_table(rep);
+  EXPECT_NE(table.find("(a) ~ (b)  0.0000 / -"), std::string::npos) << table;
+  EXPECT_NE(table.find("(b) ~ (c)  1.0000 / "), std::string::npos) << table;
+  const auto j = nlohmann::json::parse(eval::to_json(rep));
+  ASSERT_EQ(j["list_overlap"].size(), 3u);
+  EXPECT_TRUE(j["list_overlap"][0]["kendall_tau"].is_null());
+  EXPECT_EQ(j["list_overlap"][2]["jaccard"], 1.0);
+}
+
 TEST(Evaluate, AnotherUsersDocumentNeverReachesThePrompt) {
   auto ds = dataset(3);
   ds.examples[1].profile[2].owner = "q0";  // a document of user q0 slipped into q1's profile

@@ -42,6 +42,9 @@ void add_eval(CLI::App& app, int& rc) {
   cmd->add_flag("--oracle-orders", o->oracle_orders,
                 "the best-ordering oracle beside every row: every order of its top k documents answered and scored, "
                 "the mean of the best and the worst order (k! more generations per example and row; k from 2 to 5)");
+  cmd->add_flag("--list-overlap", o->list_overlap,
+                "how alike every pair of rows' lists are: per example the Jaccard of their top-k sets and the Kendall "
+                "tau-b of their rankings, then the mean (e.g. IUM's rows for different agents)");
   cmd->add_flag("--qpp-raw", [o](std::int64_t) { o->qpp_normalize = false; },
                 "selectors: the QPP baselines compare raw predictor values across retrievers (default: z-scored per "
                 "retriever over the examples)");
@@ -91,7 +94,7 @@ void add_eval(CLI::App& app, int& rc) {
     o->source_for = sources.lookup();
     nlohmann::json args = {{"data", d->data}, {"task", d->task}, {"split", d->split}, {"retrievers", o->retrievers},
                            {"selectors", selector_specs}, {"llm", llm::redact_url_passwords(*llm_spec)}, {"k", o->k}, {"max_length", o->max_length}, {"limit", o->run.limit}, {"oracle", o->oracle_depth},
-                           {"oracle_orders", o->oracle_orders}};
+                           {"oracle_orders", o->oracle_orders}, {"list_overlap", o->list_overlap}};
     store::RunScope run(*st, "eval", args.dump(), r->seed);
     llm::CachedModel cached(*model, *st);
     llm::LanguageModel& m = *no_cache ? static_cast<llm::LanguageModel&>(*model) : cached;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "attune/core/run_control.h"
+#include "attune/core/types.h"
 #include "attune/data/dataset.h"
 #include "attune/llm/language_model.h"
 #include "attune/retrieval/candidates.h"
@@ -67,6 +68,10 @@ struct EvalOptions {
   // (its own order is one of them). Needs k >= 2.
   bool oracle_orders = false;
   static constexpr std::size_t kMaxOrderK = 5;
+  // How alike every pair of rows' retrieved lists are (false = not reported): per example,
+  // the Jaccard of their top-k sets and the Kendall tau-b of their rankings; 002 reports
+  // both for the lists different agents get from one reranker.
+  bool list_overlap = false;
 
   // FieldError<UsageError> naming the field and its value: no retriever or one listed twice,
   // alpha outside (0, 1), qpp_sigma_percent outside [0, 100], bad generate (generate_check.h).
@@ -104,6 +109,20 @@ struct RetrieverResult {
   std::optional<OrderBounds> orders;
 };
 
+// Two rows' retrieved lists compared (EvalOptions::list_overlap), means over examples.
+// Kendall tau-b is over the union of the two lists, a document missing from one list tied
+// below that list's last; an example whose union has fewer than two documents has no tau
+// (tau_examples counts those that do; kendall_tau is 0 when none does).
+struct ListOverlap {
+  std::string a, b;
+  double jaccard = 0, kendall_tau = 0;
+  std::size_t examples = 0, tau_examples = 0;
+};
+// One example's pair of lists. jaccard of two empty lists is 1 (they agree); kendall_tau_b
+// is nullopt when the union has fewer than two documents or every pair is tied in a list.
+double jaccard(std::span<const DocId> a, std::span<const DocId> b);
+std::optional<double> kendall_tau_b(std::span<const DocId> a, std::span<const DocId> b);
+
 // Retriever `better` vs `worse` on `metric`: better's value is better, with p-value p.
 struct Comparison {
   std::string a, b, metric, test;
@@ -138,6 +157,7 @@ struct EvalReport {
   std::vector<RetrieverResult> results;
   std::vector<Comparison> comparisons;  // every ordered pair (a, b), a != b
   std::vector<SelectionReport> selections;  // one per selector
+  std::vector<ListOverlap> overlaps;        // every unordered pair of retriever rows (list_overlap)
   double alpha = 0.05;
   double seconds = 0;
 };
