@@ -321,6 +321,36 @@ TEST_F(Learning, IumRecoversTwoAgentsPlantedPreferencesAndNotWithLearningOff) {
   }
 }
 
+// Online IUM (002 §4): each agent's own copy serves 100 queries, is updated on what it
+// served, and serves the next 100. With the two planted agents above, the share of queries
+// whose first served document is useful must rise from the first round (BM25) to the last;
+// a rerun finds every round done and trains nothing.
+TEST_F(Learning, IumOnlineServesBetterAfterEachAgentsUpdates) {
+  {
+    std::ofstream a(dir_ / "agents-online.json");
+    a << R"({"agents": [{"name": "tests", "task": "commit_subject", "llm": "planted:gate?word=test", "k": 5},
+                        {"name": "fixes", "task": "commit_subject", "llm": "planted:gate?word=fix", "k": 5}]})";
+  }
+  const std::string cmd = "train --method ium --ium-online --ium-online-batch 100 --agents agents-online.json --data " + kGit +
+                          " --task commit_subject --init enc --out ium-online --store learn.db --limit 300 "
+                          "--ium-positive-at 0.001 --lr 1e-3 --batch-size 32 --micro-batch 32 --epochs 3 --quiet";
+  const auto r = run(cmd);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  for (const std::string agent : {"tests", "fixes"}) {
+    const auto j = json::parse(slurp(dir_ / "ium-online" / agent / "online.json"));
+    const auto& rounds = j.at("rounds");
+    ASSERT_EQ(rounds.size(), 3u) << j.dump();
+    EXPECT_EQ(rounds[0].at("served_by"), "bm25");
+    const double first = rounds[0].at("served_top1_useful"), last = rounds[2].at("served_top1_useful");
+    EXPECT_GT(last, first + 0.15) << agent << ": served top-1 useful did not rise: " << rounds.dump();
+    for (const char* f : {"round-1", "round-2"}) EXPECT_TRUE(fs::exists(dir_ / "ium-online" / agent / f / "ium.json")) << agent << f;
+  }
+  const auto mtime = fs::last_write_time(dir_ / "ium-online/tests/round-2/ium_head.safetensors");
+  const auto again = run(cmd);
+  ASSERT_EQ(again.rc, 0) << again.err;
+  EXPECT_EQ(fs::last_write_time(dir_ / "ium-online/tests/round-2/ium_head.safetensors"), mtime) << "a finished round was trained again";
+}
+
 // IUM's offline EM end to end on the Debian corpus: two agents, two iterations, each a finished folder; a rerun resumes by
 // skipping them; eval reads the reranker for one agent through its spec.
 TEST_F(Learning, IumRunsItsEmIterationsResumesAndServesEachAgent) {

@@ -15,7 +15,9 @@
 #include "attune/feedback/collect.h"
 #include "attune/llm/openai.h"
 #include "attune/models/config.h"
+#include "attune/models/ium.h"
 #include "attune/neural/dense.h"
+#include "attune/retrieval/retriever.h"
 #include "attune/train/ium.h"
 #include "cmd_neural.h"
 #include "common.h"
@@ -28,6 +30,8 @@ namespace {
 
 struct IumArgs {
   std::string agents;
+  bool online = false;
+  std::size_t online_batch = 256;
   std::size_t iterations = 3, feedback_k = 32, max_length = 256;
   double unk_fraction = 0.1, positive_weight = 0, positive_at = 1;
 };
@@ -74,6 +78,119 @@ std::string agent_spec(const std::string& prev, const Agent& a) {
   return prev.empty() ? "bm25" : "rerank(bm25,100,ium:" + prev + "?task=" + a.task + "&model=" + a.llm + ")";
 }
 
+// Online IUM (002 §4; METHODS.md §5). Per agent, its own copy of the reranker, starting from
+// --init: serve the next b training queries with the copy (BM25's top 100 reranked by it;
+// BM25 alone while --init is a bare encoder), collect the agent's feedback on the k documents
+// each query was served, update the copy on all of that agent's served feedback so far (2
+// epochs, no unk replacement), and serve the next b. Each update is the folder
+// OUT/AGENT/round-R; a finished one is not trained again, so a killed run resumes (the
+// feedback of served lists is in the store). The learning curve is each round's served top-1:
+// the share of its queries whose first served document was useful, before the copy saw them.
+void run_online(const IumArgs& p, const std::vector<Agent>& agents, const train::IumOptions& base, const DataOptions& d0,
+                const RunOptions& r, const TrainArgs& a, store::Store& st) {
+  for (const auto& g : agents) {
+    DataOptions d = d0;
+    d.task = g.task;
+    auto task = load_task(d);
+    auto tok = engine::budget_tokenizer(r.tokenizer, g.llm);
+    auto model = engine::make_llm(g.llm, d, task.get(), r.models());
+    const auto sp = load_workflow_split(d, *task, st, r, {"bm25"}, a.limit);
+    const auto& source = sp.sources.for_spec("bm25");
+    const std::size_t n = a.limit ? std::min(a.limit, sp.dataset.examples.size()) : sp.dataset.examples.size();
+    fs::path copy = a.init;
+    bool copy_is_ium = fs::exists(copy / models::kIumConfigFile);
+    std::vector<train::IumSample> served;
+    std::string curve;
+    nlohmann::json rounds = nlohmann::json::array();
+    fs::create_directories(fs::path(a.out) / g.name);
+    for (std::size_t lo = 0, round = 1; lo < n; lo += p.online_batch, ++round) {
+      const std::size_t hi = std::min(n, lo + p.online_batch);
+      const std::string spec =
+          copy_is_ium ? "rerank(bm25,100,ium:" + copy.string() + "?task=" + g.task + "&model=" + g.llm + ")" : "bm25";
+      data::Dataset block = sp.dataset;  // the same dataset key: the store's feedback is shared
+      block.examples.assign(sp.dataset.examples.begin() + static_cast<std::ptrdiff_t>(lo),
+                            sp.dataset.examples.begin() + static_cast<std::ptrdiff_t>(hi));
+      train::Bench b{*task, *model, st, *tok, r.threads, false};
+      b.generate.max_new_tokens = a.max_new_tokens;
+      feedback::CollectOptions co;
+      co.kind = feedback::Kind::Doc;
+      co.initial_retriever = spec;
+      co.top_l = g.k;
+      co.max_length = a.feedback_max_length;
+      co.run.seed = r.seed;
+      train::collect_feedback(b, train::SplitSource{&block, sp.sources.base.get(), sp.sources.lookup(), 0}, co);
+      std::map<std::pair<std::string, std::string>, double> value;
+      for (const auto& rec : st.feedback_get(feedback::dataset_key(block), "doc", model->info().id))
+        value[{rec.example, rec.item}] = rec.value;
+      const auto retriever = retrieval::make_retriever(spec, r.seed, task->uses_corpus());
+      double top1 = 0;
+      std::size_t useful = 0, docs = 0;
+      for (const auto& ex : block.examples) {
+        const auto cands = source.candidates(ex);
+        const auto ranking = retriever->rank({ex.id, ex.user, task->query(ex)}, cands, g.k);
+        for (std::size_t i = 0; i < ranking.indices.size(); ++i) {
+          const auto& c = cands[ranking.indices[i]];
+          const auto it = value.find({ex.id, c.id});
+          if (it == value.end())
+            throw Error("ium online: no feedback stored for a served document (" + ex.id + ", " + c.id + ") of agent " + g.name);
+          const double label = it->second >= p.positive_at - 1e-9 ? 1.0 : 0.0;
+          served.push_back({g.task, g.llm, task->query(ex), c.text, label, g.name + '\x1f' + ex.id});
+          useful += label > 0;
+          ++docs;
+          if (i == 0) top1 += label;
+        }
+      }
+      top1 /= static_cast<double>(hi - lo);
+      curve += (curve.empty() ? "" : ", ") + std::to_string(top1).substr(0, 6);
+      rounds.push_back({{"round", round}, {"queries", {lo + 1, hi}}, {"served_by", copy_is_ium ? copy.string() : "bm25"},
+                        {"served_top1_useful", top1}, {"useful_documents", useful}, {"documents", docs}});
+      models::write_json_file(fs::path(a.out) / g.name / "online.json",
+                              {{"agent", g.name}, {"task", g.task}, {"llm", g.llm}, {"k", g.k}, {"batch", p.online_batch},
+                               {"seed", r.seed}, {"rounds", rounds}});
+      if (!r.quiet)
+        std::fprintf(stderr, "train: ium online %s round %zu: queries %zu-%zu served with %s: top-1 useful %.4f, %zu of %zu documents useful\n",
+                     g.name.c_str(), round, lo + 1, hi, copy_is_ium ? "its copy" : "bm25", top1, useful, docs);
+      const fs::path out = fs::path(a.out) / g.name / ("round-" + std::to_string(round));
+      const auto marker = out / "attune_model.json";
+      if (fs::exists(marker) && models::read_json_file(marker).value("complete", false)) {
+        copy = out;
+        copy_is_ium = true;
+        continue;
+      }
+      std::size_t positives = 0;
+      for (const auto& x : served) positives += x.label > 0;
+      if (positives == 0) {
+        if (!r.quiet) std::fprintf(stderr, "train: ium online %s round %zu: no useful document served yet: the copy stays\n", g.name.c_str(), round);
+        continue;
+      }
+      auto o = base;
+      o.init = copy;
+      o.unk_fraction = 0;  // 002: online updates read the agent's own tokens
+      if (copy_is_ium) {  // the copy's own agent tokens are kept, this agent's added if it lacks them
+        const auto cfg = models::read_json_file(copy / models::kIumConfigFile);
+        o.tasks = cfg.at("tasks").template get<std::vector<std::string>>();
+        o.models = cfg.at("models").template get<std::vector<std::string>>();
+        if (std::find(o.tasks.begin(), o.tasks.end(), g.task) == o.tasks.end()) o.tasks.push_back(g.task);
+        if (std::find(o.models.begin(), o.models.end(), g.llm) == o.models.end()) o.models.push_back(g.llm);
+      }
+      o.fit.out = out;
+      o.fit.resume = fs::exists(out / "checkpoint");
+      o.fit.quiet = true;
+      o.fit.data_description = d.data + " " + g.task + ", agent " + g.name + ", online round " + std::to_string(round) + " (" +
+                               std::to_string(served.size()) + " served documents)";
+      const auto res = train::train_ium(served, {}, o);
+      if (res.steps_done != res.total_steps) return;  // stopped early (testing)
+      copy = out;
+      copy_is_ium = true;
+    }
+    if (!r.quiet)
+      std::fprintf(stderr, "train: ium online %s: served top-1 useful by round: %s; its reranker: %s\n", g.name.c_str(), curve.c_str(),
+                   copy.c_str());
+    std::printf("ium online agent %s: %s (retrieve with rerank(bm25,100,ium:%s?task=%s&model=%s))\n", g.name.c_str(), copy.c_str(),
+                copy.c_str(), g.task.c_str(), g.llm.c_str());
+  }
+}
+
 }  // namespace
 
 TrainRunner add_ium_options(CLI::App* train) {
@@ -81,6 +198,12 @@ TrainRunner add_ium_options(CLI::App* train) {
   train->add_option("--agents", p->agents,
                     "IUM: a JSON file {\"agents\": [{\"name\", \"task\", \"llm\", \"k\"}, ...]}: each agent a task of --data "
                     "(e.g. the Debian qa, factcheck, slot) and the language model that answers it");
+  train->add_flag("--ium-online", p->online,
+                  "IUM: online (002 §4): per agent, serve --ium-online-batch training queries with its own copy of the "
+                  "reranker (from --init: an IUM folder, or an encoder), update the copy on the feedback of what it served, "
+                  "repeat; OUT/AGENT/round-R");
+  train->add_option("--ium-online-batch", p->online_batch, "IUM online: queries served between two updates (002: 256)")
+      ->capture_default_str();
   train->add_option("--ium-iterations", p->iterations, "IUM: EM iterations, each the folder OUT/iter-N (002: 3)")->capture_default_str();
   train->add_option("--ium-feedback-k", p->feedback_k, "IUM: documents per query given feedback each iteration (002: 32)")
       ->capture_default_str();
@@ -124,8 +247,15 @@ TrainRunner add_ium_options(CLI::App* train) {
     neural::register_retrievers(r.device);
     nlohmann::json args = {{"method", "ium"}, {"data", d0.data}, {"agents", p->agents}, {"out", a.out}, {"init", a.init},
                            {"iterations", p->iterations}, {"feedback_k", p->feedback_k}, {"limit", a.limit}};
+    if (p->online) args["online_batch"] = p->online_batch;
     store::RunScope run(*st, "train", args.dump(), r.seed);
     fs::create_directories(a.out);
+    if (p->online) {
+      if (p->online_batch == 0) throw UsageError("--ium-online-batch must be at least 1");
+      run_online(*p, agents, base, d0, r, a, *st);
+      run.end("ok", nlohmann::json({{"method", "ium"}, {"online", true}, {"out", a.out}, {"seed", r.seed}}).dump());
+      return;
+    }
     std::string prev;
     train::IumResult last;
     for (std::size_t t = 1; t <= p->iterations; ++t) {

@@ -20,6 +20,10 @@
 
 namespace attune::models {
 
+// The files an IUM folder adds to its encoder's: the head and {tasks, models, max_length}.
+inline constexpr const char* kIumHeadFile = "ium_head.safetensors";
+inline constexpr const char* kIumConfigFile = "ium.json";
+
 class IumModel {
  public:
   // The encoder, ium.json and ium_head.safetensors of `dir` on `device`. Error naming the

@@ -9,14 +9,13 @@
 #include <vector>
 
 #include "attune/models/bert.h"
+#include "attune/models/ium.h"
 #include "attune/models/selector_net.h"
 #include "attune/models/token_batches.h"
 #include "attune/text/subword.h"
 
 namespace attune::models {
 
-inline constexpr const char* kIumHeadFile = "ium_head.safetensors";
-inline constexpr const char* kIumConfigFile = "ium.json";
 
 // The agent tokens of a folder: ids of "[unused<i>]" for tasks[i] and "[unused<500 + j>]"
 // for models[j] in `tok`, and the unknown token's id for any other. Error naming the
