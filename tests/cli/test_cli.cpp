@@ -133,6 +133,8 @@ TEST_F(Cli, NumbersAreDecimalFiniteAndBounded) {
   refused(train + "--method ium --init no-such-encoder --agents a5.json", {"--init no-such-encoder: no such model folder"});
   refused(train + "--method ium --init " + kSample + " --agents a5.json --ium-positive-at 0", {"--ium-positive-at", "above 0"});
   refused(train + "--method ium --init " + kSample + " --agents a5.json --ium-positive-weight -1", {"positive_weight", "-1"});
+  refused(train + "--method ium --init " + kSample + " --agents a5.json --ium-online --ium-online-batch 0", {"--ium-online-batch", "at least 1"});
+  refused(train + "--method ium --init " + kSample + " --agents a5.json --ium-online-batch 10", {"--ium-online-batch", "--ium-online"});
   refused("eval --data " + kSample + " --task commit_subject --split dev --retrievers bm25 --llm reference --oracle 5000",
           {"oracle_depth", "5000"});
   // train-lm's reader stage checks its options before it reads --init or writes --out.

@@ -202,8 +202,10 @@ TrainRunner add_ium_options(CLI::App* train) {
                   "IUM: online (002 §4): per agent, serve --ium-online-batch training queries with its own copy of the "
                   "reranker (from --init: an IUM folder, or an encoder), update the copy on the feedback of what it served, "
                   "repeat; OUT/AGENT/round-R");
+  auto* online = train->get_option("--ium-online");
   train->add_option("--ium-online-batch", p->online_batch, "IUM online: queries served between two updates (002: 256)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->needs(online);
   train->add_option("--ium-iterations", p->iterations, "IUM: EM iterations, each the folder OUT/iter-N (002: 3)")->capture_default_str();
   train->add_option("--ium-feedback-k", p->feedback_k, "IUM: documents per query given feedback each iteration (002: 32)")
       ->capture_default_str();
@@ -227,6 +229,7 @@ TrainRunner add_ium_options(CLI::App* train) {
     if (!fs::is_directory(a.init)) throw UsageError("--init " + a.init + ": no such model folder");
     if (p->iterations == 0) throw UsageError("--ium-iterations must be at least 1");
     if (p->feedback_k == 0) throw UsageError("--ium-feedback-k must be at least 1");
+    if (p->online_batch == 0) throw UsageError("--ium-online-batch must be at least 1");
     std::vector<std::string> tasks, models;
     for (const auto& g : agents) {
       if (std::find(tasks.begin(), tasks.end(), g.task) == tasks.end()) tasks.push_back(g.task);
@@ -251,7 +254,6 @@ TrainRunner add_ium_options(CLI::App* train) {
     store::RunScope run(*st, "train", args.dump(), r.seed);
     fs::create_directories(a.out);
     if (p->online) {
-      if (p->online_batch == 0) throw UsageError("--ium-online-batch must be at least 1");
       run_online(*p, agents, base, d0, r, a, *st);
       run.end("ok", nlohmann::json({{"method", "ium"}, {"online", true}, {"out", a.out}, {"seed", r.seed}}).dump());
       return;
