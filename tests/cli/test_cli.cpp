@@ -135,6 +135,8 @@ TEST_F(Cli, NumbersAreDecimalFiniteAndBounded) {
   refused(train + "--method ium --init " + kSample + " --agents a5.json --ium-positive-weight -1", {"positive_weight", "-1"});
   refused(train + "--method ium --init " + kSample + " --agents a5.json --ium-online --ium-online-batch 0", {"--ium-online-batch", "at least 1"});
   refused(train + "--method ium --init " + kSample + " --agents a5.json --ium-online-batch 10", {"--ium-online-batch", "--ium-online"});
+  refused(train + "--method ium-online --init " + kSample + " --agents a5.json --ium-online-batch 0", {"--ium-online-batch", "at least 1"});
+  refused(train + "--method ium-online --init x", {"--method ium needs --agents FILE"});
   refused("eval --data " + kSample + " --task commit_subject --split dev --retrievers bm25 --llm reference --oracle 5000",
           {"oracle_depth", "5000"});
   // train-lm's reader stage checks its options before it reads --init or writes --out.

@@ -331,7 +331,7 @@ TEST_F(Learning, IumOnlineServesBetterAfterEachAgentsUpdates) {
     a << R"({"agents": [{"name": "tests", "task": "commit_subject", "llm": "planted:gate?word=test", "k": 5},
                         {"name": "fixes", "task": "commit_subject", "llm": "planted:gate?word=fix", "k": 5}]})";
   }
-  const std::string cmd = "train --method ium --ium-online --ium-online-batch 100 --agents agents-online.json --data " + kGit +
+  const std::string cmd = "train --method ium-online --ium-online-batch 100 --agents agents-online.json --data " + kGit +
                           " --task commit_subject --init enc --out ium-online --store learn.db --limit 300 "
                           "--ium-positive-at 0.001 --lr 1e-3 --batch-size 32 --micro-batch 32 --epochs 3 --quiet";
   const auto r = run(cmd);

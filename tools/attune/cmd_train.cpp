@@ -64,7 +64,7 @@ void add_train(CLI::App& app, int& rc) {
   d->add(*cmd);
   r->add(*cmd);
   cmd->add_option("--config", "read options from a file: `key = value` lines (long option names, e.g. lr = 1e-5); the command line wins");
-  cmd->add_option("--method", a->method, "ropg-rl | ropg-kd | rspg-pre | rspg-post | pearl | purple | ium")->required();
+  cmd->add_option("--method", a->method, "ropg-rl | ropg-kd | rspg-pre | rspg-post | pearl | purple | ium | ium-online")->required();
   cmd->add_option("--llm", a->llm, "the language model whose feedback is learned: reference, local:DIR, openai:URL#MODEL")
       ->capture_default_str();
   cmd->add_option("--out", a->out, "output model folder (usable as a retriever spec)")->required();
@@ -138,7 +138,7 @@ void add_train(CLI::App& app, int& rc) {
       const bool purple_only = name.rfind("--purple-", 0) == 0 || name == "--no-cross-attention" || name == "--pointwise";
       const bool ium_only = name.rfind("--ium-", 0) == 0 || name == "--agents";
       const char* owner = pearl_only ? "pearl" : purple_only ? "purple" : ium_only ? "ium" : nullptr;
-      if (owner && a->method != owner) throw UsageError(name + " applies to --method " + owner + ", not " + a->method);
+      if (owner && a->method != owner && !(std::string(owner) == "ium" && a->method == "ium-online")) throw UsageError(name + " applies to --method " + owner + ", not " + a->method);
     }
     if (a->target_temperature && a->method != "ropg-kd" && a->method != "rspg-pre" && a->method != "rspg-post")
       throw UsageError("--target-temperature applies to ropg-kd, rspg-pre and rspg-post, not " + a->method +
@@ -166,9 +166,9 @@ void add_train(CLI::App& app, int& rc) {
     if (a->method == "rspg-pre" || a->method == "rspg-post") return rspg(*d, *r, *a), void(rc = 0);
     if (a->method == "pearl") return pearl(*d, *r, *a), void(rc = 0);
     if (a->method == "purple") return purple(*d, *r, *a), void(rc = 0);
-    if (a->method == "ium") return ium(*d, *r, *a), void(rc = 0);
+    if (a->method == "ium" || a->method == "ium-online") return ium(*d, *r, *a), void(rc = 0);
     if (a->method != "ropg-rl" && a->method != "ropg-kd")
-      throw UsageError("unknown --method \"" + a->method + "\" (expected ropg-rl, ropg-kd, rspg-pre, rspg-post, pearl, purple or ium)");
+      throw UsageError("unknown --method \"" + a->method + "\" (expected ropg-rl, ropg-kd, rspg-pre, rspg-post, pearl, purple, ium or ium-online)");
     if (a->init.empty())
       throw UsageError("--method " + a->method + " needs --init MODEL_DIR: the dense encoder to start from "
                        "(make one with `attune pretrain-encoder`)");

@@ -202,10 +202,8 @@ TrainRunner add_ium_options(CLI::App* train) {
                   "IUM: online (002 §4): per agent, serve --ium-online-batch training queries with its own copy of the "
                   "reranker (from --init: an IUM folder, or an encoder), update the copy on the feedback of what it served, "
                   "repeat; OUT/AGENT/round-R");
-  auto* online = train->get_option("--ium-online");
-  train->add_option("--ium-online-batch", p->online_batch, "IUM online: queries served between two updates (002: 256)")
-      ->capture_default_str()
-      ->needs(online);
+  auto* batch_opt = train->add_option("--ium-online-batch", p->online_batch, "IUM online: queries served between two updates (002: 256)")
+                        ->capture_default_str();
   train->add_option("--ium-iterations", p->iterations, "IUM: EM iterations, each the folder OUT/iter-N (002: 3)")->capture_default_str();
   train->add_option("--ium-feedback-k", p->feedback_k, "IUM: documents per query given feedback each iteration (002: 32)")
       ->capture_default_str();
@@ -220,7 +218,7 @@ TrainRunner add_ium_options(CLI::App* train) {
                     "IUM: a document is useful when the agent's output with it alone scores at least this (the task's "
                     "metric; 1 = exact match or a right label, as in 002)")
       ->capture_default_str();
-  return [p](const DataOptions& d0, const RunOptions& r, const TrainArgs& a) {
+  return [p, batch_opt](const DataOptions& d0, const RunOptions& r, const TrainArgs& a) {
     if (p->agents.empty()) throw UsageError("--method ium needs --agents FILE: the agents (task, llm, k) that share the reranker");
     const auto agents = read_agents(p->agents);  // a bad file first: it costs nothing to read
     if (a.init.empty())
@@ -229,6 +227,10 @@ TrainRunner add_ium_options(CLI::App* train) {
     if (!fs::is_directory(a.init)) throw UsageError("--init " + a.init + ": no such model folder");
     if (p->iterations == 0) throw UsageError("--ium-iterations must be at least 1");
     if (p->feedback_k == 0) throw UsageError("--ium-feedback-k must be at least 1");
+    // --method ium-online (the issue's spelling) is --method ium --ium-online.
+    const bool online = p->online || a.method == "ium-online";
+    if (batch_opt->count() && !online)
+      throw UsageError("--ium-online-batch applies to online IUM: add --ium-online (or use --method ium-online)");
     if (p->online_batch == 0) throw UsageError("--ium-online-batch must be at least 1");
     std::vector<std::string> tasks, models;
     for (const auto& g : agents) {
@@ -250,10 +252,10 @@ TrainRunner add_ium_options(CLI::App* train) {
     neural::register_retrievers(r.device);
     nlohmann::json args = {{"method", "ium"}, {"data", d0.data}, {"agents", p->agents}, {"out", a.out}, {"init", a.init},
                            {"iterations", p->iterations}, {"feedback_k", p->feedback_k}, {"limit", a.limit}};
-    if (p->online) args["online_batch"] = p->online_batch;
+    if (online) args["online_batch"] = p->online_batch;
     store::RunScope run(*st, "train", args.dump(), r.seed);
     fs::create_directories(a.out);
-    if (p->online) {
+    if (online) {
       run_online(*p, agents, base, d0, r, a, *st);
       run.end("ok", nlohmann::json({{"method", "ium"}, {"online", true}, {"out", a.out}, {"seed", r.seed}}).dump());
       return;
