@@ -175,7 +175,6 @@ void run_online(const IumArgs& p, const std::vector<Agent>& agents, const train:
       }
       o.fit.out = out;
       o.fit.resume = fs::exists(out / "checkpoint");
-      o.fit.quiet = true;
       o.fit.data_description = d.data + " " + g.task + ", agent " + g.name + ", online round " + std::to_string(round) + " (" +
                                std::to_string(served.size()) + " served documents)";
       const auto res = train::train_ium(served, {}, o);
