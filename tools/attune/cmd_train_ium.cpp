@@ -78,6 +78,44 @@ std::string agent_spec(const std::string& prev, const Agent& a) {
   return prev.empty() ? "bm25" : "rerank(bm25,100,ium:" + prev + "?task=" + a.task + "&model=" + a.llm + ")";
 }
 
+// An agent's data (--data with the agent's task), task, prompt-budget tokenizer and model.
+struct AgentBench {
+  DataOptions data;
+  std::unique_ptr<tasks::Task> task;
+  std::unique_ptr<text::Tokenizer> tok;
+  std::unique_ptr<llm::LanguageModel> model;
+  AgentBench(const DataOptions& d0, const Agent& g, const RunOptions& r) : data(d0) {
+    data.task = g.task;
+    task = load_task(data);
+    tok = engine::budget_tokenizer(r.tokenizer, g.llm);
+    model = engine::make_llm(g.llm, data, task.get(), r.models());
+  }
+  // The agent's per-document feedback on the top `top_l` of `spec` for `view`'s examples,
+  // collected into the store (what it holds is not asked again); then every value the store
+  // holds for `ds`, by (example, document).
+  std::map<std::pair<std::string, std::string>, double> doc_feedback(store::Store& st, const train::SplitSource& view,
+                                                                    const data::Dataset& ds, const std::string& spec,
+                                                                    std::size_t top_l, const RunOptions& r,
+                                                                    const TrainArgs& a, bool progress) {
+    train::Bench b{*task, *model, st, *tok, r.threads, progress};
+    b.generate.max_new_tokens = a.max_new_tokens;
+    feedback::CollectOptions co;
+    co.kind = feedback::Kind::Doc;
+    co.initial_retriever = spec;
+    co.top_l = top_l;
+    co.max_length = a.feedback_max_length;
+    co.run.seed = r.seed;
+    train::collect_feedback(b, view, co);
+    std::map<std::pair<std::string, std::string>, double> value;
+    for (const auto& rec : st.feedback_get(feedback::dataset_key(ds), "doc", model->info().id))
+      value[{rec.example, rec.item}] = rec.value;
+    return value;
+  }
+};
+
+// A document is useful to an agent when its utility reaches --ium-positive-at.
+double useful_label(double utility, const IumArgs& p) { return utility >= p.positive_at - 1e-9 ? 1.0 : 0.0; }
+
 // Online IUM (002 §4; METHODS.md §5). Per agent, its own copy of the reranker, starting from
 // --init: serve the next b training queries with the copy (BM25's top 100 reranked by it;
 // BM25 alone while --init is a bare encoder), collect the agent's feedback on the k documents
@@ -89,11 +127,9 @@ std::string agent_spec(const std::string& prev, const Agent& a) {
 void run_online(const IumArgs& p, const std::vector<Agent>& agents, const train::IumOptions& base, const DataOptions& d0,
                 const RunOptions& r, const TrainArgs& a, store::Store& st) {
   for (const auto& g : agents) {
-    DataOptions d = d0;
-    d.task = g.task;
-    auto task = load_task(d);
-    auto tok = engine::budget_tokenizer(r.tokenizer, g.llm);
-    auto model = engine::make_llm(g.llm, d, task.get(), r.models());
+    AgentBench ab(d0, g, r);
+    const auto& d = ab.data;
+    const auto& task = ab.task;
     const auto sp = load_workflow_split(d, *task, st, r, {"bm25"}, a.limit);
     const auto& source = sp.sources.for_spec("bm25");
     const std::size_t n = a.limit ? std::min(a.limit, sp.dataset.examples.size()) : sp.dataset.examples.size();
@@ -110,18 +146,8 @@ void run_online(const IumArgs& p, const std::vector<Agent>& agents, const train:
       data::Dataset block = sp.dataset;  // the same dataset key: the store's feedback is shared
       block.examples.assign(sp.dataset.examples.begin() + static_cast<std::ptrdiff_t>(lo),
                             sp.dataset.examples.begin() + static_cast<std::ptrdiff_t>(hi));
-      train::Bench b{*task, *model, st, *tok, r.threads, false};
-      b.generate.max_new_tokens = a.max_new_tokens;
-      feedback::CollectOptions co;
-      co.kind = feedback::Kind::Doc;
-      co.initial_retriever = spec;
-      co.top_l = g.k;
-      co.max_length = a.feedback_max_length;
-      co.run.seed = r.seed;
-      train::collect_feedback(b, train::SplitSource{&block, sp.sources.base.get(), sp.sources.lookup(), 0}, co);
-      std::map<std::pair<std::string, std::string>, double> value;
-      for (const auto& rec : st.feedback_get(feedback::dataset_key(block), "doc", model->info().id))
-        value[{rec.example, rec.item}] = rec.value;
+      const auto value = ab.doc_feedback(st, train::SplitSource{&block, sp.sources.base.get(), sp.sources.lookup(), 0}, block,
+                                         spec, g.k, r, a, false);
       const auto retriever = retrieval::make_retriever(spec, r.seed, task->uses_corpus());
       double top1 = 0;
       std::size_t useful = 0, docs = 0;
@@ -133,7 +159,7 @@ void run_online(const IumArgs& p, const std::vector<Agent>& agents, const train:
           const auto it = value.find({ex.id, c.id});
           if (it == value.end())
             throw Error("ium online: no feedback stored for a served document (" + ex.id + ", " + c.id + ") of agent " + g.name);
-          const double label = it->second >= p.positive_at - 1e-9 ? 1.0 : 0.0;
+          const double label = useful_label(it->second, p);
           served.push_back({g.task, g.llm, task->query(ex), c.text, label, g.name + '\x1f' + ex.id});
           useful += label > 0;
           ++docs;
@@ -271,33 +297,20 @@ TrainRunner add_ium_options(CLI::App* train) {
       }
       std::vector<train::IumSample> tr_samples, dv_samples;
       for (const auto& g : agents) {
-        DataOptions d = d0;
-        d.task = g.task;
-        auto task = load_task(d);
-        auto tok = engine::budget_tokenizer(r.tokenizer, g.llm);
-        auto model = engine::make_llm(g.llm, d, task.get(), r.models());
+        AgentBench ab(d0, g, r);
+        const auto& d = ab.data;
+        const auto& task = ab.task;
         const std::string spec = agent_spec(prev, g);
         const auto collect = [&](const DataOptions& dd, std::size_t limit, std::vector<train::IumSample>& into) {
           const auto sp = load_workflow_split(dd, *task, *st, r, {spec}, limit);
-          train::Bench b{*task, *model, *st, *tok, r.threads, !r.quiet};
-          b.generate.max_new_tokens = a.max_new_tokens;
-          feedback::CollectOptions co;
-          co.kind = feedback::Kind::Doc;
-          co.initial_retriever = spec;
-          co.top_l = p->feedback_k;
-          co.max_length = a.feedback_max_length;
-          co.run.seed = r.seed;
-          train::collect_feedback(b, sp.view(), co);
-          std::map<std::pair<std::string, std::string>, double> value;
-          for (const auto& rec : st->feedback_get(feedback::dataset_key(sp.dataset), "doc", model->info().id))
-            value[{rec.example, rec.item}] = rec.value;
+          const auto value = ab.doc_feedback(*st, sp.view(), sp.dataset, spec, p->feedback_k, r, a, !r.quiet);
           const auto& source = sp.sources.for_spec(spec);
           const std::size_t n = limit ? std::min(limit, sp.dataset.examples.size()) : sp.dataset.examples.size();
           for (std::size_t e = 0; e < n; ++e) {
             const auto& ex = sp.dataset.examples[e];
             for (const auto& c : source.candidates(ex))
               if (auto it = value.find({ex.id, c.id}); it != value.end())
-                into.push_back({g.task, g.llm, task->query(ex), c.text, it->second >= p->positive_at - 1e-9 ? 1.0 : 0.0,
+                into.push_back({g.task, g.llm, task->query(ex), c.text, useful_label(it->second, *p),
                                 g.name + '\x1f' + ex.id});
           }
         };
