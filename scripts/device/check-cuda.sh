@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The CUDA checks of train-lm and the local: reader, run on the lent GPU machine:
 #   scripts/device/check-cuda.sh DEV OUT
-# DEV holds debs/ (scripts/device/build-cuda.sh), commits.jsonl.gz
+# DEV holds debs/ (scripts/device/build-cuda.sh), data/commits.jsonl.gz
 # (../shared/data/text/commits.jsonl, gzipped) and reader75q/ (docs/RESULTS.md's default
 # reader, without its checkpoint). Everything it prints goes to OUT/check.log as well.
 set -uo pipefail
@@ -28,7 +28,7 @@ echo "libraries not found: $(ldd $A-torch | grep -c 'not found')"
 [ -x "$A" ] && [ -x "$PWD/build-cuda/tools/attune/attune-torch" ] || { tail -30 "$OUT/build.log"; exit 1; }
 
 W=/tmp/attune-check && rm -rf $W && mkdir -p $W
-gunzip -c "$DEV/commits.jsonl.gz" > $W/commits.jsonl
+gunzip -c "$DEV/data/commits.jsonl.gz" > $W/commits.jsonl
 R=$DEV/reader75q
 
 step "score and generate: reader75q on cpu, cuda float32, cuda bfloat16"
