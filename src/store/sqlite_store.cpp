@@ -20,8 +20,9 @@ using nlohmann::json;
 
 namespace {
 
-// Bump when the schema changes, and add a migration from the previous version in open().
-constexpr int kSchemaVersion = 1;
+// Bump when the schema changes, and add a migration from the previous version in migrate().
+// 1: datasets, cache, feedback, runs, blobs. 2: + the server's tables (kServeSchema).
+constexpr int kSchemaVersion = 2;
 // PRAGMA application_id of an attune store: "ATUN". Stores from before it was set have 0
 // and attune's tables (kTables); they are accepted and marked on the next open.
 constexpr std::int64_t kApplicationId = 0x4154554e;
@@ -107,6 +108,58 @@ CREATE TABLE blobs (
   value   BLOB NOT NULL,
   updated TEXT NOT NULL
 );
+)sql";
+
+// Schema version 2: what `attune serve` and `attune tenant` keep (tenant_store.h). Every row
+// below tenants names its tenant, and every statement filters on it.
+constexpr const char* kServeSchema = R"sql(
+CREATE TABLE tenants (
+  id      INTEGER PRIMARY KEY,
+  name    TEXT NOT NULL UNIQUE,
+  created TEXT NOT NULL
+);
+CREATE TABLE api_keys (
+  id        INTEGER PRIMARY KEY,
+  tenant_id INTEGER NOT NULL REFERENCES tenants(id) ON DELETE CASCADE,
+  prefix    TEXT NOT NULL,
+  hash      TEXT NOT NULL UNIQUE,               -- SHA-256 of the key, hex; the key itself is never stored
+  created   TEXT NOT NULL,
+  revoked   TEXT NOT NULL DEFAULT ''
+);
+CREATE TABLE serve_documents (
+  tenant_id INTEGER NOT NULL REFERENCES tenants(id) ON DELETE CASCADE,
+  user      TEXT NOT NULL,                      -- '' = the tenant's shared corpus
+  doc_id    TEXT NOT NULL,
+  text      TEXT NOT NULL,
+  date      TEXT NOT NULL,
+  updated   TEXT NOT NULL,
+  PRIMARY KEY (tenant_id, user, doc_id)
+);
+CREATE TABLE serve_requests (
+  tenant_id     INTEGER NOT NULL REFERENCES tenants(id) ON DELETE CASCADE,
+  id            TEXT NOT NULL,
+  user          TEXT NOT NULL,
+  query         TEXT NOT NULL,
+  task          TEXT NOT NULL,
+  model_version TEXT NOT NULL,
+  documents     TEXT NOT NULL,                  -- JSON array of the served ids
+  created       TEXT NOT NULL,
+  PRIMARY KEY (tenant_id, id)
+);
+CREATE INDEX serve_requests_by_user ON serve_requests (tenant_id, user);
+CREATE TABLE serve_feedback (
+  seq        INTEGER PRIMARY KEY,
+  tenant_id  INTEGER NOT NULL,
+  request_id TEXT NOT NULL,
+  kind       TEXT NOT NULL,
+  item       TEXT NOT NULL,
+  value      REAL NOT NULL,
+  output     TEXT NOT NULL,
+  reference  TEXT NOT NULL,
+  created    TEXT NOT NULL,
+  FOREIGN KEY (tenant_id, request_id) REFERENCES serve_requests(tenant_id, id) ON DELETE CASCADE
+);
+CREATE INDEX serve_feedback_by_request ON serve_feedback (tenant_id, request_id);
 )sql";
 
 constexpr const char* kNow = "strftime('%Y-%m-%dT%H:%M:%fZ','now')";
@@ -556,6 +609,197 @@ class SqliteStore final : public Store {
     tx.commit();
   }
 
+  // --- TenantStore (tenant_store.h) -------------------------------------------------------
+
+  TenantId tenant_create(const std::string& name) override {
+    std::lock_guard lock(mu_);
+    Transaction tx(db_);
+    {
+      Stmt q(db_, "SELECT 1 FROM tenants WHERE name=?");
+      q.bind(1, name);
+      if (q.step()) throw UsageError("tenant \"" + name + "\" exists already");
+    }
+    Stmt ins(db_, std::string("INSERT INTO tenants (name, created) VALUES (?,") + kNow + ")");
+    ins.bind(1, name);
+    ins.run();
+    const TenantId id = db_.last_rowid();
+    tx.commit();
+    return id;
+  }
+
+  std::optional<TenantId> tenant_find(const std::string& name) override {
+    std::lock_guard lock(mu_);
+    Stmt q(db_, "SELECT id FROM tenants WHERE name=?");
+    q.bind(1, name);
+    if (!q.step()) return std::nullopt;
+    return q.int64(0);
+  }
+
+  std::vector<TenantInfo> tenant_list() override {
+    std::lock_guard lock(mu_);
+    Stmt q(db_,
+           "SELECT t.id, t.name, t.created,"
+           " (SELECT COUNT(*) FROM api_keys k WHERE k.tenant_id=t.id AND k.revoked=''),"
+           " (SELECT COUNT(DISTINCT user) FROM serve_documents d WHERE d.tenant_id=t.id AND d.user<>''),"
+           " (SELECT COUNT(*) FROM serve_documents d WHERE d.tenant_id=t.id),"
+           " (SELECT COUNT(*) FROM serve_requests r WHERE r.tenant_id=t.id),"
+           " (SELECT COUNT(*) FROM serve_feedback f WHERE f.tenant_id=t.id)"
+           " FROM tenants t ORDER BY t.name");
+    std::vector<TenantInfo> out;
+    while (q.step()) {
+      TenantInfo t;
+      t.id = q.int64(0);
+      t.name = q.text(1);
+      t.created = q.text(2);
+      t.active_keys = static_cast<std::size_t>(q.int64(3));
+      t.users = static_cast<std::size_t>(q.int64(4));
+      t.documents = static_cast<std::size_t>(q.int64(5));
+      t.requests = static_cast<std::size_t>(q.int64(6));
+      t.feedback = static_cast<std::size_t>(q.int64(7));
+      out.push_back(std::move(t));
+    }
+    return out;
+  }
+
+  void key_add(TenantId tenant, const std::string& prefix, const std::string& hash) override {
+    std::lock_guard lock(mu_);
+    Transaction tx(db_);
+    Stmt ins(db_, std::string("INSERT INTO api_keys (tenant_id, prefix, hash, created) VALUES (?,?,?,") + kNow + ")");
+    ins.bind(1, tenant).bind(2, prefix).bind(3, hash);
+    ins.run();
+    tx.commit();
+  }
+
+  std::size_t key_revoke(const std::string& prefix, const std::string& hash) override {
+    std::lock_guard lock(mu_);
+    Transaction tx(db_);
+    Stmt up(db_, hash.empty() ? std::string("UPDATE api_keys SET revoked=") + kNow + " WHERE prefix=? AND revoked=''"
+                              : std::string("UPDATE api_keys SET revoked=") + kNow + " WHERE hash=? AND revoked=''");
+    up.bind(1, hash.empty() ? prefix : hash);
+    up.run();
+    const auto n = static_cast<std::size_t>(db_.changes());
+    tx.commit();
+    return n;
+  }
+
+  std::optional<TenantId> key_tenant(const std::string& hash) override {
+    std::lock_guard lock(mu_);
+    Stmt q(db_, "SELECT tenant_id FROM api_keys WHERE hash=? AND revoked=''");
+    q.bind(1, hash);
+    if (!q.step()) return std::nullopt;
+    return q.int64(0);
+  }
+
+  std::vector<ApiKeyInfo> key_list() override {
+    std::lock_guard lock(mu_);
+    Stmt q(db_, "SELECT t.name, k.prefix, k.created, k.revoked FROM api_keys k JOIN tenants t ON t.id=k.tenant_id "
+                "ORDER BY t.name, k.id");
+    std::vector<ApiKeyInfo> out;
+    while (q.step()) out.push_back({q.text(0), q.text(1), q.text(2), q.text(3)});
+    return out;
+  }
+
+  void documents_put(TenantId tenant, const std::vector<ServeDocument>& docs) override {
+    std::lock_guard lock(mu_);
+    Transaction tx(db_);
+    Stmt ins(db_, std::string("INSERT OR REPLACE INTO serve_documents (tenant_id, user, doc_id, text, date, updated) "
+                              "VALUES (?,?,?,?,?,") + kNow + ")");
+    for (const auto& d : docs) {
+      ins.bind(1, tenant).bind(2, d.user).bind(3, d.id).bind(4, d.text).bind(5, d.date);
+      ins.run();
+    }
+    tx.commit();
+  }
+
+  bool document_delete(TenantId tenant, const std::string& user, const std::string& id) override {
+    std::lock_guard lock(mu_);
+    Transaction tx(db_);
+    Stmt del(db_, "DELETE FROM serve_documents WHERE tenant_id=? AND user=? AND doc_id=?");
+    del.bind(1, tenant).bind(2, user).bind(3, id);
+    del.run();
+    const bool gone = db_.changes() > 0;
+    tx.commit();
+    return gone;
+  }
+
+  std::size_t user_delete(TenantId tenant, const std::string& user) override {
+    if (user.empty()) throw UsageError("user_delete: the shared corpus is not a user");
+    std::lock_guard lock(mu_);
+    Transaction tx(db_);
+    std::size_t n = 0;
+    for (const char* sql : {"DELETE FROM serve_feedback WHERE tenant_id=?1 AND request_id IN "
+                            "(SELECT id FROM serve_requests WHERE tenant_id=?1 AND user=?2)",
+                            "DELETE FROM serve_requests WHERE tenant_id=?1 AND user=?2",
+                            "DELETE FROM serve_documents WHERE tenant_id=?1 AND user=?2"}) {
+      Stmt del(db_, sql);
+      del.bind(1, tenant).bind(2, user);
+      del.run();
+      n += static_cast<std::size_t>(db_.changes());
+    }
+    tx.commit();
+    return n;
+  }
+
+  std::vector<ServeDocument> documents_of(TenantId tenant) override {
+    std::lock_guard lock(mu_);
+    Stmt q(db_, "SELECT user, doc_id, text, date FROM serve_documents WHERE tenant_id=? ORDER BY user, rowid");
+    q.bind(1, tenant);
+    std::vector<ServeDocument> out;
+    while (q.step()) out.push_back({q.text(0), q.text(1), q.text(2), q.text(3)});
+    return out;
+  }
+
+  void request_put(TenantId tenant, const ServeRequest& r) override {
+    std::lock_guard lock(mu_);
+    Transaction tx(db_);
+    Stmt ins(db_, std::string("INSERT INTO serve_requests (tenant_id, id, user, query, task, model_version, documents, "
+                              "created) VALUES (?,?,?,?,?,?,?,") + kNow + ")");
+    ins.bind(1, tenant).bind(2, r.id).bind(3, r.user).bind(4, r.query).bind(5, r.task).bind(6, r.model_version)
+        .bind(7, dump(json(r.documents), "the served document ids"));
+    ins.run();
+    tx.commit();
+  }
+
+  std::optional<ServeRequest> request_get(TenantId tenant, const std::string& id) override {
+    std::lock_guard lock(mu_);
+    Stmt q(db_, "SELECT id, user, query, task, model_version, documents, created FROM serve_requests "
+                "WHERE tenant_id=? AND id=?");
+    q.bind(1, tenant).bind(2, id);
+    if (!q.step()) return std::nullopt;
+    ServeRequest r;
+    r.id = q.text(0);
+    r.user = q.text(1);
+    r.query = q.text(2);
+    r.task = q.text(3);
+    r.model_version = q.text(4);
+    r.documents = json::parse(q.text(5)).get<std::vector<std::string>>();
+    r.created = q.text(6);
+    return r;
+  }
+
+  void feedback_add(TenantId tenant, const std::vector<ServeFeedback>& records) override {
+    std::lock_guard lock(mu_);
+    Transaction tx(db_);
+    Stmt ins(db_, std::string("INSERT INTO serve_feedback (tenant_id, request_id, kind, item, value, output, reference, "
+                              "created) VALUES (?,?,?,?,?,?,?,") + kNow + ")");
+    for (const auto& f : records) {
+      ins.bind(1, tenant).bind(2, f.request_id).bind(3, f.kind).bind(4, f.item).bind(5, f.value).bind(6, f.output)
+          .bind(7, f.reference);
+      ins.run();  // the foreign key refuses a request of another tenant (and the transaction rolls back)
+    }
+    tx.commit();
+  }
+
+  std::vector<ServeFeedback> feedback_of(TenantId tenant) override {
+    std::lock_guard lock(mu_);
+    Stmt q(db_, "SELECT request_id, kind, item, value, output, reference FROM serve_feedback WHERE tenant_id=? "
+                "ORDER BY seq");
+    q.bind(1, tenant);
+    std::vector<ServeFeedback> out;
+    while (q.step()) out.push_back({q.text(0), q.text(1), q.text(2), q.real(3), q.text(4), q.text(5)});
+    return out;
+  }
+
  private:
   std::int64_t pragma_int(const char* name) {
     Stmt q(db_, std::string("PRAGMA ") + name);
@@ -619,10 +863,10 @@ class SqliteStore final : public Store {
     if (!check_file()) return;
     Transaction tx(db_);
     if (!check_file()) return;  // another process did it meanwhile (the transaction rolls back)
-    if (user_version() == 0) {
-      db_.exec(kSchema);
-      db_.exec(("PRAGMA user_version=" + std::to_string(kSchemaVersion)).c_str());
-    }
+    const int v = user_version();
+    if (v == 0) db_.exec(kSchema);
+    if (v < 2) db_.exec(kServeSchema);  // a fresh file, or a version-1 store upgraded in place
+    if (v != kSchemaVersion) db_.exec(("PRAGMA user_version=" + std::to_string(kSchemaVersion)).c_str());
     db_.exec(("PRAGMA application_id=" + std::to_string(kApplicationId)).c_str());
     tx.commit();
   }

@@ -122,8 +122,9 @@ TEST(SqliteStore, OpensWithWalForeignKeysAndSchemaVersion) {
   auto path = dir / "a.db";
   { auto s = open_sqlite(path); }
   EXPECT_EQ(raw_pragma(path, "journal_mode"), "wal");
-  EXPECT_EQ(raw_pragma(path, "user_version"), "1");
-  for (const char* t : {"datasets", "users", "documents", "examples", "llm_cache", "feedback", "runs", "blobs"})
+  EXPECT_EQ(raw_pragma(path, "user_version"), "2");
+  for (const char* t : {"datasets", "users", "documents", "examples", "llm_cache", "feedback", "runs", "blobs", "tenants",
+                        "api_keys", "serve_documents", "serve_requests", "serve_feedback"})
     EXPECT_EQ(raw_count(path, t), 0) << t;
 }
 
@@ -548,6 +549,97 @@ TEST(SqliteStore, UnmarkedStoreOfAnEarlierAttuneStillOpensAndIsMarked) {
   ASSERT_EQ(raw_pragma(path, "application_id"), "0");
   EXPECT_EQ(open_sqlite(path)->blob_get("k"), "kept");
   EXPECT_EQ(raw_pragma(path, "application_id"), std::to_string(0x4154554e));
+}
+
+TEST(SqliteStore, AVersion1StoreIsUpgradedInPlaceAndKeepsItsData) {
+  TempDir dir;
+  auto path = dir / "v1.db";
+  {
+    auto s = open_sqlite(path);
+    s->blob_put("k", "kept");
+  }
+  // What attune wrote before the server's tables existed.
+  raw_exec(path, "DROP TABLE serve_feedback; DROP TABLE serve_requests; DROP TABLE serve_documents; DROP TABLE api_keys; "
+                 "DROP TABLE tenants; PRAGMA user_version=1;");
+  ASSERT_EQ(raw_pragma(path, "user_version"), "1");
+  {
+    auto s = open_sqlite(path);
+    EXPECT_EQ(s->blob_get("k"), "kept");
+    const auto t = s->tenant_create("acme");
+    s->documents_put(t, {{"u1", "d1", "text", ""}});
+    EXPECT_EQ(s->documents_of(t).size(), 1u);
+  }
+  EXPECT_EQ(raw_pragma(path, "user_version"), "2");
+  EXPECT_EQ(raw_count(path, "serve_documents"), 1);
+}
+
+TEST(SqliteStore, TenantsKeysAndRevocation) {
+  TempDir dir;
+  auto s = open_sqlite(dir / "t.db");
+  const auto a = s->tenant_create("acme");
+  const auto b = s->tenant_create("globex");
+  EXPECT_NE(a, b);
+  EXPECT_THROW(s->tenant_create("acme"), attune::UsageError);
+  EXPECT_EQ(s->tenant_find("globex"), b);
+  EXPECT_FALSE(s->tenant_find("initech").has_value());
+  s->key_add(a, "atk_aaaa", "hash-a1");
+  s->key_add(a, "atk_bbbb", "hash-a2");
+  s->key_add(b, "atk_cccc", "hash-b1");
+  EXPECT_EQ(s->key_tenant("hash-a1"), a);
+  EXPECT_EQ(s->key_tenant("hash-b1"), b);
+  EXPECT_FALSE(s->key_tenant("hash-zz").has_value());
+  EXPECT_EQ(s->key_revoke("atk_aaaa", ""), 1u);
+  EXPECT_FALSE(s->key_tenant("hash-a1").has_value());
+  EXPECT_EQ(s->key_tenant("hash-a2"), a);  // the tenant's other key still works
+  EXPECT_EQ(s->key_revoke("atk_aaaa", ""), 0u);  // revoked once
+  EXPECT_EQ(s->key_revoke("", "hash-b1"), 1u);
+  const auto keys = s->key_list();
+  ASSERT_EQ(keys.size(), 3u);
+  EXPECT_EQ(keys[0].tenant, "acme");
+  EXPECT_FALSE(keys[0].revoked.empty());
+  EXPECT_TRUE(keys[1].revoked.empty());
+  const auto list = s->tenant_list();
+  ASSERT_EQ(list.size(), 2u);
+  EXPECT_EQ(list[0].name, "acme");
+  EXPECT_EQ(list[0].active_keys, 1u);
+  EXPECT_EQ(list[1].active_keys, 0u);
+}
+
+TEST(SqliteStore, ServeRowsStayWithTheirTenantAndAUserIsRemovedWithAllThatCameFromThem) {
+  TempDir dir;
+  auto s = open_sqlite(dir / "t.db");
+  const auto a = s->tenant_create("acme");
+  const auto b = s->tenant_create("globex");
+  s->documents_put(a, {{"ann", "d1", "ann's note", "2026-01-02"}, {"bob", "d1", "bob's note", ""}, {"", "c1", "shared", ""}});
+  s->documents_put(b, {{"ann", "d1", "another tenant's ann", ""}});
+  EXPECT_EQ(s->documents_of(a).size(), 3u);
+  ASSERT_EQ(s->documents_of(b).size(), 1u);
+  EXPECT_EQ(s->documents_of(b)[0].text, "another tenant's ann");
+  s->documents_put(a, {{"ann", "d1", "ann's note, edited", ""}});  // replaces
+  EXPECT_EQ(s->documents_of(a).size(), 3u);
+
+  attune::store::ServeRequest r{"req-1", "ann", "notes", "", "bm25#1", {"d1", "c1"}, ""};
+  s->request_put(a, r);
+  ASSERT_TRUE(s->request_get(a, "req-1").has_value());
+  EXPECT_EQ(s->request_get(a, "req-1")->documents, (std::vector<std::string>{"d1", "c1"}));
+  EXPECT_FALSE(s->request_get(b, "req-1").has_value());  // another tenant's request id is unknown there
+  s->feedback_add(a, {{"req-1", "doc", "d1", 1.0, "", ""}, {"req-1", "list", "", 0.5, "", ""}});
+  EXPECT_EQ(s->feedback_of(a).size(), 2u);
+  // Feedback through another tenant on this request is refused, and nothing of the call is written.
+  EXPECT_THROW(s->feedback_add(b, {{"req-1", "doc", "d1", 1.0, "", ""}}), attune::Error);
+  EXPECT_TRUE(s->feedback_of(b).empty());
+
+  EXPECT_TRUE(s->document_delete(a, "bob", "d1"));
+  EXPECT_FALSE(s->document_delete(a, "bob", "d1"));
+  EXPECT_FALSE(s->document_delete(b, "ann", "c1"));
+  // ann: 1 document, 1 request, 2 feedback records; the corpus and the other tenant stay.
+  EXPECT_EQ(s->user_delete(a, "ann"), 4u);
+  EXPECT_FALSE(s->request_get(a, "req-1").has_value());
+  EXPECT_TRUE(s->feedback_of(a).empty());
+  ASSERT_EQ(s->documents_of(a).size(), 1u);
+  EXPECT_EQ(s->documents_of(a)[0].id, "c1");
+  EXPECT_EQ(s->documents_of(b).size(), 1u);
+  EXPECT_THROW(s->user_delete(a, ""), attune::UsageError);
 }
 
 TEST(SqliteStore, ConcurrentCallsFromThreads) {

@@ -1,6 +1,7 @@
 #pragma once
-// The embedded store, all five roles in one object: datasets (users, documents, examples),
-// the LLM call cache, feedback records, runs, and named blobs (the corpus index). SQLite in
+// The embedded store, all six roles in one object: datasets (users, documents, examples),
+// the LLM call cache, feedback records, runs, named blobs (the corpus index), and the
+// server's tenants, keys, documents, requests and feedback (tenant_store.h). SQLite in
 // WAL mode; every write method is one transaction, so a killed process leaves either all
 // of a call or none. A Store object may be used from several threads (calls are serialized
 // inside). Code that needs one role takes that role's interface; a Store& converts to each.
@@ -12,10 +13,11 @@
 #include "attune/store/feedback_log.h"
 #include "attune/store/llm_cache.h"
 #include "attune/store/run_log.h"
+#include "attune/store/tenant_store.h"
 
 namespace attune::store {
 
-class Store : public DatasetStore, public LlmCache, public FeedbackLog, public RunLog, public BlobStore {
+class Store : public DatasetStore, public LlmCache, public FeedbackLog, public RunLog, public BlobStore, public TenantStore {
  public:
   ~Store() override = default;
 };
