@@ -101,6 +101,7 @@ void add_import(CLI::App& app, int& rc);
 void add_demo(CLI::App& app, int& rc);
 void add_sample(CLI::App& app, int& rc);
 void add_train_tokenizer(CLI::App& app, int& rc);  // cmd_train_tokenizer.cpp
+void add_tenant(CLI::App& app, int& rc);           // cmd_tenant.cpp
 
 // "a,b,c" -> {"a", "b", "c"} (empty pieces kept).
 std::vector<std::string> split_commas(const std::string& s);
@@ -115,6 +116,7 @@ std::size_t read_text_source(const std::filesystem::path& path, const std::vecto
 void add_generate(CLI::App& app, int& rc);
 void add_score(CLI::App& app, int& rc);
 void add_serve_llm(CLI::App& app, int& rc);  // cmd_serve_llm.cpp
+void add_serve(CLI::App& app, int& rc);      // cmd_serve.cpp
 
 // Synthetic sample data (data/sample): LaMP-schema commit_subject data for `users` users.
 void write_sample(const std::filesystem::path& out, std::uint64_t seed, std::size_t users);

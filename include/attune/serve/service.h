@@ -1,0 +1,152 @@
+#pragma once
+// The engine state of `attune serve` (ARCHITECTURE.md, serve layer): tenants' documents in
+// memory, each tenant's retriever, and the typed operations the HTTP handlers call. It knows
+// nothing of HTTP: http.h parses requests into the structs below and maps errors to statuses.
+//
+// Isolation is structural, not a check in a handler. Every operation takes the TenantId that
+// authenticate() returned for the caller's key, reads only that tenant's in-memory state and
+// store rows (tenant_store.h filters every statement on it), and ranks a query of user U as
+// the retrieval-layer user "TENANT/U": a document of any other user of any tenant carries
+// another owner, and Retriever::rank refuses it (PrivacyError) before it could be served.
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "attune/core/error.h"
+#include "attune/store/tenant_store.h"
+
+namespace attune::serve {
+
+using store::TenantId;
+
+// An error the API answers with its own status (401, 404, 409, 413, 429, ...); `field`
+// names the request field at fault ("" when none). UsageError is a 400 naming no field,
+// FieldError<UsageError> a 400 naming its field, PrivacyError a 403, anything else a 500.
+class ApiError : public Error {
+ public:
+  ApiError(int status, std::string field, const std::string& message)
+      : Error(message), status_(status), field_(std::move(field)) {}
+  int status() const { return status_; }
+  const std::string& field() const { return field_; }
+
+ private:
+  int status_;
+  std::string field_;
+};
+
+struct Limits {
+  std::size_t max_body_bytes = 1 << 20;       // a larger body: 413
+  std::size_t max_k = 100;
+  std::size_t max_query_bytes = 4096;
+  std::size_t max_documents_per_call = 1000;
+  std::size_t max_document_bytes = 65536;
+  std::size_t max_id_bytes = 256;             // user and document ids
+  double requests_per_second = 0;             // per API key; 0 = unlimited
+  double burst = 0;                           // the bucket's size; 0 = max(1, requests_per_second)
+};
+
+// The deployment: `attune serve --config FILE` (JSON, docs/serve.md), every key optional:
+//   {"retriever": "bm25", "tenants": {"acme": {"retriever": "rerank(bm25,20,cross:DIR)"}},
+//    "corpus_candidates": 100, "seed": 0, "limits": {"max_k": 100, ...}}
+struct ServeConfig {
+  std::string retriever = "bm25";                         // every tenant's, unless named below
+  std::map<std::string, std::string> tenant_retrievers;   // tenant name -> spec
+  std::size_t corpus_candidates = 100;                    // corpus BM25 hits a query's ranking sees
+  std::uint64_t seed = 0;
+  Limits limits;
+};
+// Reads a config file: InputError naming the file and the key for a bad value or an unknown key.
+ServeConfig read_config(const std::filesystem::path& path);
+
+struct RetrieveRequest {
+  std::string user;   // whose documents may be served (with the tenant's corpus)
+  std::string query;
+  std::size_t k = 5;
+  std::string task;   // optional: the task whose metric scores "output" feedback later
+  bool personal = true, corpus = true;  // which documents to rank
+};
+
+struct ServedDocument {
+  std::string id, text;
+  double score = 0;
+  std::string source;  // "user" or "corpus"
+};
+
+struct RetrieveResponse {
+  std::string request_id, model_version;
+  std::vector<ServedDocument> documents;
+};
+
+struct DocumentUtility {
+  std::string id;
+  double utility = 0;
+  std::string source;  // "" unless the id was served from both sources
+};
+
+// POST /v1/feedback: at least one of utilities, reward, or output with reference.
+struct FeedbackRequest {
+  std::string request_id;
+  std::vector<DocumentUtility> utilities;
+  std::optional<double> reward;
+  std::optional<std::string> output, reference;
+};
+
+struct Counts {
+  std::size_t tenants_loaded = 0, users = 0, documents = 0, corpus_documents = 0;
+  std::uint64_t retrieves = 0, feedback_records = 0;
+};
+
+class Service {
+ public:
+  // The store must outlive the service. Specs are parsed here (UsageError for a bad one).
+  Service(store::TenantStore& store, ServeConfig config);
+  ~Service();
+  Service(const Service&) = delete;
+  Service& operator=(const Service&) = delete;
+
+  const ServeConfig& config() const { return config_; }
+  // The tenant of an active key (SHA-256 compared, the key is never stored); nothing otherwise.
+  std::optional<TenantId> authenticate(std::string_view key);
+
+  // Ranks the user's documents and the tenant's corpus (its BM25 top corpus_candidates) with
+  // the tenant's retriever, records the request (so feedback can name it) and answers.
+  RetrieveResponse retrieve(TenantId tenant, const RetrieveRequest& r);
+  // Checks every record against the request it names (404 for an unknown id, 400 for a
+  // document that was not served), then commits them in one transaction; returns how many.
+  std::size_t feedback(TenantId tenant, const FeedbackRequest& f);
+  // Inserts or replaces documents of `user` ("" = the tenant's corpus), in one transaction.
+  void put_documents(TenantId tenant, const std::string& user, const std::vector<store::ServeDocument>& docs);
+  bool delete_document(TenantId tenant, const std::string& user, const std::string& id);
+  // Removes the user's documents, requests and feedback; returns the rows removed.
+  std::size_t delete_user(TenantId tenant, const std::string& user);
+  // Ranks documents a client sends (Cohere's /v1/rerank): nothing is stored or learnt.
+  std::vector<std::pair<std::size_t, double>> rerank(TenantId tenant, const std::string& query,
+                                                      const std::vector<std::string>& documents, std::size_t top_n);
+  std::string model_version(TenantId tenant);
+  Counts counts();
+
+ private:
+  struct Tenant;
+  Tenant& tenant(TenantId id);
+  store::TenantStore& store_;
+  ServeConfig config_;
+  std::mutex mu_;  // guards tenants_
+  std::map<TenantId, std::unique_ptr<Tenant>> tenants_;
+  std::atomic<std::uint64_t> retrieves_{0}, feedback_records_{0};
+};
+
+// A fresh API key: "atk_" and 40 hex digits from the kernel's random source.
+std::string new_api_key();
+// What the store keeps of a key: its first 12 characters, shown to name it, and its SHA-256.
+std::string key_prefix(std::string_view key);
+std::string key_hash(std::string_view key);
+
+}  // namespace attune::serve

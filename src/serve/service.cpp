@@ -1,0 +1,348 @@
+// The serving engine (service.h): per-tenant documents in memory, loaded from the store on
+// first use and changed only after the store has committed the change.
+#include "attune/serve/service.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <shared_mutex>
+#include <unordered_map>
+
+#include <nlohmann/json.hpp>
+
+#include "attune/core/sha256.h"
+#include "attune/core/strings.h"
+#include "attune/index/corpus_index.h"
+#include "attune/retrieval/spec.h"
+#include "attune/tasks/task.h"
+
+namespace attune::serve {
+
+using nlohmann::json;
+
+namespace {
+
+std::string random_hex(std::size_t bytes) {
+  std::ifstream f("/dev/urandom", std::ios::binary);
+  std::string raw(bytes, '\0');
+  if (!f.read(raw.data(), static_cast<std::streamsize>(bytes)))
+    throw Error("cannot read /dev/urandom: no random source for keys and request ids");
+  static const char* kHex = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes * 2);
+  for (unsigned char c : raw) {
+    out.push_back(kHex[c >> 4]);
+    out.push_back(kHex[c & 15]);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string new_api_key() { return "atk_" + random_hex(20); }
+std::string key_prefix(std::string_view key) { return std::string(key.substr(0, 12)); }
+std::string key_hash(std::string_view key) { return sha256_hex(key); }
+
+// One tenant's state. `mu` is shared by readers (retrieve, rerank) and taken alone by writers
+// (document changes, the corpus index's rebuild).
+struct Service::Tenant {
+  TenantId id = 0;
+  std::string scope;  // "ID/": prefixed to user names to make retrieval-layer users
+  std::shared_mutex mu;
+  std::unordered_map<std::string, std::vector<Document>> users;
+  std::vector<Document> corpus;
+  std::unique_ptr<index::CorpusIndex> corpus_index;  // null when stale (rebuilt at the next query)
+  std::string spec;
+  std::unique_ptr<retrieval::Retriever> retriever;
+  std::uint64_t version = 1;
+  std::string model_version() const { return spec + "@v" + std::to_string(version); }
+};
+
+Service::Service(store::TenantStore& store, ServeConfig config) : store_(store), config_(std::move(config)) {
+  // Parse every spec now, so a typo stops the server at start, not at its first request.
+  (void)retrieval::make_retriever(retrieval::parse_retriever_spec(config_.retriever), config_.seed);
+  for (const auto& [name, spec] : config_.tenant_retrievers)
+    (void)retrieval::make_retriever(retrieval::parse_retriever_spec(spec), config_.seed);
+}
+
+Service::~Service() = default;
+
+std::optional<TenantId> Service::authenticate(std::string_view key) {
+  if (key.empty() || key.size() > 256) return std::nullopt;
+  return store_.key_tenant(key_hash(key));
+}
+
+Service::Tenant& Service::tenant(TenantId id) {
+  std::lock_guard lock(mu_);
+  auto it = tenants_.find(id);
+  if (it != tenants_.end()) return *it->second;
+  auto t = std::make_unique<Tenant>();
+  t->id = id;
+  t->scope = std::to_string(id) + "/";
+  std::string name;
+  for (const auto& info : store_.tenant_list())
+    if (info.id == id) name = info.name;
+  const auto named = config_.tenant_retrievers.find(name);
+  t->spec = retrieval::to_string(
+      retrieval::parse_retriever_spec(named != config_.tenant_retrievers.end() ? named->second : config_.retriever));
+  t->retriever = retrieval::make_retriever(retrieval::parse_retriever_spec(t->spec), config_.seed);
+  for (auto& d : store_.documents_of(id)) {
+    Document doc;
+    doc.id = std::move(d.id);
+    doc.text = std::move(d.text);
+    if (!d.date.empty()) doc.date = std::move(d.date);
+    if (d.user.empty()) {
+      t->corpus.push_back(std::move(doc));
+    } else {
+      doc.owner = t->scope + d.user;
+      t->users[d.user].push_back(std::move(doc));
+    }
+  }
+  return *tenants_.emplace(id, std::move(t)).first->second;
+}
+
+RetrieveResponse Service::retrieve(TenantId id, const RetrieveRequest& r) {
+  Tenant& t = tenant(id);
+  {
+    // Build the corpus index first if a change made it stale (alone: it writes).
+    std::unique_lock lock(t.mu);
+    if (r.corpus && !t.corpus_index && !t.corpus.empty()) {
+      std::vector<std::string> texts;
+      texts.reserve(t.corpus.size());
+      for (const auto& d : t.corpus) texts.push_back(d.text);
+      t.corpus_index = std::make_unique<index::CorpusIndex>(index::CorpusIndex::build(texts));
+    }
+  }
+  RetrieveResponse out;
+  std::vector<std::string> served;
+  {
+    std::shared_lock lock(t.mu);
+    std::vector<Document> candidates;
+    std::vector<char> from_corpus;
+    if (r.personal) {
+      auto it = t.users.find(r.user);
+      if (it != t.users.end())
+        for (const auto& d : it->second) {
+          candidates.push_back(d);
+          from_corpus.push_back(0);
+        }
+    }
+    if (r.corpus && t.corpus_index)
+      for (const auto& h : t.corpus_index->search(r.query, config_.corpus_candidates)) {
+        candidates.push_back(t.corpus[h.doc]);
+        from_corpus.push_back(1);
+      }
+    retrieval::Query q;
+    q.id = "serve";
+    q.user = t.scope + r.user;
+    q.text = r.query;
+    const Ranking ranking = t.retriever->rank(q, candidates, r.k);
+    for (std::size_t i = 0; i < ranking.size(); ++i) {
+      const auto& d = candidates[ranking.indices[i]];
+      const bool corpus = from_corpus[ranking.indices[i]];
+      out.documents.push_back({d.id, d.text, ranking.scores[i], corpus ? "corpus" : "user"});
+      served.push_back((corpus ? "corpus:" : "user:") + d.id);
+    }
+    out.model_version = t.model_version();
+  }
+  out.request_id = "req_" + random_hex(12);
+  store::ServeRequest rec;
+  rec.id = out.request_id;
+  rec.user = r.user;
+  rec.query = r.query;
+  rec.task = r.task;
+  rec.model_version = out.model_version;
+  rec.documents = std::move(served);
+  store_.request_put(id, rec);  // committed before the client hears of the id
+  ++retrieves_;
+  return out;
+}
+
+std::size_t Service::feedback(TenantId id, const FeedbackRequest& f) {
+  const auto req = store_.request_get(id, f.request_id);
+  if (!req) throw ApiError(404, "request_id", "no request " + f.request_id + " of this tenant");
+  std::vector<store::ServeFeedback> recs;
+  for (std::size_t i = 0; i < f.utilities.size(); ++i) {
+    const auto& u = f.utilities[i];
+    const std::string field = "utilities[" + std::to_string(i) + "]";
+    if (!std::isfinite(u.utility)) throw FieldError<UsageError>(field + ".utility", "utility must be a finite number");
+    std::vector<std::string> matches;
+    for (const auto& s : req->documents) {
+      const auto colon = s.find(':');
+      if (s.substr(colon + 1) == u.id && (u.source.empty() || s.substr(0, colon) == u.source)) matches.push_back(s);
+    }
+    if (matches.empty())
+      throw FieldError<UsageError>(field + ".id", "document " + u.id + " was not served by request " + f.request_id);
+    if (matches.size() > 1)
+      throw FieldError<UsageError>(field + ".source", "document " + u.id +
+                                                          " was served from the user's documents and the corpus: "
+                                                          "name its source (\"user\" or \"corpus\")");
+    recs.push_back({f.request_id, "doc", matches[0], u.utility, "", ""});
+  }
+  if (f.reward) {
+    if (!std::isfinite(*f.reward)) throw FieldError<UsageError>("reward", "reward must be a finite number");
+    recs.push_back({f.request_id, "list", "", *f.reward, "", ""});
+  }
+  if (f.output || f.reference) {
+    if (!f.output || !f.reference)
+      throw FieldError<UsageError>(f.output ? "reference" : "output", "output and reference come together");
+    if (req->task.empty())
+      throw FieldError<UsageError>("output", "request " + f.request_id +
+                                                 " named no task, so there is no metric to score the output with: name "
+                                                 "\"task\" in the retrieve call, or send utilities or a reward");
+    const auto task = tasks::make_task(req->task);
+    recs.push_back({f.request_id, "output", "", task->reward(*f.output, *f.reference), *f.output, *f.reference});
+  }
+  if (recs.empty()) throw UsageError("feedback names nothing: send utilities, a reward, or output with reference");
+  store_.feedback_add(id, recs);  // one transaction: acknowledged only once committed
+  feedback_records_ += recs.size();
+  return recs.size();
+}
+
+void Service::put_documents(TenantId id, const std::string& user, const std::vector<store::ServeDocument>& docs) {
+  Tenant& t = tenant(id);
+  std::unique_lock lock(t.mu);
+  std::vector<store::ServeDocument> rows = docs;
+  for (auto& d : rows) d.user = user;
+  store_.documents_put(id, rows);  // committed first: memory never holds what the store lacks
+  auto& list = user.empty() ? t.corpus : t.users[user];
+  for (const auto& d : rows) {
+    Document doc;
+    doc.id = d.id;
+    doc.text = d.text;
+    if (!d.date.empty()) doc.date = d.date;
+    if (!user.empty()) doc.owner = t.scope + user;
+    auto it = std::find_if(list.begin(), list.end(), [&](const Document& x) { return x.id == d.id; });
+    if (it != list.end())
+      *it = std::move(doc);
+    else
+      list.push_back(std::move(doc));
+  }
+  if (user.empty()) t.corpus_index.reset();
+}
+
+bool Service::delete_document(TenantId id, const std::string& user, const std::string& doc) {
+  Tenant& t = tenant(id);
+  std::unique_lock lock(t.mu);
+  if (!store_.document_delete(id, user, doc)) return false;
+  if (user.empty()) {
+    std::erase_if(t.corpus, [&](const Document& d) { return d.id == doc; });
+    t.corpus_index.reset();
+  } else {
+    auto it = t.users.find(user);
+    if (it != t.users.end()) {
+      std::erase_if(it->second, [&](const Document& d) { return d.id == doc; });
+      if (it->second.empty()) t.users.erase(it);
+    }
+  }
+  return true;
+}
+
+std::size_t Service::delete_user(TenantId id, const std::string& user) {
+  Tenant& t = tenant(id);
+  std::unique_lock lock(t.mu);
+  const std::size_t n = store_.user_delete(id, user);
+  t.users.erase(user);
+  return n;
+}
+
+std::vector<std::pair<std::size_t, double>> Service::rerank(TenantId id, const std::string& query,
+                                                            const std::vector<std::string>& documents, std::size_t top_n) {
+  Tenant& t = tenant(id);
+  std::vector<Document> candidates(documents.size());
+  for (std::size_t i = 0; i < documents.size(); ++i) {
+    candidates[i].id = std::to_string(i);
+    candidates[i].text = documents[i];
+    candidates[i].owner = t.scope;  // the caller's own documents, of no stored user
+  }
+  retrieval::Query q;
+  q.id = "rerank";
+  q.user = t.scope;
+  q.text = query;
+  std::shared_lock lock(t.mu);
+  const Ranking ranking = t.retriever->rank(q, candidates, top_n);
+  std::vector<std::pair<std::size_t, double>> out;
+  for (std::size_t i = 0; i < ranking.size(); ++i) out.emplace_back(ranking.indices[i], ranking.scores[i]);
+  return out;
+}
+
+std::string Service::model_version(TenantId id) {
+  Tenant& t = tenant(id);
+  std::shared_lock lock(t.mu);
+  return t.model_version();
+}
+
+Counts Service::counts() {
+  Counts c;
+  std::lock_guard lock(mu_);
+  c.tenants_loaded = tenants_.size();
+  for (auto& [id, t] : tenants_) {
+    std::shared_lock tl(t->mu);
+    c.users += t->users.size();
+    for (const auto& [u, docs] : t->users) c.documents += docs.size();
+    c.corpus_documents += t->corpus.size();
+  }
+  c.retrieves = retrieves_;
+  c.feedback_records = feedback_records_;
+  return c;
+}
+
+ServeConfig read_config(const std::filesystem::path& path) {
+  std::ifstream f(path);
+  if (!f) throw UsageError("--config " + path.string() + ": cannot read it");
+  const json j = json::parse(f, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) throw InputError(path.string(), "", "", "not a JSON object");
+  ServeConfig c;
+  const auto bad = [&](const std::string& key, const std::string& why) { return InputError(path.string(), "", key, why); };
+  const auto count = [&](const json& v, const std::string& key, std::size_t lo, std::size_t hi) {
+    if (!v.is_number_unsigned() || v.get<std::uint64_t>() < lo || v.get<std::uint64_t>() > hi)
+      throw bad(key, "expected a whole number from " + std::to_string(lo) + " to " + std::to_string(hi));
+    return static_cast<std::size_t>(v.get<std::uint64_t>());
+  };
+  for (const auto& [key, v] : j.items()) {
+    if (key == "retriever") {
+      if (!v.is_string()) throw bad(key, "expected a retriever spec (a string)");
+      c.retriever = v.get<std::string>();
+    } else if (key == "tenants") {
+      if (!v.is_object()) throw bad(key, "expected an object {tenant: {\"retriever\": SPEC}}");
+      for (const auto& [name, tv] : v.items()) {
+        const std::string k = "tenants." + name;
+        if (!tv.is_object()) throw bad(k, "expected an object {\"retriever\": SPEC}");
+        for (const auto& [tk, tvv] : tv.items()) {
+          if (tk != "retriever") throw bad(k + "." + tk, "unknown key (a tenant takes \"retriever\")");
+          if (!tvv.is_string()) throw bad(k + ".retriever", "expected a retriever spec (a string)");
+          c.tenant_retrievers[name] = tvv.get<std::string>();
+        }
+      }
+    } else if (key == "corpus_candidates") {
+      c.corpus_candidates = count(v, key, 1, 10000);
+    } else if (key == "seed") {
+      if (!v.is_number_unsigned()) throw bad(key, "expected a whole number");
+      c.seed = v.get<std::uint64_t>();
+    } else if (key == "limits") {
+      if (!v.is_object()) throw bad(key, "expected an object");
+      for (const auto& [lk, lv] : v.items()) {
+        const std::string k = "limits." + lk;
+        if (lk == "max_body_bytes") c.limits.max_body_bytes = count(lv, k, 1024, std::size_t{1} << 30);
+        else if (lk == "max_k") c.limits.max_k = count(lv, k, 1, 100000);
+        else if (lk == "max_query_bytes") c.limits.max_query_bytes = count(lv, k, 1, std::size_t{1} << 20);
+        else if (lk == "max_documents_per_call") c.limits.max_documents_per_call = count(lv, k, 1, 1000000);
+        else if (lk == "max_document_bytes") c.limits.max_document_bytes = count(lv, k, 1, std::size_t{1} << 26);
+        else if (lk == "max_id_bytes") c.limits.max_id_bytes = count(lv, k, 1, 4096);
+        else if (lk == "requests_per_second" || lk == "burst") {
+          if (!lv.is_number() || !std::isfinite(lv.get<double>()) || lv.get<double>() < 0)
+            throw bad(k, "expected a number, 0 or more");
+          (lk == "burst" ? c.limits.burst : c.limits.requests_per_second) = lv.get<double>();
+        } else {
+          throw bad(k, "unknown limit (max_body_bytes, max_k, max_query_bytes, max_documents_per_call, "
+                       "max_document_bytes, max_id_bytes, requests_per_second, burst)");
+        }
+      }
+    } else {
+      throw bad(key, "unknown key (retriever, tenants, corpus_candidates, seed, limits)");
+    }
+  }
+  return c;
+}
+
+}  // namespace attune::serve

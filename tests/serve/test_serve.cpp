@@ -1,0 +1,373 @@
+// attune serve's HTTP API on a loopback port: every endpoint, authentication, isolation
+// between users and between tenants (adversarially: guessed ids, another tenant's
+// request_id, path tricks), bad input, limits, and a restart that keeps everything.
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <memory>
+#include <set>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "attune/serve/http.h"
+#include "attune/serve/openapi.h"
+#include "attune/serve/service.h"
+#include "attune/store/store.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using namespace attune;
+
+namespace {
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    char tmpl[] = "/tmp/attune_serve_XXXXXX";
+    path = mkdtemp(tmpl);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+// A store with two tenants, a server on a free loopback port, and a client per key.
+struct Fixture {
+  TempDir dir;
+  std::unique_ptr<store::Store> st;
+  std::string key_a, key_a2, key_b;
+  std::unique_ptr<serve::Service> service;
+  std::unique_ptr<serve::HttpServer> server;
+
+  explicit Fixture(serve::ServeConfig cfg = {}) {
+    st = store::open_sqlite(dir.path / "serve.db");
+    const auto a = st->tenant_create("acme"), b = st->tenant_create("globex");
+    key_a = serve::new_api_key();
+    key_a2 = serve::new_api_key();
+    key_b = serve::new_api_key();
+    st->key_add(a, serve::key_prefix(key_a), serve::key_hash(key_a));
+    st->key_add(a, serve::key_prefix(key_a2), serve::key_hash(key_a2));
+    st->key_add(b, serve::key_prefix(key_b), serve::key_hash(key_b));
+    start(std::move(cfg));
+  }
+  void start(serve::ServeConfig cfg = {}) {
+    service = std::make_unique<serve::Service>(*st, std::move(cfg));
+    serve::HttpOptions o;
+    o.port = 0;
+    o.openapi = serve::openapi_document();
+    server = std::make_unique<serve::HttpServer>(*service, o);
+    server->start();
+  }
+  void stop() {
+    server.reset();
+    service.reset();
+  }
+  httplib::Client client(const std::string& key) const {
+    httplib::Client c("127.0.0.1", server->port());
+    if (!key.empty()) c.set_default_headers({{"Authorization", "Bearer " + key}});
+    return c;
+  }
+};
+
+struct Reply {
+  int status = 0;
+  json body;
+};
+
+Reply call_text(httplib::Client& c, const std::string& method, const std::string& path, const std::string& body) {
+  httplib::Result r = method == "GET"    ? c.Get(path)
+                      : method == "PUT"  ? c.Put(path, body, "application/json")
+                      : method == "DELETE" ? c.Delete(path)
+                                         : c.Post(path, body, "application/json");
+  EXPECT_TRUE(r) << method << " " << path << ": no reply";
+  if (!r) return {};
+  Reply out;
+  out.status = r->status;
+  out.body = json::parse(r->body, nullptr, false);
+  return out;
+}
+
+template <class C>
+Reply call(C&& c, const std::string& method, const std::string& path, const std::string& body = "") {
+  return call_text(c, method, path, body);
+}
+template <class C>
+Reply call(C&& c, const std::string& method, const std::string& path, const json& body) {
+  return call_text(c, method, path, body.dump());
+}
+template <class C>
+Reply call(C&& c, const std::string& method, const std::string& path, const char* body) {
+  return call_text(c, method, path, body);
+}
+
+std::set<std::string> ids(const Reply& r) {
+  std::set<std::string> out;
+  for (const auto& d : r.body["documents"]) out.insert(d["id"].get<std::string>());
+  return out;
+}
+
+json docs(std::initializer_list<std::pair<const char*, const char*>> list) {
+  json a = json::array();
+  for (const auto& [id, text] : list) a.push_back({{"id", id}, {"text", text}});
+  return {{"documents", a}};
+}
+
+}  // namespace
+
+TEST(Serve, HealthMetricsAndTheOpenApiDocumentNeedNoKey) {
+  Fixture f;
+  EXPECT_EQ(call(f.client(""), "GET", "/healthz").body["status"], "ok");
+  const auto doc = call(f.client(""), "GET", "/openapi.json");
+  ASSERT_EQ(doc.status, 200);
+  EXPECT_EQ(doc.body["openapi"].get<std::string>().substr(0, 2), "3.");
+  // Every route the server answers is in the document.
+  for (const char* p : {"/healthz", "/metrics", "/v1/retrieve", "/v1/feedback", "/v1/users/{user}/documents",
+                        "/v1/users/{user}/documents/{id}", "/v1/users/{user}", "/v1/corpus/documents",
+                        "/v1/corpus/documents/{id}", "/v1/rerank", "/search"})
+    EXPECT_TRUE(doc.body["paths"].contains(p)) << p;
+  auto r = f.client("").Get("/metrics");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_NE(r->body.find("attune_retrieves_total 0"), std::string::npos) << r->body;
+}
+
+TEST(Serve, EveryV1CallNeedsAnActiveKeyOfTheTenant) {
+  Fixture f;
+  for (const auto& key : std::vector<std::string>{"", "atk_0000000000000000000000000000000000000000", f.key_a + "x"}) {
+    const auto r = call(f.client(key), "POST", "/v1/retrieve", json{{"user", "ann"}, {"query", "x"}});
+    EXPECT_EQ(r.status, 401) << key;
+    EXPECT_EQ(r.body["error"]["field"], "Authorization");
+  }
+  httplib::Client basic("127.0.0.1", f.server->port());
+  basic.set_default_headers({{"Authorization", "Basic " + f.key_a}});
+  EXPECT_EQ(call(basic, "POST", "/v1/retrieve", json{{"user", "ann"}, {"query", "x"}}).status, 401);
+  EXPECT_EQ(call(f.client(f.key_a), "POST", "/v1/retrieve", json{{"user", "ann"}, {"query", "x"}}).status, 200);
+  // A revoked key stops working at once; the tenant's other key goes on.
+  ASSERT_EQ(f.st->key_revoke("", serve::key_hash(f.key_a)), 1u);
+  EXPECT_EQ(call(f.client(f.key_a), "POST", "/v1/retrieve", json{{"user", "ann"}, {"query", "x"}}).status, 401);
+  EXPECT_EQ(call(f.client(f.key_a2), "POST", "/v1/retrieve", json{{"user", "ann"}, {"query", "x"}}).status, 200);
+  EXPECT_EQ(call(f.client(""), "GET", "/search?query=x").status, 401);
+}
+
+TEST(Serve, AUserIsServedOwnDocumentsAndTheCorpusNeverAnotherUsersOrTenants) {
+  Fixture f;
+  auto a = f.client(f.key_a), b = f.client(f.key_b);
+  ASSERT_EQ(call(a, "PUT", "/v1/users/ann/documents",
+                 docs({{"a1", "ann fixes the parser crash"}, {"a2", "ann writes release notes"}})).status, 200);
+  ASSERT_EQ(call(a, "PUT", "/v1/users/bob/documents", docs({{"b1", "bob secret parser crash fix"}})).status, 200);
+  ASSERT_EQ(call(a, "POST", "/v1/corpus/documents", docs({{"c1", "how to report a parser crash"}})).status, 200);
+  ASSERT_EQ(call(b, "PUT", "/v1/users/ann/documents", docs({{"x1", "globex ann parser crash"}})).status, 200);
+
+  // bob's document matches ann's query word for word: it is still never served to ann.
+  auto r = call(a, "POST", "/v1/retrieve", json{{"user", "ann"}, {"query", "bob secret parser crash fix"}, {"k", 10}});
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(ids(r), (std::set<std::string>{"a1", "a2", "c1"}));
+  EXPECT_FALSE(r.body["request_id"].get<std::string>().empty());
+  EXPECT_EQ(r.body["model_version"], "bm25@v1");
+  for (const auto& d : r.body["documents"]) EXPECT_EQ(d["source"], d["id"] == "c1" ? "corpus" : "user");
+  // Only the corpus / only the user's own documents.
+  EXPECT_EQ(ids(call(a, "POST", "/v1/retrieve", json{{"user", "ann"}, {"query", "parser crash"}, {"sources", {"corpus"}}})),
+            std::set<std::string>{"c1"});
+  EXPECT_EQ(ids(call(a, "POST", "/v1/retrieve", json{{"user", "ann"}, {"query", "parser crash"}, {"sources", {"user"}}})),
+            (std::set<std::string>{"a1", "a2"}));
+  // Tenant globex's ann is another person: she sees her document only, and none of acme's corpus.
+  EXPECT_EQ(ids(call(b, "POST", "/v1/retrieve", json{{"user", "ann"}, {"query", "parser crash how to report"}})),
+            std::set<std::string>{"x1"});
+  // Guessed and tricky user names are just other (empty) users.
+  for (const char* u : {"bob ", "BOB", "../bob", "acme/bob", "1/bob", "2/ann"})
+    EXPECT_TRUE(ids(call(a, "POST", "/v1/retrieve", json{{"user", u}, {"query", "bob secret"}, {"sources", {"user"}}})).empty())
+        << u;
+  // A path that tries to climb out of a user: no such route, or a user named like that.
+  EXPECT_EQ(call(a, "DELETE", "/v1/users/ann%2F..%2Fbob").status, 404);
+  EXPECT_EQ(call(a, "DELETE", "/v1/users/..").status, 200);  // a user named ".." (had nothing)
+  EXPECT_EQ(ids(call(a, "POST", "/v1/retrieve", json{{"user", "bob"}, {"query", "secret"}, {"sources", {"user"}}})),
+            std::set<std::string>{"b1"});
+  // Globex cannot delete acme's documents, by guessing their ids.
+  EXPECT_EQ(call(b, "DELETE", "/v1/users/bob/documents/b1").status, 404);
+  EXPECT_EQ(call(b, "DELETE", "/v1/corpus/documents/c1").status, 404);
+  EXPECT_EQ(ids(call(a, "POST", "/v1/retrieve", json{{"user", "bob"}, {"query", "secret"}})),
+            (std::set<std::string>{"b1"}));
+}
+
+TEST(Serve, FeedbackNamesItsRequestAndOnlyServedDocumentsAndStaysWithItsTenant) {
+  Fixture f;
+  auto a = f.client(f.key_a), b = f.client(f.key_b);
+  // Three documents: with two, rank_bm25's idf of a word in one of them is 0 and all tie.
+  call(a, "PUT", "/v1/users/ann/documents",
+       docs({{"a1", "fix the parser crash"}, {"a2", "release notes"}, {"a3", "update the manual"}}));
+  const auto r = call(a, "POST", "/v1/retrieve",
+                      json{{"user", "ann"}, {"query", "parser crash"}, {"k", 1}, {"task", "commit_subject"}});
+  ASSERT_EQ(r.status, 200);
+  ASSERT_EQ(ids(r), std::set<std::string>{"a1"});
+  const std::string rid = r.body["request_id"];
+
+  auto fb = call(a, "POST", "/v1/feedback", json{{"request_id", rid}, {"utilities", {{"a1", 1.0}}}, {"reward", 0.5}});
+  ASSERT_EQ(fb.status, 200) << fb.body.dump();
+  EXPECT_EQ(fb.body["records"], 2);
+  // The output is scored with the request's task (commit_subject: ROUGE-1 as reward).
+  fb = call(a, "POST", "/v1/feedback",
+            json{{"request_id", rid}, {"output", "fix the parser crash"}, {"reference", "fix the parser crash"}});
+  ASSERT_EQ(fb.status, 200) << fb.body.dump();
+  auto st = f.st->feedback_of(*f.st->tenant_find("acme"));
+  ASSERT_EQ(st.size(), 3u);
+  EXPECT_EQ(st[2].kind, "output");
+  EXPECT_DOUBLE_EQ(st[2].value, 1.0);
+
+  // a2 was not served by this request; an unknown request; another tenant's key on this request.
+  fb = call(a, "POST", "/v1/feedback", json{{"request_id", rid}, {"utilities", {{{"id", "a2"}, {"utility", 1}}}}});
+  EXPECT_EQ(fb.status, 400);
+  EXPECT_EQ(fb.body["error"]["field"], "utilities[0].id");
+  EXPECT_EQ(call(a, "POST", "/v1/feedback", json{{"request_id", "req_guess"}, {"reward", 1}}).status, 404);
+  EXPECT_EQ(call(b, "POST", "/v1/feedback", json{{"request_id", rid}, {"reward", 1}}).status, 404);
+  // Nothing of a refused call is written.
+  fb = call(a, "POST", "/v1/feedback", json{{"request_id", rid}, {"utilities", {{"a1", 1.0}, {"zz", 0.0}}}});
+  EXPECT_EQ(fb.status, 400);
+  EXPECT_EQ(f.st->feedback_of(*f.st->tenant_find("acme")).size(), 3u);
+  EXPECT_TRUE(f.st->feedback_of(*f.st->tenant_find("globex")).empty());
+  // A request without a task has no metric for an output.
+  const auto r2 = call(a, "POST", "/v1/retrieve", json{{"user", "ann"}, {"query", "parser"}});
+  fb = call(a, "POST", "/v1/feedback", json{{"request_id", r2.body["request_id"]}, {"output", "x"}, {"reference", "y"}});
+  EXPECT_EQ(fb.status, 400);
+  EXPECT_EQ(fb.body["error"]["field"], "output");
+  EXPECT_EQ(call(a, "POST", "/v1/feedback", json{{"request_id", rid}}).status, 400);  // names nothing
+}
+
+TEST(Serve, DeletingAUserRemovesEverythingDerivedFromThem) {
+  Fixture f;
+  auto a = f.client(f.key_a);
+  call(a, "PUT", "/v1/users/ann/documents", docs({{"a1", "parser crash"}}));
+  call(a, "PUT", "/v1/users/bob/documents", docs({{"b1", "parser crash"}}));
+  const auto r = call(a, "POST", "/v1/retrieve", json{{"user", "ann"}, {"query", "parser"}});
+  ASSERT_EQ(call(a, "POST", "/v1/feedback", json{{"request_id", r.body["request_id"]}, {"reward", 1}}).status, 200);
+  const auto d = call(a, "DELETE", "/v1/users/ann");
+  ASSERT_EQ(d.status, 200);
+  EXPECT_EQ(d.body["rows"], 3);  // 1 document, 1 request, 1 feedback record
+  EXPECT_TRUE(ids(call(a, "POST", "/v1/retrieve", json{{"user", "ann"}, {"query", "parser"}})).empty());
+  EXPECT_EQ(call(a, "POST", "/v1/feedback", json{{"request_id", r.body["request_id"]}, {"reward", 1}}).status, 404);
+  EXPECT_EQ(ids(call(a, "POST", "/v1/retrieve", json{{"user", "bob"}, {"query", "parser"}})), std::set<std::string>{"b1"});
+  // One document: replace, then delete.
+  EXPECT_EQ(call(a, "PUT", "/v1/users/bob/documents/b1", json{{"text", "release notes"}}).status, 200);
+  const auto now = call(a, "POST", "/v1/retrieve", json{{"user", "bob"}, {"query", "parser"}});
+  ASSERT_EQ(now.body["documents"].size(), 1u);
+  EXPECT_EQ(now.body["documents"][0]["text"], "release notes");
+  EXPECT_EQ(call(a, "DELETE", "/v1/users/bob/documents/b1").status, 200);
+  EXPECT_EQ(call(a, "DELETE", "/v1/users/bob/documents/b1").status, 404);
+}
+
+TEST(Serve, BadInputIsAJsonErrorNamingTheFieldAndChangesNothing) {
+  serve::ServeConfig cfg;
+  cfg.limits.max_k = 20;
+  cfg.limits.max_documents_per_call = 3;
+  cfg.limits.max_body_bytes = 4096;
+  Fixture f(cfg);
+  auto a = f.client(f.key_a);
+  const auto expect = [&](const Reply& r, int status, const std::string& field) {
+    EXPECT_EQ(r.status, status) << r.body.dump();
+    ASSERT_TRUE(r.body.contains("error")) << r.body.dump();
+    if (!field.empty()) {
+      EXPECT_EQ(r.body["error"]["field"], field) << r.body.dump();
+    }
+    EXPECT_FALSE(r.body["error"]["message"].get<std::string>().empty());
+  };
+  expect(call(a, "POST", "/v1/retrieve", std::string("{\"user\": \"ann\", ")), 400, "body");
+  expect(call(a, "POST", "/v1/retrieve", std::string("{\"user\": \"a\xff\", \"query\": \"x\"}")), 400, "body");
+  expect(call(a, "POST", "/v1/retrieve", std::string("[1, 2]")), 400, "body");
+  expect(call(a, "POST", "/v1/retrieve", json{{"query", "x"}}), 400, "user");
+  expect(call(a, "POST", "/v1/retrieve", json{{"user", 7}, {"query", "x"}}), 400, "user");
+  expect(call(a, "POST", "/v1/retrieve", json{{"user", "ann"}}), 400, "query");
+  expect(call(a, "POST", "/v1/retrieve", json{{"user", "ann"}, {"query", "x"}, {"k", 0}}), 400, "k");
+  expect(call(a, "POST", "/v1/retrieve", json{{"user", "ann"}, {"query", "x"}, {"k", -3}}), 400, "k");
+  expect(call(a, "POST", "/v1/retrieve", json{{"user", "ann"}, {"query", "x"}, {"k", 21}}), 400, "k");
+  expect(call(a, "POST", "/v1/retrieve", json{{"user", "ann"}, {"query", "x"}, {"task", "lamp9"}}), 400, "task");
+  expect(call(a, "POST", "/v1/retrieve", json{{"user", "a\tb"}, {"query", "x"}}), 400, "user");
+  expect(call(a, "POST", "/v1/retrieve", json{{"user", "ann"}, {"query", std::string(5000, 'q')}}), 413, "body");
+  expect(call(a, "PUT", "/v1/users/ann/documents", docs({{"1", "a"}, {"2", "b"}, {"3", "c"}, {"4", "d"}})), 400,
+         "documents");
+  expect(call(a, "PUT", "/v1/users/ann/documents", docs({{"1", "a"}, {"1", "b"}})), 400, "documents[1].id");
+  expect(call(a, "PUT", "/v1/users/ann/documents", json{{"documents", {{{"id", "1"}}}}}), 400, "documents[0].text");
+  expect(call(a, "PUT", "/v1/users/ann/documents", json{{"documents", {{{"id", "1"}, {"text", "a"}, {"date", "May"}}}}}),
+         400, "documents[0].date");
+  expect(call(a, "POST", "/v1/feedback", json{{"request_id", "r"}, {"reward", "high"}}), 400, "reward");
+  expect(call(a, "GET", "/v2/nothing"), 404, "");
+  // A refused batch writes none of its documents.
+  EXPECT_TRUE(f.st->documents_of(*f.st->tenant_find("acme")).empty());
+}
+
+TEST(Serve, AKeyOverItsRateIsAnswered429) {
+  serve::ServeConfig cfg;
+  cfg.limits.requests_per_second = 0.5;
+  cfg.limits.burst = 2;
+  Fixture f(cfg);
+  const json q{{"user", "ann"}, {"query", "x"}};
+  EXPECT_EQ(call(f.client(f.key_a), "POST", "/v1/retrieve", q).status, 200);
+  EXPECT_EQ(call(f.client(f.key_a), "POST", "/v1/retrieve", q).status, 200);
+  EXPECT_EQ(call(f.client(f.key_a), "POST", "/v1/retrieve", q).status, 429);
+  EXPECT_EQ(call(f.client(f.key_b), "POST", "/v1/retrieve", q).status, 200);  // per key
+}
+
+TEST(Serve, RerankAndSearchForExistingClients) {
+  Fixture f;
+  auto a = f.client(f.key_a);
+  auto r = call(a, "POST", "/v1/rerank",
+                json{{"query", "parser crash"}, {"documents", {"release notes", {{"text", "parser crash fixed"}}, "crash"}},
+                     {"top_n", 2}});
+  ASSERT_EQ(r.status, 200) << r.body.dump();
+  ASSERT_EQ(r.body["results"].size(), 2u);
+  EXPECT_EQ(r.body["results"][0]["index"], 1);
+  call(a, "POST", "/v1/corpus/documents", docs({{"c1", "parser crash report"}, {"c2", "release notes"}}));
+  call(a, "PUT", "/v1/users/ann/documents", docs({{"a1", "parser crash of ann"}}));
+  r = call(a, "GET", "/search?query=parser%20crash&k=5");
+  ASSERT_EQ(r.status, 200) << r.body.dump();
+  ASSERT_EQ(r.body["topk"].size(), 1u);  // the corpus only: never a user's document
+  EXPECT_EQ(r.body["topk"][0]["pid"], "c1");
+  EXPECT_EQ(r.body["topk"][0]["rank"], 1);
+  EXPECT_EQ(call(a, "GET", "/search?query=x&k=abc").status, 400);
+}
+
+TEST(Serve, ARestartedServerHasEverythingThatWasAcknowledged) {
+  Fixture f;
+  call(f.client(f.key_a), "PUT", "/v1/users/ann/documents", docs({{"a1", "parser crash"}}));
+  call(f.client(f.key_a), "POST", "/v1/corpus/documents", docs({{"c1", "parser report"}}));
+  const auto r = call(f.client(f.key_a), "POST", "/v1/retrieve", json{{"user", "ann"}, {"query", "parser"}});
+  ASSERT_EQ(call(f.client(f.key_a), "POST", "/v1/feedback", json{{"request_id", r.body["request_id"]}, {"reward", 1}}).status,
+            200);
+  f.stop();
+  f.start();
+  EXPECT_EQ(ids(call(f.client(f.key_a), "POST", "/v1/retrieve", json{{"user", "ann"}, {"query", "parser"}})),
+            (std::set<std::string>{"a1", "c1"}));
+  EXPECT_EQ(call(f.client(f.key_a), "POST", "/v1/feedback", json{{"request_id", r.body["request_id"]}, {"reward", 0}}).status,
+            200);
+  EXPECT_EQ(f.st->feedback_of(*f.st->tenant_find("acme")).size(), 2u);
+}
+
+TEST(Serve, ConfigFileErrorsNameTheKey) {
+  TempDir dir;
+  const auto write = [&](const std::string& text) {
+    const auto p = dir.path / "c.json";
+    std::ofstream(p) << text;
+    return p;
+  };
+  const auto cfg = serve::read_config(write(R"({"retriever": "bm25", "tenants": {"acme": {"retriever": "recency"}},
+                                                "limits": {"max_k": 7, "requests_per_second": 2.5}})"));
+  EXPECT_EQ(cfg.tenant_retrievers.at("acme"), "recency");
+  EXPECT_EQ(cfg.limits.max_k, 7u);
+  EXPECT_DOUBLE_EQ(cfg.limits.requests_per_second, 2.5);
+  for (const auto& [text, key] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"retriver": "bm25"})", "retriver"},
+           {R"({"limits": {"max_k": 0}})", "limits.max_k"},
+           {R"({"limits": {"max_kk": 3}})", "limits.max_kk"},
+           {R"({"tenants": {"acme": {"retriever": 3}}})", "tenants.acme.retriever"}}) {
+    try {
+      serve::read_config(write(text));
+      ADD_FAILURE() << text;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
+    }
+  }
+  // A bad spec stops the service at start.
+  serve::ServeConfig bad;
+  bad.retriever = "bm26";
+  auto st = store::open_sqlite(dir.path / "s.db");
+  EXPECT_THROW(serve::Service(*st, bad), UsageError);
+}
