@@ -7,12 +7,16 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <mutex>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
 
+#include "attune/store/store.h"
 #include "cli_run.h"
 
 namespace fs = std::filesystem;
@@ -1063,4 +1067,86 @@ TEST_F(Cli, ServeLlmServesAModelToTheOpenAIBackendUntilInterrupted) {
   // A remote model is not proxied; a port that is taken is a usage error.
   r = run("serve-llm --llm 'openai:http://127.0.0.1:1/v1#m'");
   EXPECT_EQ(r.rc, 2) << r.err;
+}
+
+// attune serve: feedback acknowledged before a kill -9 is all in the store after it, and the
+// server restarts on that store with every document. Clients send feedback from 4 threads
+// while the server is killed at an arbitrary moment.
+TEST_F(Cli, ServeLosesNoAcknowledgedFeedbackWhenKilled) {
+  auto r = run("tenant add acme --store s.db");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const std::string key = r.out.substr(0, r.out.find('\n'));
+  ASSERT_EQ(key.rfind("atk_", 0), 0u) << r.out;
+  EXPECT_EQ(run("tenant add acme --store s.db").rc, 2);  // exists
+  const std::string bin = std::string(ATTUNE_BINARY_DIR) + "/tools/attune/attune";
+  const auto start = [&] {
+    fs::remove(dir_ / "port.txt");
+    const std::string cmd = "cd '" + dir_.string() + "' && ('" + bin +
+                            "' serve --store s.db --port 0 --port-file port.txt >serve.out 2>serve.err & echo $! >pid.txt)";
+    EXPECT_EQ(std::system(cmd.c_str()), 0);
+    for (int i = 0; i < 400 && !fs::exists(dir_ / "port.txt"); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    EXPECT_TRUE(fs::exists(dir_ / "port.txt")) << slurp(dir_ / "serve.err");
+    const auto p = slurp(dir_ / "port.txt");
+    return std::stoi(p.substr(0, p.find('\n')));
+  };
+  int port = start();
+  const auto client = [&](int p) {
+    auto c = std::make_unique<httplib::Client>("127.0.0.1", p);
+    c->set_default_headers({{"Authorization", "Bearer " + key}});
+    c->set_connection_timeout(2);
+    c->set_read_timeout(5);
+    return c;
+  };
+  auto c = client(port);
+  auto put = c->Put("/v1/users/ann/documents",
+                    R"({"documents": [{"id": "a1", "text": "fix the parser crash"}, {"id": "a2", "text": "release notes"}]})",
+                    "application/json");
+  ASSERT_TRUE(put);
+  ASSERT_EQ(put->status, 200) << put->body;
+  auto got = c->Post("/v1/retrieve", R"({"user": "ann", "query": "parser crash", "k": 2})", "application/json");
+  ASSERT_TRUE(got);
+  ASSERT_EQ(got->status, 200) << got->body;
+  const std::string rid = nlohmann::json::parse(got->body)["request_id"];
+
+  std::mutex mu;
+  std::vector<int> acknowledged;
+  std::vector<std::thread> senders;
+  for (int t = 0; t < 4; ++t)
+    senders.emplace_back([&, t] {
+      auto cc = client(port);
+      for (int i = 0;; ++i) {
+        const int value = t * 1000000 + i;
+        auto res = cc->Post("/v1/feedback", "{\"request_id\": \"" + rid + "\", \"reward\": " + std::to_string(value) + "}",
+                            "application/json");
+        if (!res || res->status != 200) return;  // the server is gone
+        std::lock_guard lock(mu);
+        acknowledged.push_back(value);
+      }
+    });
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  const auto pid = slurp(dir_ / "pid.txt");
+  ASSERT_EQ(std::system(("kill -9 " + pid.substr(0, pid.find('\n'))).c_str()), 0);
+  for (auto& s : senders) s.join();
+  ASSERT_GT(acknowledged.size(), 20u) << "too few feedback calls before the kill to test anything";
+
+  // Restart on the same store: the documents are there, and every acknowledged reward is stored.
+  port = start();
+  auto c2 = client(port);
+  got = c2->Post("/v1/retrieve", R"({"user": "ann", "query": "parser crash", "k": 2})", "application/json");
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->status, 200);
+  EXPECT_EQ(nlohmann::json::parse(got->body)["documents"].size(), 2u);
+  auto st = attune::store::open_sqlite(dir_ / "s.db");
+  std::set<int> stored;
+  for (const auto& f : st->feedback_of(*st->tenant_find("acme"))) stored.insert(static_cast<int>(f.value));
+  std::size_t lost = 0;
+  for (int v : acknowledged) lost += !stored.count(v);
+  EXPECT_EQ(lost, 0u) << "of " << acknowledged.size() << " acknowledged";
+  const auto pid2 = slurp(dir_ / "pid.txt");
+  ASSERT_EQ(std::system(("kill -TERM " + pid2.substr(0, pid2.find('\n'))).c_str()), 0);
+  for (int i = 0; i < 200 && slurp(dir_ / "serve.err").find("stopped (SIGTERM)") == std::string::npos; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  EXPECT_NE(slurp(dir_ / "serve.err").find("stopped (SIGTERM)"), std::string::npos) << slurp(dir_ / "serve.err");
+  std::printf("kill -9 after %zu acknowledged feedback calls: %zu stored, %zu lost\n", acknowledged.size(), stored.size(),
+              lost);
 }
