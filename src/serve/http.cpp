@@ -5,6 +5,7 @@
 #include <httplib.h>
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -127,6 +128,7 @@ struct HttpServer::Impl {
   Service& service;
   HttpOptions opts;
   httplib::Server svr;
+  std::atomic<bool> listen_returned{false};
   mutable std::mutex metrics_mu;
   std::map<std::pair<std::string, int>, std::uint64_t> requests;  // (route, status) -> count
   std::map<std::string, Histogram> latency;                       // route -> histogram
@@ -439,15 +441,17 @@ struct HttpServer::Impl {
       out += buf;
     }
     const Counts c = service.counts();
-    std::snprintf(buf, sizeof buf,
-                  "# TYPE attune_feedback_records_total counter\nattune_feedback_records_total %llu\n"
-                  "# TYPE attune_retrieves_total counter\nattune_retrieves_total %llu\n"
-                  "# TYPE attune_tenants_loaded gauge\nattune_tenants_loaded %zu\n"
-                  "# TYPE attune_user_documents gauge\nattune_user_documents %zu\n"
-                  "# TYPE attune_corpus_documents gauge\nattune_corpus_documents %zu\n",
-                  static_cast<unsigned long long>(c.feedback_records), static_cast<unsigned long long>(c.retrieves),
-                  c.tenants_loaded, c.documents, c.corpus_documents);
-    out += buf;
+    const auto metric = [&out](const char* name, const char* type, const char* help, std::uint64_t v) {
+      out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + name + " " +
+             std::to_string(v) + "\n";
+    };
+    metric("attune_retrieves_total", "counter", "Retrieve calls answered (/v1/retrieve and /search).", c.retrieves);
+    metric("attune_feedback_records_total", "counter", "Feedback records committed.", c.feedback_records);
+    metric("attune_learn_rounds_total", "counter", "Learning rounds trained.", c.learn_rounds);
+    metric("attune_model_promotions_total", "counter", "Models promoted (each a new model version).", c.promotions);
+    metric("attune_tenants_loaded", "gauge", "Tenants whose documents are in memory.", c.tenants_loaded);
+    metric("attune_user_documents", "gauge", "Users' documents in memory.", c.documents);
+    metric("attune_corpus_documents", "gauge", "Corpus documents in memory.", c.corpus_documents);
     return out;
   }
 };
@@ -466,7 +470,15 @@ HttpServer::~HttpServer() { stop(); }
 
 void HttpServer::start() {
   if (thread_.joinable()) return;
-  thread_ = std::thread([this] { impl_->svr.listen_after_bind(); });
+  impl_->listen_returned = false;
+  thread_ = std::thread([this] {
+    impl_->svr.listen_after_bind();
+    impl_->listen_returned = true;
+  });
+  // Return once the accept loop runs: a stop() before it starts would be missed by it, and
+  // the loop would then wait in accept() for ever.
+  while (!impl_->svr.is_running() && !impl_->listen_returned)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
 void HttpServer::stop() {

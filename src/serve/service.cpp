@@ -37,6 +37,15 @@ std::string random_hex(std::size_t bytes) {
   return out;
 }
 
+std::string model_blob_key(TenantId id) { return "serve/model/" + std::to_string(id); }
+
+// A stable hash of a request id: which requests a learning round holds back.
+std::uint64_t fnv1a(std::string_view s) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
 }  // namespace
 
 std::string new_api_key() { return "atk_" + random_hex(20); }
@@ -52,13 +61,14 @@ struct Service::Tenant {
   std::unordered_map<std::string, std::vector<Document>> users;
   std::vector<Document> corpus;
   std::unique_ptr<index::CorpusIndex> corpus_index;  // null when stale (rebuilt at the next query)
-  std::string spec;
-  std::unique_ptr<retrieval::Retriever> retriever;
+  std::string base;  // the configured spec (the first stage of learnt models)
+  std::string spec;  // what serves now: base, or a promoted model's
+  std::shared_ptr<const retrieval::Retriever> retriever;
   std::uint64_t version = 1;
   std::string model_version() const { return spec + "@v" + std::to_string(version); }
 };
 
-Service::Service(store::TenantStore& store, ServeConfig config) : store_(store), config_(std::move(config)) {
+Service::Service(store::Store& store, ServeConfig config) : store_(store), config_(std::move(config)) {
   // Parse every spec now, so a typo stops the server at start, not at its first request.
   (void)retrieval::make_retriever(retrieval::parse_retriever_spec(config_.retriever), config_.seed);
   for (const auto& [name, spec] : config_.tenant_retrievers)
@@ -83,8 +93,19 @@ Service::Tenant& Service::tenant(TenantId id) {
   for (const auto& info : store_.tenant_list())
     if (info.id == id) name = info.name;
   const auto named = config_.tenant_retrievers.find(name);
-  t->spec = retrieval::to_string(
+  t->base = retrieval::to_string(
       retrieval::parse_retriever_spec(named != config_.tenant_retrievers.end() ? named->second : config_.retriever));
+  t->spec = t->base;
+  // The last promoted model, if learning promoted one (learn_step writes it before swapping).
+  if (const auto blob = store_.blob_get(model_blob_key(id))) {
+    const json m = json::parse(*blob, nullptr, false);
+    if (m.is_discarded() || !m.contains("spec") || !m.contains("version") || !m.contains("base"))
+      throw Error("store: the promoted model record of tenant " + std::to_string(id) + " is malformed: " + *blob);
+    if (m["base"] == t->base) {  // a model learnt on another base retriever does not apply
+      t->spec = m["spec"].get<std::string>();
+      t->version = m["version"].get<std::uint64_t>();
+    }
+  }
   t->retriever = retrieval::make_retriever(retrieval::parse_retriever_spec(t->spec), config_.seed);
   for (auto& d : store_.documents_of(id)) {
     Document doc;
@@ -136,7 +157,7 @@ RetrieveResponse Service::retrieve(TenantId id, const RetrieveRequest& r) {
     q.id = "serve";
     q.user = t.scope + r.user;
     q.text = r.query;
-    const Ranking ranking = t.retriever->rank(q, candidates, r.k);
+    const Ranking ranking = t.retriever->rank(q, candidates, r.k);  // rank() checks every owner
     for (std::size_t i = 0; i < ranking.size(); ++i) {
       const auto& d = candidates[ranking.indices[i]];
       const bool corpus = from_corpus[ranking.indices[i]];
@@ -284,7 +305,104 @@ Counts Service::counts() {
   }
   c.retrieves = retrieves_;
   c.feedback_records = feedback_records_;
+  c.learn_rounds = learn_rounds_;
+  c.promotions = promotions_;
   return c;
+}
+
+std::vector<LearnReport> Service::learn_step(Learner& learner) {
+  std::vector<LearnReport> reports;
+  const LearnConfig& lc = config_.learn;
+  for (const auto& info : store_.tenant_list()) {
+    const auto records = store_.feedback_of(info.id);
+    std::size_t docs = 0;
+    for (const auto& r : records) docs += r.kind == "doc";
+    if (docs < learned_at_[info.id] + lc.min_new_feedback) continue;
+    Tenant& t = tenant(info.id);
+    // Utilities by request and served key ("user:ID" / "corpus:ID"); a later record replaces an earlier one.
+    std::map<std::string, std::map<std::string, double>> by_request;
+    for (const auto& r : records)
+      if (r.kind == "doc") by_request[r.request_id][r.item] = r.value;
+    LearnRound round;
+    round.tenant = info.id;
+    round.seed = config_.seed;
+    std::string served_spec;
+    {
+      std::shared_lock lock(t.mu);
+      round.base = t.base;
+      round.version = t.version + 1;
+      served_spec = t.model_version();
+      for (const auto& [rid, utils] : by_request) {
+        const auto req = store_.request_get(info.id, rid);
+        if (!req) continue;  // removed with its user
+        LearnQuery q;
+        q.request_id = rid;
+        q.query = req->query;
+        for (const auto& key : req->documents) {  // in served order
+          const auto u = utils.find(key);
+          if (u == utils.end()) continue;
+          const auto colon = key.find(':');
+          const std::string id = key.substr(colon + 1);
+          const std::vector<Document>* list = nullptr;
+          if (key.compare(0, colon, "corpus") == 0) {
+            list = &t.corpus;
+          } else if (auto it = t.users.find(req->user); it != t.users.end()) {
+            list = &it->second;
+          }
+          if (!list) continue;
+          const auto d = std::find_if(list->begin(), list->end(), [&](const Document& x) { return x.id == id; });
+          if (d == list->end()) continue;  // deleted since
+          q.docs.push_back(d->text);
+          q.utility.push_back(u->second);
+        }
+        if (q.docs.size() < 2) continue;
+        const bool dev = static_cast<double>(fnv1a(rid) % 10000) < lc.dev_fraction * 10000;
+        (dev ? round.dev : round.train).push_back(std::move(q));
+      }
+    }
+    learned_at_[info.id] = docs;
+    LearnReport rep;
+    rep.tenant = info.id;
+    rep.train = round.train.size();
+    rep.dev = round.dev.size();
+    for (const auto& q : round.dev) rep.served_dev_top1 += q.utility.front();  // the served order's top document
+    if (!round.dev.empty()) rep.served_dev_top1 /= static_cast<double>(round.dev.size());
+    rep.model_version = served_spec;
+    if (round.train.empty() || round.dev.empty()) {
+      rep.report = "too few queries with two or more rated documents (" + std::to_string(rep.train) + " train, " +
+                   std::to_string(rep.dev) + " held back)";
+      reports.push_back(rep);
+      continue;
+    }
+    round.out = std::filesystem::path(lc.dir) / std::to_string(info.id) / ("v" + std::to_string(round.version));
+    ++learn_rounds_;
+    LearnOutcome out;
+    try {
+      out = learner.learn(round);  // no lock held: requests go on being served by the current version
+    } catch (const std::exception& e) {
+      rep.report = std::string("the learner failed: ") + e.what();
+      reports.push_back(rep);
+      continue;
+    }
+    rep.new_dev_top1 = out.dev_top1;
+    rep.report = out.report;
+    // Promote only a model that beats what is served on the held-back feedback.
+    if (!out.spec.empty() && out.dev_top1 > rep.served_dev_top1) {
+      auto next = std::shared_ptr<const retrieval::Retriever>(
+          retrieval::make_retriever(retrieval::parse_retriever_spec(out.spec), config_.seed));
+      std::unique_lock lock(t.mu);
+      store_.blob_put(model_blob_key(info.id),
+                      json({{"spec", out.spec}, {"version", round.version}, {"base", t.base}}).dump());
+      t.spec = out.spec;
+      t.version = round.version;
+      t.retriever = std::move(next);
+      rep.promoted = true;
+      rep.model_version = t.model_version();
+      ++promotions_;
+    }
+    reports.push_back(rep);
+  }
+  return reports;
 }
 
 ServeConfig read_config(const std::filesystem::path& path) {
@@ -338,8 +456,40 @@ ServeConfig read_config(const std::filesystem::path& path) {
                        "max_document_bytes, max_id_bytes, requests_per_second, burst)");
         }
       }
+    } else if (key == "learn") {
+      if (!v.is_object()) throw bad(key, "expected an object");
+      for (const auto& [lk, lv] : v.items()) {
+        const std::string k = "learn." + lk;
+        const auto text = [&] {
+          if (!lv.is_string() || lv.get<std::string>().empty()) throw bad(k, "expected a non-empty string");
+          return lv.get<std::string>();
+        };
+        const auto number = [&](double lo, double hi) {
+          if (!lv.is_number() || !std::isfinite(lv.get<double>()) || lv.get<double>() < lo || lv.get<double>() > hi)
+            throw bad(k, "expected a number from " + json(lo).dump() + " to " + json(hi).dump());
+          return lv.get<double>();
+        };
+        if (lk == "on") {
+          if (!lv.is_boolean()) throw bad(k, "expected true or false");
+          c.learn.on = lv.get<bool>();
+        } else if (lk == "method") {
+          c.learn.method = text();
+          if (c.learn.method != "ropg-kd") throw bad(k, "the server learns with ropg-kd");
+        } else if (lk == "init") c.learn.init = text();
+        else if (lk == "dir") c.learn.dir = text();
+        else if (lk == "min_new_feedback") c.learn.min_new_feedback = count(lv, k, 1, 100000000);
+        else if (lk == "interval_seconds") c.learn.interval_seconds = number(0.1, 86400);
+        else if (lk == "dev_fraction") c.learn.dev_fraction = number(0.01, 0.9);
+        else if (lk == "top_l") c.learn.top_l = count(lv, k, 2, 1000);
+        else if (lk == "epochs") c.learn.epochs = count(lv, k, 1, 1000);
+        else if (lk == "lr") c.learn.lr = number(0, 1);
+        else
+          throw bad(k, "unknown key (on, method, init, dir, min_new_feedback, interval_seconds, dev_fraction, top_l, "
+                       "epochs, lr)");
+      }
+      if (c.learn.on && c.learn.init.empty()) throw bad("learn.init", "learning needs the encoder to start from");
     } else {
-      throw bad(key, "unknown key (retriever, tenants, corpus_candidates, seed, limits)");
+      throw bad(key, "unknown key (retriever, tenants, corpus_candidates, seed, limits, learn)");
     }
   }
   return c;

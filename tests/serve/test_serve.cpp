@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <set>
 #include <string>
@@ -370,4 +371,88 @@ TEST(Serve, ConfigFileErrorsNameTheKey) {
   bad.retriever = "bm26";
   auto st = store::open_sqlite(dir.path / "s.db");
   EXPECT_THROW(serve::Service(*st, bad), UsageError);
+}
+
+namespace {
+
+// A learner whose answer the test sets; it records what it was given, and can hold a round
+// open until the test lets it finish.
+struct FakeLearner : serve::Learner {
+  std::string spec = "recency";
+  double dev_top1 = 1.0;
+  std::vector<serve::LearnRound> rounds;
+  std::function<void()> during;
+  serve::LearnOutcome learn(const serve::LearnRound& r) override {
+    rounds.push_back(r);
+    if (during) during();
+    return {spec, dev_top1, "fake"};
+  }
+};
+
+// Puts 4 documents for each of n users and sends, for each, a retrieve of k = 4 and a
+// utility for every served document (1 for "d0" of the user, 0 for the others).
+void feed(Fixture& f, int first, int n) {
+  auto a = f.client(f.key_a);
+  for (int i = first; i < first + n; ++i) {
+    const std::string u = "u" + std::to_string(i);
+    json d = json::array();
+    for (int j = 0; j < 4; ++j) d.push_back({{"id", "d" + std::to_string(j)}, {"text", "note " + std::to_string(j) + " of " + u}});
+    ASSERT_EQ(call(a, "PUT", "/v1/users/" + u + "/documents", json{{"documents", d}}).status, 200);
+    const auto r = call(a, "POST", "/v1/retrieve", json{{"user", u}, {"query", "note"}, {"k", 4}});
+    json utils = json::object();
+    for (const auto& doc : r.body["documents"]) utils[doc["id"].get<std::string>()] = doc["id"] == "d0" ? 1.0 : 0.0;
+    ASSERT_EQ(call(a, "POST", "/v1/feedback", json{{"request_id", r.body["request_id"]}, {"utilities", utils}}).status, 200);
+  }
+}
+
+}  // namespace
+
+TEST(Serve, LearningPromotesOnlyABetterModelKeepsServingMeanwhileAndSurvivesARestart) {
+  serve::ServeConfig cfg;
+  cfg.learn.on = true;
+  cfg.learn.min_new_feedback = 100;
+  cfg.learn.dev_fraction = 0.3;
+  Fixture f(cfg);
+  cfg.learn.dir = (f.dir.path / "models").string();
+  f.stop();
+  f.start(cfg);
+  FakeLearner learner;
+  feed(f, 0, 20);  // 80 records: not enough for a round
+  EXPECT_TRUE(f.service->learn_step(learner).empty());
+  feed(f, 20, 20);  // 160
+  // While the round trains, requests are answered by the current version.
+  learner.during = [&] {
+    const auto r = call(f.client(f.key_a), "POST", "/v1/retrieve", json{{"user", "u1"}, {"query", "note"}});
+    EXPECT_EQ(r.status, 200);
+    EXPECT_EQ(r.body["model_version"], "bm25@v1");
+  };
+  auto reps = f.service->learn_step(learner);
+  ASSERT_EQ(reps.size(), 1u);
+  ASSERT_EQ(learner.rounds.size(), 1u);
+  const auto& round = learner.rounds[0];
+  EXPECT_EQ(round.train.size() + round.dev.size(), 40u);
+  EXPECT_GT(round.dev.size(), 4u);
+  EXPECT_EQ(round.train[0].docs.size(), 4u);
+  EXPECT_EQ(round.base, "bm25");
+  EXPECT_EQ(round.version, 2u);
+  EXPECT_TRUE(reps[0].promoted) << reps[0].report;
+  EXPECT_EQ(reps[0].model_version, "recency@v2");
+  const auto r = call(f.client(f.key_a), "POST", "/v1/retrieve", json{{"user", "u1"}, {"query", "note"}});
+  EXPECT_EQ(r.body["model_version"], "recency@v2");
+  // The next round, with a model no better than what is served on the held-back queries, is not promoted.
+  feed(f, 40, 30);
+  learner.during = nullptr;
+  learner.dev_top1 = reps[0].served_dev_top1 * 0;  // worse than served (served top-1 > 0 unless every d0 was ranked low)
+  learner.spec = "random";
+  reps = f.service->learn_step(learner);
+  ASSERT_EQ(reps.size(), 1u);
+  EXPECT_FALSE(reps[0].promoted);
+  EXPECT_EQ(reps[0].model_version, "recency@v2");
+  // A restarted server serves the last promoted version.
+  f.stop();
+  f.start(cfg);
+  EXPECT_EQ(call(f.client(f.key_a), "POST", "/v1/retrieve", json{{"user", "u1"}, {"query", "note"}}).body["model_version"],
+            "recency@v2");
+  EXPECT_EQ(call(f.client(f.key_b), "POST", "/v1/retrieve", json{{"user", "u1"}, {"query", "note"}}).body["model_version"],
+            "bm25@v1");  // the other tenant learnt nothing
 }

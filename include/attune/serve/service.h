@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "attune/core/error.h"
-#include "attune/store/tenant_store.h"
+#include "attune/store/store.h"
 
 namespace attune::serve {
 
@@ -53,15 +53,34 @@ struct Limits {
   double burst = 0;                           // the bucket's size; 0 = max(1, requests_per_second)
 };
 
+// Learning while serving: every interval_seconds the learner thread of `attune serve` asks
+// Service::learn_step to retrain each tenant that has min_new_feedback new per-document
+// utilities since its last round, on all of its feedback so far (paper 002's online update),
+// and promotes the result only when it beats the served model on held-back feedback.
+struct LearnConfig {
+  bool on = false;
+  std::string method = "ropg-kd";   // the learner (tools/attune/cmd_serve.cpp builds it)
+  std::string init;                 // the encoder every round starts from (a dense: model folder)
+  std::string dir = "serve-models"; // where each round's model folder goes: DIR/TENANT_ID/vN
+  std::size_t min_new_feedback = 256;  // new "doc" records before a tenant is retrained
+  double interval_seconds = 30;
+  double dev_fraction = 0.2;        // requests held back (by a hash of the request id) to decide promotion
+  std::size_t top_l = 20;           // the trained model reranks the base retriever's top top_l
+  std::size_t epochs = 5;
+  double lr = 1e-3;
+};
+
 // The deployment: `attune serve --config FILE` (JSON, docs/serve.md), every key optional:
 //   {"retriever": "bm25", "tenants": {"acme": {"retriever": "rerank(bm25,20,cross:DIR)"}},
-//    "corpus_candidates": 100, "seed": 0, "limits": {"max_k": 100, ...}}
+//    "corpus_candidates": 100, "seed": 0, "limits": {"max_k": 100, ...},
+//    "learn": {"on": true, "init": "ENCODER_DIR", ...}}
 struct ServeConfig {
   std::string retriever = "bm25";                         // every tenant's, unless named below
   std::map<std::string, std::string> tenant_retrievers;   // tenant name -> spec
   std::size_t corpus_candidates = 100;                    // corpus BM25 hits a query's ranking sees
   std::uint64_t seed = 0;
   Limits limits;
+  LearnConfig learn;
 };
 // Reads a config file: InputError naming the file and the key for a bad value or an unknown key.
 ServeConfig read_config(const std::filesystem::path& path);
@@ -99,15 +118,55 @@ struct FeedbackRequest {
   std::optional<std::string> output, reference;
 };
 
+// One query of a tenant's feedback as a learner reads it: the served documents that have a
+// utility, in the order they were served (the serving model's ranking).
+struct LearnQuery {
+  std::string request_id, query;
+  std::vector<std::string> docs;
+  std::vector<double> utility;
+};
+
+// What a learner gets for one tenant's round, and what it answers.
+struct LearnRound {
+  TenantId tenant = 0;
+  std::string base;                 // the base retriever spec (its first stage)
+  std::uint64_t version = 0;        // the version this round would become
+  std::vector<LearnQuery> train, dev;
+  std::filesystem::path out;        // the folder to write the model into
+  std::uint64_t seed = 0;
+};
+struct LearnOutcome {
+  std::string spec;                 // the retriever spec of the trained model ("" when it failed)
+  double dev_top1 = 0;              // its mean utility of the top document on round.dev
+  std::string report;               // one line for the log
+};
+class Learner {
+ public:
+  virtual ~Learner() = default;
+  virtual LearnOutcome learn(const LearnRound& round) = 0;
+};
+
+// What learn_step did for one tenant.
+struct LearnReport {
+  TenantId tenant = 0;
+  std::size_t train = 0, dev = 0;
+  double served_dev_top1 = 0;       // the served model's top document's mean utility on dev
+  double new_dev_top1 = 0;
+  bool promoted = false;
+  std::string model_version;        // after the round
+  std::string report;
+};
+
 struct Counts {
   std::size_t tenants_loaded = 0, users = 0, documents = 0, corpus_documents = 0;
-  std::uint64_t retrieves = 0, feedback_records = 0;
+  std::uint64_t retrieves = 0, feedback_records = 0, learn_rounds = 0, promotions = 0;
 };
 
 class Service {
  public:
   // The store must outlive the service. Specs are parsed here (UsageError for a bad one).
-  Service(store::TenantStore& store, ServeConfig config);
+  // A tenant starts on the last model version promoted for it (kept in the store's blobs).
+  Service(store::Store& store, ServeConfig config);
   ~Service();
   Service(const Service&) = delete;
   Service& operator=(const Service&) = delete;
@@ -132,15 +191,20 @@ class Service {
                                                       const std::vector<std::string>& documents, std::size_t top_n);
   std::string model_version(TenantId tenant);
   Counts counts();
+  // One learning round for every tenant with enough new feedback (LearnConfig). Training runs
+  // without holding any lock, so requests are served meanwhile by the current version; a
+  // promoted model is recorded in the store first, then swapped in whole.
+  std::vector<LearnReport> learn_step(Learner& learner);
 
  private:
   struct Tenant;
   Tenant& tenant(TenantId id);
-  store::TenantStore& store_;
+  store::Store& store_;
   ServeConfig config_;
+  std::map<TenantId, std::size_t> learned_at_;  // doc records seen at each tenant's last round (learn_step only)
   std::mutex mu_;  // guards tenants_
   std::map<TenantId, std::unique_ptr<Tenant>> tenants_;
-  std::atomic<std::uint64_t> retrieves_{0}, feedback_records_{0};
+  std::atomic<std::uint64_t> retrieves_{0}, feedback_records_{0}, learn_rounds_{0}, promotions_{0};
 };
 
 // A fresh API key: "atk_" and 40 hex digits from the kernel's random source.
