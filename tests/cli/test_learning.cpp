@@ -21,7 +21,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <httplib.h>
+#include <thread>
+
+#include "attune/engine/data_spec.h"
 #include "attune/llm/openai_server.h"
+#include "attune/tasks/task.h"
+#include "attune/text/tokenizer.h"
 #include "attune/llm/planted.h"
 #include "cli_run.h"
 
@@ -386,3 +392,115 @@ TEST_F(Learning, IumRunsItsEmIterationsResumesAndServesEachAgent) {
 }
 
 }  // namespace
+
+// attune serve learns from a planted reader's feedback sent through its API: an application
+// (this test) puts each user's profile as their documents, asks /v1/retrieve for 16, has the
+// reader answer with each served document alone, and sends the metric of each answer as
+// that document's utility. The server's learner (ROPG-KD from `enc`) must then serve rankings
+// whose top document is liked more often, on queries it learnt nothing from, under a new
+// model version. (The learner itself, with its lr-0 control, is the ROPG-KD check above.)
+TEST_F(Learning, ServeLearnsFromAPlantedReadersFeedbackSentThroughItsApi) {
+  attune::engine::DataSpec spec;
+  spec.data = kGit;
+  spec.task = "commit_subject";
+  spec.split = "train";
+  const auto ds = attune::engine::load_dataset(spec);
+  spec.split = "dev";
+  const auto held = attune::engine::load_dataset(spec);  // the held-out users: the dev split's first 160
+  const auto task = attune::tasks::make_task("commit_subject");
+  const auto tok = attune::text::make_tokenizer("whitespace");
+  // As the ROPG-KD check: 2,500 training queries, 4 epochs; 160 dev queries held out.
+  constexpr std::size_t kTrain = 2500, kHeldOut = 160;
+  ASSERT_GE(ds.examples.size(), kTrain);
+  ASSERT_GE(held.examples.size(), kHeldOut);
+  const auto r = run("tenant add acme --store serve.db");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const std::string key = r.out.substr(0, r.out.find('\n'));
+  // The round starts once all the feedback is in: one record per served document, min(16, profile).
+  std::size_t expected = 0;
+  for (std::size_t i = 0; i < kTrain; ++i) expected += std::min<std::size_t>(16, ds.examples[i].profile.size());
+  {
+    std::ofstream(dir_ / "serve.json") << R"({"retriever": "bm25", "learn": {"on": true, "init": "enc", "dir": "served",
+        "interval_seconds": 1, "top_l": 16, "epochs": 4, "min_new_feedback": )" << expected << "}}";
+  }
+  const std::string bin = std::string(ATTUNE_BINARY_DIR) + "/tools/attune/attune";
+  ASSERT_EQ(std::system(("cd '" + dir_.string() + "' && ('" + bin +
+                         "' serve --store serve.db --config serve.json --port 0 --port-file port.txt >serve.out "
+                         "2>serve.err & echo $! >pid.txt)").c_str()),
+            0);
+  for (int i = 0; i < 400 && !fs::exists(dir_ / "port.txt"); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  ASSERT_TRUE(fs::exists(dir_ / "port.txt")) << slurp(dir_ / "serve.err");
+  httplib::Client c("127.0.0.1", std::stoi(slurp(dir_ / "port.txt")));
+  c.set_default_headers({{"Authorization", "Bearer " + key}});
+  c.set_read_timeout(60);
+  const auto post = [&](const std::string& path, const json& body) {
+    auto res = c.Post(path, body.dump(), "application/json");
+    EXPECT_TRUE(res) << path;
+    EXPECT_EQ(res ? res->status : 0, 200) << (res ? res->body : "");
+    return res ? json::parse(res->body) : json();
+  };
+  // Each example is a user (its id) whose profile is their documents.
+  const auto put_user = [&](const attune::Example& ex) {
+    json docs = json::array();
+    for (const auto& d : ex.profile) docs.push_back({{"id", d.id}, {"text", task->document_text(d)}});
+    auto res = c.Put("/v1/users/" + ex.id + "/documents", json{{"documents", docs}}.dump(), "application/json");
+    ASSERT_TRUE(res);
+    ASSERT_EQ(res->status, 200) << res->body;
+  };
+  // The planted reader's utility of one document for an example: its answer with that document alone, scored.
+  const auto utility = [&](const attune::Example& ex, const std::string& doc_id) {
+    for (const auto& d : ex.profile)
+      if (d.id == doc_id) {
+        const auto prompt = task->prompt(ex, {&d}, *tok, {});
+        return task->reward(reader_->answer(prompt), ex.output);
+      }
+    ADD_FAILURE() << "served a document " << doc_id << " that is not in the profile of " << ex.id;
+    return 0.0;
+  };
+  // Served top-1 utility on the held-out users (the last 160 examples), and the model version.
+  const auto served_top1 = [&](std::string& version) {
+    double sum = 0;
+    for (std::size_t i = 0; i < kHeldOut; ++i) {
+      const auto& ex = held.examples[i];
+      const auto out = post("/v1/retrieve", {{"user", ex.id}, {"query", task->query(ex)}, {"k", 1}});
+      version = out.value("model_version", "");
+      if (!out["documents"].empty()) sum += utility(ex, out["documents"][0]["id"]);
+    }
+    return sum / kHeldOut;
+  };
+  for (std::size_t i = 0; i < kHeldOut; ++i) put_user(held.examples[i]);
+  std::string before_version, after_version;
+  const double before = served_top1(before_version);
+  EXPECT_EQ(before_version, "bm25@v1");
+
+  // Feedback on the training users: 16 served documents each, a utility for every one.
+  std::size_t records = 0;
+  for (std::size_t i = 0; i < kTrain; ++i) {
+    const auto& ex = ds.examples[i];
+    put_user(ex);
+    const auto out = post("/v1/retrieve", {{"user", ex.id}, {"query", task->query(ex)}, {"k", 16}});
+    json utils = json::object();
+    for (const auto& d : out["documents"]) utils[d["id"].get<std::string>()] = utility(ex, d["id"]);
+    if (utils.empty()) continue;
+    records += post("/v1/feedback", {{"request_id", out["request_id"]}, {"utilities", utils}}).value("records", 0);
+  }
+  ASSERT_EQ(records, expected) << "the feedback the learner waits for";
+  // Wait for the round (it trains beside the request handlers) and its promotion.
+  bool promoted = false;
+  for (int i = 0; i < 600 && !promoted; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    promoted = slurp(dir_ / "serve.err").find("promoted") != std::string::npos ||
+               slurp(dir_ / "serve.err").find("kept the served model") != std::string::npos;
+  }
+  const std::string log = slurp(dir_ / "serve.err");
+  ASSERT_TRUE(promoted) << log;
+  const double after = served_top1(after_version);
+  std::printf("serve learning: held-out served top-1 utility %.4f (%s) -> %.4f (%s)\n%s", before, before_version.c_str(),
+              after, after_version.c_str(), log.c_str());
+  EXPECT_NE(log.find(": promoted;"), std::string::npos) << log;
+  EXPECT_EQ(after_version.rfind("served/", 0), 0u) << after_version;
+  EXPECT_NE(after_version.find("@v2"), std::string::npos) << after_version;
+  EXPECT_GT(after, before + 0.02) << "the served rankings did not improve";
+  const auto pid = slurp(dir_ / "pid.txt");
+  std::system(("kill -TERM " + pid.substr(0, pid.find('\n'))).c_str());
+}

@@ -1,17 +1,63 @@
 // attune serve: personalized retrieval over HTTP for the tenants of a store (serve/http.h,
 // docs/serve.md). Runs until SIGINT or SIGTERM, then lets the requests in flight finish.
+#include <condition_variable>
 #include <csignal>
 #include <cstdio>
+#include <mutex>
 #include <pthread.h>
+#include <thread>
 
 #include "attune/core/error.h"
 #include "attune/core/file.h"
 #include "attune/serve/http.h"
 #include "attune/serve/openapi.h"
 #include "attune/store/store.h"
+#include "attune/train/ropg.h"
 #include "common.h"
 
 namespace attune::cli {
+
+namespace {
+
+// The server's learner: ROPG-KD (paper 000) on the per-document utilities of what was
+// served, from the configured encoder, into rerank(BASE, top_l, dense:DIR) (the trained
+// folder). Its dev number is the encoder's top-1 utility on the held-back requests, the
+// quantity Service::learn_step compares with the served order's.
+class RopgKdLearner final : public serve::Learner {
+ public:
+  explicit RopgKdLearner(serve::LearnConfig c) : c_(std::move(c)) {}
+  serve::LearnOutcome learn(const serve::LearnRound& r) override {
+    const auto examples = [](const std::vector<serve::LearnQuery>& qs) {
+      std::vector<train::RopgExample> out;
+      for (const auto& q : qs) out.push_back({q.request_id, q.query, q.docs, q.utility, {}});
+      return out;
+    };
+    train::RopgOptions o;
+    o.objective = train::RopgObjective::KD;
+    o.init = c_.init;
+    o.rerank = train::RopgOptions::Rerank{r.base, c_.top_l};
+    o.fit.out = r.out;
+    o.fit.epochs = c_.epochs;
+    o.fit.lr = c_.lr;
+    o.fit.batch_size = 16;
+    o.fit.seed = r.seed;
+    o.fit.quiet = true;
+    o.fit.data_description = "attune serve: feedback of tenant " + std::to_string(r.tenant) + " (" +
+                             std::to_string(r.train.size()) + " requests; " + std::to_string(r.dev.size()) + " held back)";
+    if (std::filesystem::exists(r.out)) remove_tree(r.out);  // a round cut short by a crash starts again
+    const auto res = train::train_ropg(examples(r.train), examples(r.dev), o);
+    const double kept = res.best_epoch ? res.epochs.at(res.best_epoch - 1).dev_top1 : res.init_dev_top1;
+    char line[256];
+    std::snprintf(line, sizeof line, "ropg-kd: held-back top-1 utility %.4f at the start -> %.4f (epoch %zu of %zu; oracle %.4f)",
+                  res.init_dev_top1, kept, res.best_epoch, res.epochs.size(), res.dev_oracle);
+    return {r.out.string(), kept, line};
+  }
+
+ private:
+  serve::LearnConfig c_;
+};
+
+}  // namespace
 
 void add_serve(CLI::App& app, int& rc) {
   auto* cmd = app.add_subcommand("serve", "serve personalized retrieval over HTTP (docs/serve.md): /v1/retrieve, "
@@ -22,8 +68,9 @@ void add_serve(CLI::App& app, int& rc) {
   auto http = std::make_shared<serve::HttpOptions>();
   auto port_file = std::make_shared<std::string>();
   cmd->add_option("--store", r->store, "the store: tenants, keys, documents, requests and feedback")->capture_default_str();
-  cmd->add_option("--config", *config, "the deployment's JSON config: retriever spec per tenant, limits (docs/serve.md); "
-                                       "default: bm25 for every tenant and the default limits");
+  cmd->add_option("--config", *config, "the deployment's JSON file: retriever spec per tenant, limits, learning "
+                                       "(docs/serve.md; for serve --config is this file, not the options file other "
+                                       "verbs take); default: bm25 for every tenant, the default limits, learning off");
   cmd->add_option("--host", http->host, "address to listen on (loopback by default)")->capture_default_str();
   cmd->add_option("--port", http->port, "port to listen on (0 = any free port; see --port-file)")
       ->check(CLI::Range(0, 65535))
@@ -32,6 +79,8 @@ void add_serve(CLI::App& app, int& rc) {
   cmd->add_flag("--quiet", r->quiet, "no start and stop lines on stderr");
   cmd->callback([=, &rc] {
     const serve::ServeConfig cfg = config->empty() ? serve::ServeConfig{} : serve::read_config(*config);
+    if (cfg.learn.on && !std::filesystem::is_directory(cfg.learn.init))
+      throw UsageError("--config " + *config + ": learn.init " + cfg.learn.init + ": no such model folder");
     auto st = store::open_sqlite(r->store_file());
     serve::Service service(*st, cfg);
     http->openapi = serve::openapi_document();
@@ -42,18 +91,55 @@ void add_serve(CLI::App& app, int& rc) {
     pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);  // the server's threads inherit the mask
     serve::HttpServer server(service, *http);
     server.start();
+    // The learner thread: a round every interval, none while one runs; stops with the server.
+    std::mutex learn_mu;
+    std::condition_variable learn_cv;
+    bool stopping = false;
+    std::thread learn_thread;
+    if (cfg.learn.on) {
+      learn_thread = std::thread([&, quiet = r->quiet] {
+        RopgKdLearner learner(cfg.learn);
+        std::unique_lock lock(learn_mu);
+        while (!learn_cv.wait_for(lock, std::chrono::duration<double>(cfg.learn.interval_seconds), [&] { return stopping; })) {
+          lock.unlock();
+          try {
+            for (const auto& rep : service.learn_step(learner))
+              if (!quiet)
+                std::fprintf(stderr, "serve: learn, tenant %lld: %zu requests, %zu held back, served top-1 %.4f, new %.4f: %s; "
+                                     "%s (%s)\n",
+                             static_cast<long long>(rep.tenant), rep.train, rep.dev, rep.served_dev_top1, rep.new_dev_top1,
+                             rep.promoted ? "promoted" : "kept the served model", rep.model_version.c_str(),
+                             rep.report.c_str());
+          } catch (const std::exception& e) {
+            std::fprintf(stderr, "serve: learning round failed: %s\n", e.what());
+          }
+          lock.lock();
+        }
+      });
+    }
     if (!port_file->empty()) write_file_atomic(*port_file, std::to_string(server.port()) + "\n");
     if (!r->quiet)
-      std::fprintf(stderr, "serve: http://%s:%d (store %s, retriever %s, %zu tenants); Ctrl-C stops\n", http->host.c_str(),
-                   server.port(), r->store.c_str(), cfg.retriever.c_str(), st->tenant_list().size());
+      std::fprintf(stderr, "serve: http://%s:%d (store %s, retriever %s, %zu tenants, learning %s); Ctrl-C stops\n",
+                   http->host.c_str(), server.port(), r->store.c_str(), cfg.retriever.c_str(), st->tenant_list().size(),
+                   cfg.learn.on ? ("on, ropg-kd from " + cfg.learn.init).c_str() : "off");
     int sig = 0;
     sigwait(&stop_signals, &sig);
     server.stop();  // drains the requests in flight
+    if (learn_thread.joinable()) {
+      {
+        std::lock_guard lock(learn_mu);
+        stopping = true;
+      }
+      learn_cv.notify_all();
+      learn_thread.join();  // a round in progress finishes first (its model is not half-promoted)
+    }
     if (!r->quiet) {
       const auto c = service.counts();
-      std::fprintf(stderr, "serve: stopped (%s) after %llu retrievals and %llu feedback records\n",
+      std::fprintf(stderr, "serve: stopped (%s) after %llu retrievals, %llu feedback records, %llu learning rounds and %llu "
+                           "promotions\n",
                    sig == SIGTERM ? "SIGTERM" : "SIGINT", static_cast<unsigned long long>(c.retrieves),
-                   static_cast<unsigned long long>(c.feedback_records));
+                   static_cast<unsigned long long>(c.feedback_records), static_cast<unsigned long long>(c.learn_rounds),
+                   static_cast<unsigned long long>(c.promotions));
     }
     rc = 0;
   });

@@ -29,9 +29,10 @@ int run_app(CLI::App& app, int& rc, int argc, char** argv) {
   // CLI11's own errors (unknown flag, bad value, ...) in one line, like attune's.
   app.failure_message([](const CLI::App*, const CLI::Error& e) { return "attune: " + std::string(e.what()) + " (see --help)\n"; });
   try {
-    // --config FILE: the file's options, inserted where the command line has none.
+    // --config FILE: the file's options, inserted where the command line has none. `serve`
+    // takes --config itself: its deployment file (JSON, docs/serve.md), not options.
     std::vector<std::string> args(argv + 1, argv + argc);
-    args = expand_config(args);
+    if (args.empty() || args.front() != "serve") args = expand_config(args);
     std::reverse(args.begin(), args.end());  // CLI11 takes a reversed vector
     app.parse(args);
   } catch (const CLI::CallForHelp& e) {
