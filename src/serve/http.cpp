@@ -205,6 +205,7 @@ struct HttpServer::Impl {
     svr.set_payload_max_length(l.max_body_bytes);
     svr.set_tcp_nodelay(true);
     svr.set_keep_alive_timeout(2);
+    svr.set_keep_alive_max_count(1000);  // requests per connection before it is closed (httplib's default: 5)
     // httplib answers some errors itself (404 for no route, 413 for a large body): give them a JSON body.
     svr.set_error_handler([&l](const httplib::Request& req, httplib::Response& res) {
       if (!res.body.empty()) return;
