@@ -20,6 +20,7 @@
 #include "attune/core/rng.h"
 #include "attune/core/strings.h"
 #include "attune/index/corpus_index.h"
+#include "attune/retrieval/profile_bm25.h"
 #include "attune/retrieval/retriever.h"
 
 namespace fs = std::filesystem;
@@ -100,6 +101,29 @@ void ProfileBm25(benchmark::State& state) {
   state.counters["words/doc"] = static_cast<double>(words) / static_cast<double>(n);
 }
 BENCHMARK(ProfileBm25)->Arg(16)->Arg(64)->Arg(256);
+
+// The same queries against profiles whose statistics are kept (retrieval::ProfileBm25, what
+// `attune serve` holds per user): the query is tokenized and its postings scored, then all n
+// documents are ranked (k = 0), with bit-identical scores.
+void ProfileBm25Kept(benchmark::State& state) {
+  const auto& data = profile_data();
+  const auto n = static_cast<std::size_t>(state.range(0));
+  std::vector<attune::retrieval::ProfileBm25> kept;
+  for (std::size_t p = 0; p < 16; ++p) {
+    const std::size_t start = (p * n) % (data.docs.size() - n);
+    kept.emplace_back(std::vector<Document>(data.docs.begin() + static_cast<std::ptrdiff_t>(start),
+                                            data.docs.begin() + static_cast<std::ptrdiff_t>(start + n)));
+  }
+  std::size_t i = 0;
+  for (auto _ : state) {
+    const attune::retrieval::Query q{"q", "", data.queries[i % data.queries.size()]};
+    auto r = kept[i % kept.size()].rank(q, 0);
+    benchmark::DoNotOptimize(r);
+    ++i;
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
+}
+BENCHMARK(ProfileBm25Kept)->Arg(16)->Arg(64)->Arg(256);
 
 // ---- corpus --------------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@
 #include "attune/core/sha256.h"
 #include "attune/core/strings.h"
 #include "attune/index/corpus_index.h"
+#include "attune/retrieval/profile_bm25.h"
 #include "attune/retrieval/spec.h"
 #include "attune/tasks/task.h"
 
@@ -61,6 +62,9 @@ struct Service::Tenant {
   std::unordered_map<std::string, std::vector<Document>> users;
   std::vector<Document> corpus;
   std::unique_ptr<index::CorpusIndex> corpus_index;  // null when stale (rebuilt at the next query)
+  // Per user, their BM25 statistics, for queries that rank only their documents with plain
+  // bm25 (exactly as bm25 over them would); dropped when their documents change.
+  std::unordered_map<std::string, std::shared_ptr<const retrieval::ProfileBm25>> profile_bm25;
   std::string base;  // the configured spec (the first stage of learnt models)
   std::string spec;  // what serves now: base, or a promoted model's
   std::shared_ptr<const retrieval::Retriever> retriever;
@@ -124,9 +128,25 @@ Service::Tenant& Service::tenant(TenantId id) {
 
 RetrieveResponse Service::retrieve(TenantId id, const RetrieveRequest& r) {
   Tenant& t = tenant(id);
+  // What a query of this kind needs built: the user's BM25 statistics (plain bm25 over their
+  // documents alone) and the corpus index. Checked under the shared lock; built, when stale
+  // after a change, under the exclusive one (rarely: requests otherwise never wait on each other).
+  const auto profile_wanted = [&] { return t.spec == "bm25" && r.personal && (!r.corpus || t.corpus.empty()); };
+  const auto stale = [&] {
+    return (profile_wanted() && t.users.count(r.user) && !t.profile_bm25.count(r.user)) ||
+           (r.corpus && !t.corpus_index && !t.corpus.empty());
+  };
+  bool build = false;
   {
-    // Build the corpus index first if a change made it stale (alone: it writes).
+    std::shared_lock lock(t.mu);
+    build = stale();
+  }
+  if (build) {
     std::unique_lock lock(t.mu);
+    if (profile_wanted() && !t.profile_bm25.count(r.user)) {
+      auto it = t.users.find(r.user);
+      if (it != t.users.end()) t.profile_bm25[r.user] = std::make_shared<const retrieval::ProfileBm25>(it->second);
+    }
     if (r.corpus && !t.corpus_index && !t.corpus.empty()) {
       std::vector<std::string> texts;
       texts.reserve(t.corpus.size());
@@ -138,31 +158,45 @@ RetrieveResponse Service::retrieve(TenantId id, const RetrieveRequest& r) {
   std::vector<std::string> served;
   {
     std::shared_lock lock(t.mu);
-    std::vector<Document> candidates;
-    std::vector<char> from_corpus;
-    if (r.personal) {
-      auto it = t.users.find(r.user);
-      if (it != t.users.end())
-        for (const auto& d : it->second) {
-          candidates.push_back(d);
-          from_corpus.push_back(0);
-        }
-    }
-    if (r.corpus && t.corpus_index)
-      for (const auto& h : t.corpus_index->search(r.query, config_.corpus_candidates)) {
-        candidates.push_back(t.corpus[h.doc]);
-        from_corpus.push_back(1);
-      }
     retrieval::Query q;
     q.id = "serve";
     q.user = t.scope + r.user;
     q.text = r.query;
-    const Ranking ranking = t.retriever->rank(q, candidates, r.k);  // rank() checks every owner
-    for (std::size_t i = 0; i < ranking.size(); ++i) {
-      const auto& d = candidates[ranking.indices[i]];
-      const bool corpus = from_corpus[ranking.indices[i]];
-      out.documents.push_back({d.id, d.text, ranking.scores[i], corpus ? "corpus" : "user"});
-      served.push_back((corpus ? "corpus:" : "user:") + d.id);
+    std::shared_ptr<const retrieval::ProfileBm25> profile;
+    if (profile_wanted()) {
+      const auto it = t.profile_bm25.find(r.user);
+      if (it != t.profile_bm25.end()) profile = it->second;
+    }
+    if (profile) {  // the user's documents alone, with their statistics kept
+      const Ranking ranking = profile->rank(q, r.k);  // checks the owner
+      for (std::size_t i = 0; i < ranking.size(); ++i) {
+        const auto& d = profile->docs()[ranking.indices[i]];
+        out.documents.push_back({d.id, d.text, ranking.scores[i], "user"});
+        served.push_back("user:" + d.id);
+      }
+    } else {
+      std::vector<Document> candidates;
+      std::vector<char> from_corpus;
+      if (r.personal) {
+        auto it = t.users.find(r.user);
+        if (it != t.users.end())
+          for (const auto& d : it->second) {
+            candidates.push_back(d);
+            from_corpus.push_back(0);
+          }
+      }
+      if (r.corpus && t.corpus_index)
+        for (const auto& h : t.corpus_index->search(r.query, config_.corpus_candidates)) {
+          candidates.push_back(t.corpus[h.doc]);
+          from_corpus.push_back(1);
+        }
+      const Ranking ranking = t.retriever->rank(q, candidates, r.k);  // rank() checks every owner
+      for (std::size_t i = 0; i < ranking.size(); ++i) {
+        const auto& d = candidates[ranking.indices[i]];
+        const bool corpus = from_corpus[ranking.indices[i]];
+        out.documents.push_back({d.id, d.text, ranking.scores[i], corpus ? "corpus" : "user"});
+        served.push_back((corpus ? "corpus:" : "user:") + d.id);
+      }
     }
     out.model_version = t.model_version();
   }
@@ -239,7 +273,10 @@ void Service::put_documents(TenantId id, const std::string& user, const std::vec
     else
       list.push_back(std::move(doc));
   }
-  if (user.empty()) t.corpus_index.reset();
+  if (user.empty())
+    t.corpus_index.reset();
+  else
+    t.profile_bm25.erase(user);
 }
 
 bool Service::delete_document(TenantId id, const std::string& user, const std::string& doc) {
@@ -255,6 +292,7 @@ bool Service::delete_document(TenantId id, const std::string& user, const std::s
       std::erase_if(it->second, [&](const Document& d) { return d.id == doc; });
       if (it->second.empty()) t.users.erase(it);
     }
+    t.profile_bm25.erase(user);
   }
   return true;
 }
@@ -264,6 +302,7 @@ std::size_t Service::delete_user(TenantId id, const std::string& user) {
   std::unique_lock lock(t.mu);
   const std::size_t n = store_.user_delete(id, user);
   t.users.erase(user);
+  t.profile_bm25.erase(user);
   return n;
 }
 

@@ -1,0 +1,48 @@
+// ProfileBm25 ranks exactly as bm25 over the same documents (bit-identical scores, same
+// tie order) and answers only its owner's queries.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "attune/core/error.h"
+#include "attune/retrieval/profile_bm25.h"
+#include "attune/retrieval/spec.h"
+
+using namespace attune;
+
+TEST(ProfileBm25, RanksBitIdenticallyToBm25OverTheSameDocuments) {
+  std::mt19937 rng(7);
+  const std::vector<std::string> words = {"fix", "parser", "crash", "add", "flag", "docs", "release", "test", "the", "a",
+                                          "config", "empty", "key", "Übersetzung", "naïve"};
+  const auto bm25 = retrieval::make_retriever(retrieval::parse_retriever_spec("bm25"), 0);
+  for (int trial = 0; trial < 50; ++trial) {
+    std::vector<Document> docs(1 + rng() % 40);
+    for (std::size_t i = 0; i < docs.size(); ++i) {
+      docs[i].id = "d" + std::to_string(i);
+      docs[i].owner = "t/ann";
+      for (std::size_t w = 0, n = 1 + rng() % 12; w < n; ++w) docs[i].text += words[rng() % words.size()] + " ";
+    }
+    retrieval::ProfileBm25 index(docs);
+    for (int qi = 0; qi < 5; ++qi) {
+      retrieval::Query q{"q", "t/ann", words[rng() % words.size()] + " " + words[rng() % words.size()]};
+      for (std::size_t k : {std::size_t{0}, std::size_t{1}, std::size_t{5}}) {
+        const Ranking want = bm25->rank(q, docs, k), got = index.rank(q, k);
+        ASSERT_EQ(got.indices, want.indices) << "trial " << trial << " query " << q.text << " k " << k;
+        ASSERT_EQ(got.ids, want.ids);
+        for (std::size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got.scores[i], want.scores[i]);  // bit for bit
+      }
+    }
+  }
+}
+
+TEST(ProfileBm25, AnswersOnlyItsOwnersQueries) {
+  std::vector<Document> docs(3);  // three: with two, a word of one of them has idf 0 and all tie
+  docs[0] = {"a", "t/ann", "fix the parser", {}, std::nullopt};
+  docs[1] = {"b", "t/ann", "release notes", {}, std::nullopt};
+  docs[2] = {"c", "t/ann", "update the manual", {}, std::nullopt};
+  retrieval::ProfileBm25 index(docs);
+  EXPECT_EQ(index.rank({"q", "t/ann", "parser"}, 1).ids.at(0), "a");
+  EXPECT_THROW(index.rank({"q", "t/bob", "parser"}, 1), PrivacyError);
+  docs[1].owner = "t/bob";
+  EXPECT_THROW(retrieval::ProfileBm25{docs}, PrivacyError);
+}
