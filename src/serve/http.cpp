@@ -453,6 +453,10 @@ struct HttpServer::Impl {
     metric("attune_tenants_loaded", "gauge", "Tenants whose documents are in memory.", c.tenants_loaded);
     metric("attune_user_documents", "gauge", "Users' documents in memory.", c.documents);
     metric("attune_corpus_documents", "gauge", "Corpus documents in memory.", c.corpus_documents);
+    out += "# HELP attune_model_version The model version each loaded tenant serves (1 = its configured retriever).\n"
+           "# TYPE attune_model_version gauge\n";
+    for (const auto& [tenant, version] : c.model_versions)
+      out += "attune_model_version{tenant=\"" + std::to_string(tenant) + "\"} " + std::to_string(version) + "\n";
     return out;
   }
 };

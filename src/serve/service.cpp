@@ -341,6 +341,7 @@ Counts Service::counts() {
     c.users += t->users.size();
     for (const auto& [u, docs] : t->users) c.documents += docs.size();
     c.corpus_documents += t->corpus.size();
+    c.model_versions[id] = t->version;
   }
   c.retrieves = retrieves_;
   c.feedback_records = feedback_records_;
@@ -526,7 +527,6 @@ ServeConfig read_config(const std::filesystem::path& path) {
           throw bad(k, "unknown key (on, method, init, dir, min_new_feedback, interval_seconds, dev_fraction, top_l, "
                        "epochs, lr)");
       }
-      if (c.learn.on && c.learn.init.empty()) throw bad("learn.init", "learning needs the encoder to start from");
     } else {
       throw bad(key, "unknown key (retriever, tenants, corpus_candidates, seed, limits, learn)");
     }

@@ -1150,3 +1150,26 @@ TEST_F(Cli, ServeLosesNoAcknowledgedFeedbackWhenKilled) {
   std::printf("kill -9 after %zu acknowledged feedback calls: %zu stored, %zu lost\n", acknowledged.size(), stored.size(),
               lost);
 }
+
+// attune serve refuses a bad deployment before it listens: the file and key named.
+TEST_F(Cli, ServeRefusesABadConfigAtStart) {
+  { std::ofstream(dir_ / "bad.json") << R"({"retriever": "bm25", "limits": {"max_kk": 3}})"; }
+  auto r = run("serve --store s.db --config bad.json --port 0");
+  EXPECT_EQ(r.rc, 1) << r.err;
+  EXPECT_NE(r.err.find("limits.max_kk"), std::string::npos) << r.err;
+  { std::ofstream(dir_ / "spec.json") << R"({"retriever": "bm26"})"; }
+  r = run("serve --store s.db --config spec.json --port 0");
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_NE(r.err.find("bm26"), std::string::npos) << r.err;
+  r = run("serve --store s.db --port 0 --learn on");
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_NE(r.err.find("--learn-init"), std::string::npos) << r.err;
+  r = run("serve --store s.db --port 0 --learn on --learn-init no-such-dir");
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_NE(r.err.find("no-such-dir"), std::string::npos) << r.err;
+  r = run("serve --store s.db --port 0 --learn maybe");
+  EXPECT_EQ(r.rc, 2) << r.err;
+  r = run("serve --store s.db --config missing.json --port 0");
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_NE(r.err.find("missing.json"), std::string::npos) << r.err;
+}

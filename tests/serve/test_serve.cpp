@@ -439,6 +439,8 @@ TEST(Serve, LearningPromotesOnlyABetterModelKeepsServingMeanwhileAndSurvivesARes
   EXPECT_EQ(reps[0].model_version, "recency@v2");
   const auto r = call(f.client(f.key_a), "POST", "/v1/retrieve", json{{"user", "u1"}, {"query", "note"}});
   EXPECT_EQ(r.body["model_version"], "recency@v2");
+  EXPECT_NE(f.server->metrics().find("attune_model_version{tenant=\"1\"} 2"), std::string::npos) << f.server->metrics();
+  EXPECT_NE(f.server->metrics().find("attune_model_promotions_total 1"), std::string::npos);
   // The next round, with a model no better than what is served on the held-back queries, is not promoted.
   feed(f, 40, 30);
   learner.during = nullptr;

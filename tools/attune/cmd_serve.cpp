@@ -77,10 +77,28 @@ void add_serve(CLI::App& app, int& rc) {
       ->capture_default_str();
   cmd->add_option("--port-file", *port_file, "write the port listened on to this file once listening");
   cmd->add_flag("--quiet", r->quiet, "no start and stop lines on stderr");
+  auto learn = std::make_shared<std::string>();
+  auto learn_init = std::make_shared<std::string>();
+  auto learn_interval = std::make_shared<double>(0);
+  auto learn_batch = std::make_shared<std::size_t>(0);
+  cmd->add_option("--learn", *learn, "on or off: learning while serving (overrides the config's learn.on)")
+      ->check(CLI::IsMember({"on", "off"}));
+  cmd->add_option("--learn-init", *learn_init, "the encoder learning starts from (overrides learn.init)");
+  cmd->add_option("--learn-interval", *learn_interval, "seconds between learning checks (overrides learn.interval_seconds)")
+      ->check(CLI::Range(0.1, 86400.0));
+  cmd->add_option("--learn-batch", *learn_batch,
+                  "new per-document utilities before a tenant is retrained (overrides learn.min_new_feedback)")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{100000000}));
   cmd->callback([=, &rc] {
-    const serve::ServeConfig cfg = config->empty() ? serve::ServeConfig{} : serve::read_config(*config);
+    serve::ServeConfig cfg = config->empty() ? serve::ServeConfig{} : serve::read_config(*config);
+    if (!learn->empty()) cfg.learn.on = *learn == "on";
+    if (!learn_init->empty()) cfg.learn.init = *learn_init;
+    if (*learn_interval > 0) cfg.learn.interval_seconds = *learn_interval;
+    if (*learn_batch > 0) cfg.learn.min_new_feedback = *learn_batch;
+    if (cfg.learn.on && cfg.learn.init.empty())
+      throw UsageError("learning is on but names no encoder to start from: --learn-init DIR or the config's learn.init");
     if (cfg.learn.on && !std::filesystem::is_directory(cfg.learn.init))
-      throw UsageError("--config " + *config + ": learn.init " + cfg.learn.init + ": no such model folder");
+      throw UsageError("learn.init " + cfg.learn.init + ": no such model folder");
     auto st = store::open_sqlite(r->store_file());
     serve::Service service(*st, cfg);
     http->openapi = serve::openapi_document();

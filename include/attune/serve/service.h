@@ -159,6 +159,7 @@ struct LearnReport {
 
 struct Counts {
   std::size_t tenants_loaded = 0, users = 0, documents = 0, corpus_documents = 0;
+  std::map<TenantId, std::uint64_t> model_versions;  // of the tenants loaded
   std::uint64_t retrieves = 0, feedback_records = 0, learn_rounds = 0, promotions = 0;
 };
 
