@@ -628,11 +628,7 @@ class SqliteStore final : public Store {
   }
 
   std::optional<TenantId> tenant_find(const std::string& name) override {
-    std::lock_guard lock(mu_);
-    Stmt q(db_, "SELECT id FROM tenants WHERE name=?");
-    q.bind(1, name);
-    if (!q.step()) return std::nullopt;
-    return q.int64(0);
+    return first_int("SELECT id FROM tenants WHERE name=?", name);
   }
 
   std::vector<TenantInfo> tenant_list() override {
@@ -683,11 +679,7 @@ class SqliteStore final : public Store {
   }
 
   std::optional<TenantId> key_tenant(const std::string& hash) override {
-    std::lock_guard lock(mu_);
-    Stmt q(db_, "SELECT tenant_id FROM api_keys WHERE hash=? AND revoked=''");
-    q.bind(1, hash);
-    if (!q.step()) return std::nullopt;
-    return q.int64(0);
+    return first_int("SELECT tenant_id FROM api_keys WHERE hash=? AND revoked=''", hash);
   }
 
   std::vector<ApiKeyInfo> key_list() override {
@@ -801,6 +793,15 @@ class SqliteStore final : public Store {
   }
 
  private:
+  // The first column of the first row of a query with one text parameter; nothing without a row.
+  std::optional<std::int64_t> first_int(const char* sql, const std::string& arg) {
+    std::lock_guard lock(mu_);
+    Stmt q(db_, sql);
+    q.bind(1, arg);
+    if (!q.step()) return std::nullopt;
+    return q.int64(0);
+  }
+
   std::int64_t pragma_int(const char* name) {
     Stmt q(db_, std::string("PRAGMA ") + name);
     q.step();
