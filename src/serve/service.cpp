@@ -261,17 +261,21 @@ void Service::put_documents(TenantId id, const std::string& user, const std::vec
   for (auto& d : rows) d.user = user;
   store_.documents_put(id, rows);  // committed first: memory never holds what the store lacks
   auto& list = user.empty() ? t.corpus : t.users[user];
+  std::unordered_map<std::string, std::size_t> at;  // id -> position, once a call (a corpus is large)
+  at.reserve(list.size());
+  for (std::size_t i = 0; i < list.size(); ++i) at.emplace(list[i].id, i);
   for (const auto& d : rows) {
     Document doc;
     doc.id = d.id;
     doc.text = d.text;
     if (!d.date.empty()) doc.date = d.date;
     if (!user.empty()) doc.owner = t.scope + user;
-    auto it = std::find_if(list.begin(), list.end(), [&](const Document& x) { return x.id == d.id; });
-    if (it != list.end())
-      *it = std::move(doc);
-    else
+    if (const auto it = at.find(d.id); it != at.end()) {
+      list[it->second] = std::move(doc);
+    } else {
+      at.emplace(doc.id, list.size());
       list.push_back(std::move(doc));
+    }
   }
   if (user.empty())
     t.corpus_index.reset();

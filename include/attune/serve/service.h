@@ -150,7 +150,7 @@ class Learner {
 struct LearnReport {
   TenantId tenant = 0;
   std::size_t train = 0, dev = 0;
-  double served_dev_top1 = 0;       // the served model's top document's mean utility on dev
+  double served_dev_top1 = 0;       // mean utility on dev of the first rated document of each served list
   double new_dev_top1 = 0;
   bool promoted = false;
   std::string model_version;        // after the round
