@@ -358,10 +358,14 @@ std::vector<LearnReport> Service::learn_step(Learner& learner) {
   std::vector<LearnReport> reports;
   const LearnConfig& lc = config_.learn;
   for (const auto& info : store_.tenant_list()) {
+    // All records new since the last round bound the new "doc" ones: too few, and the
+    // tenant's feedback is not even read.
+    if (info.feedback < learned_total_[info.id] + lc.min_new_feedback) continue;
     const auto records = store_.feedback_of(info.id);
     std::size_t docs = 0;
     for (const auto& r : records) docs += r.kind == "doc";
     if (docs < learned_at_[info.id] + lc.min_new_feedback) continue;
+    learned_total_[info.id] = records.size();
     Tenant& t = tenant(info.id);
     // Utilities by request and served key ("user:ID" / "corpus:ID"); a later record replaces an earlier one.
     std::map<std::string, std::map<std::string, double>> by_request;

@@ -202,7 +202,8 @@ class Service {
   Tenant& tenant(TenantId id);
   store::Store& store_;
   ServeConfig config_;
-  std::map<TenantId, std::size_t> learned_at_;  // doc records seen at each tenant's last round (learn_step only)
+  std::map<TenantId, std::size_t> learned_at_;     // doc records seen at each tenant's last round (learn_step only)
+  std::map<TenantId, std::size_t> learned_total_;  // all its records then
   std::mutex mu_;  // guards tenants_
   std::map<TenantId, std::unique_ptr<Tenant>> tenants_;
   std::atomic<std::uint64_t> retrieves_{0}, feedback_records_{0}, learn_rounds_{0}, promotions_{0};
