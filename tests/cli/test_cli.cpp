@@ -1078,6 +1078,9 @@ TEST_F(Cli, ServeLosesNoAcknowledgedFeedbackWhenKilled) {
   const std::string key = r.out.substr(0, r.out.find('\n'));
   ASSERT_EQ(key.rfind("atk_", 0), 0u) << r.out;
   EXPECT_EQ(run("tenant add acme --store s.db").rc, 2);  // exists
+  EXPECT_EQ(run("tenant list --store typo.db").rc, 2);   // no such store: not an empty list
+  EXPECT_FALSE(fs::exists(dir_ / "typo.db"));
+  EXPECT_EQ(run("tenant revoke atk_00000000 --store s.db").rc, 2);  // no such key
   const std::string bin = std::string(ATTUNE_BINARY_DIR) + "/tools/attune/attune";
   const auto start = [&] {
     fs::remove(dir_ / "port.txt");

@@ -1,6 +1,7 @@
 // attune tenant add|revoke|list: the tenants of `attune serve` and their API keys. A key is
 // printed once, when it is made; the store keeps only its SHA-256 and its first characters.
 #include <cstdio>
+#include <filesystem>
 
 #include "attune/core/error.h"
 #include "attune/serve/service.h"
@@ -25,7 +26,11 @@ void add_tenant(CLI::App& app, int& rc) {
   auto* cmd = app.add_subcommand("tenant", "the tenants of `attune serve` and their API keys: add, revoke, list");
   cmd->require_subcommand(1);
   auto store = std::make_shared<RunOptions>();
-  const auto open = [store] {
+  // add creates the store; revoke and list refuse one that does not exist (a mistyped path
+  // would otherwise list nothing, as if there were no tenants).
+  const auto open = [store](bool create) {
+    if (!create && !std::filesystem::exists(store->store_file()))
+      throw UsageError("--store " + store->store + ": no such store (attune tenant add creates one)");
     return store::open_sqlite(store->store_file());
   };
 
@@ -38,7 +43,7 @@ void add_tenant(CLI::App& app, int& rc) {
   add->add_flag("--key-only", *key_only, "add a key to an existing tenant (e.g. before revoking the old one)");
   add->callback([=, &rc] {
     check_tenant_name(*name);
-    auto st = open();
+    auto st = open(true);
     store::TenantId id = 0;
     if (*key_only) {
       const auto found = st->tenant_find(*name);
@@ -60,7 +65,7 @@ void add_tenant(CLI::App& app, int& rc) {
   revoke->add_option("KEY", *which, "the key, or its first 12 characters as `tenant list` shows them")->required();
   revoke->add_option("--store", store->store, "the store `attune serve` runs on")->capture_default_str();
   revoke->callback([=, &rc] {
-    auto st = open();
+    auto st = open(false);
     const bool whole = which->size() > 12;
     const std::size_t n = whole ? st->key_revoke("", serve::key_hash(*which)) : st->key_revoke(*which, "");
     if (n == 0) throw UsageError("no active key " + *which + (whole ? std::string() : "...") + " in " + store->store);
@@ -71,7 +76,7 @@ void add_tenant(CLI::App& app, int& rc) {
   auto* list = cmd->add_subcommand("list", "list tenants, their keys (by prefix) and what they hold");
   list->add_option("--store", store->store, "the store `attune serve` runs on")->capture_default_str();
   list->callback([=, &rc] {
-    auto st = open();
+    auto st = open(false);
     const auto keys = st->key_list();
     for (const auto& t : st->tenant_list()) {
       std::printf("%s: %zu active key%s, %zu users, %zu documents, %zu requests, %zu feedback records (since %s)\n",
