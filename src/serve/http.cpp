@@ -233,6 +233,8 @@ struct HttpServer::Impl {
       r.user = check_id(string_field(body, "user", "user", true, l.max_id_bytes), "user", l);
       r.query = string_field(body, "query", "query", true, l.max_query_bytes);
       r.task = string_field(body, "task", "task", false, 64);
+      r.agent = string_field(body, "agent", "agent", false, 64);
+      r.retriever = string_field(body, "retriever", "retriever", false, 4096);
       if (body.contains("k") && !body["k"].is_null()) {
         if (!body["k"].is_number_unsigned() || body["k"].get<std::uint64_t>() == 0)
           bad("k", "\"k\" must be a whole number from 1");
@@ -453,10 +455,18 @@ struct HttpServer::Impl {
     metric("attune_tenants_loaded", "gauge", "Tenants whose documents are in memory.", c.tenants_loaded);
     metric("attune_user_documents", "gauge", "Users' documents in memory.", c.documents);
     metric("attune_corpus_documents", "gauge", "Corpus documents in memory.", c.corpus_documents);
-    out += "# HELP attune_model_version The model version each loaded tenant serves (1 = its configured retriever).\n"
+    out += "# HELP attune_model_version The model version each loaded tenant serves, by agent (\"\" = calls naming "
+           "none; 1 = its configured retriever).\n"
            "# TYPE attune_model_version gauge\n";
-    for (const auto& [tenant, version] : c.model_versions)
-      out += "attune_model_version{tenant=\"" + std::to_string(tenant) + "\"} " + std::to_string(version) + "\n";
+    for (const auto& [slot, version] : c.model_versions)
+      out += "attune_model_version{tenant=\"" + std::to_string(slot.first) + "\",agent=\"" + slot.second + "\"} " +
+             std::to_string(version) + "\n";
+    if (!c.backlog.empty()) {
+      out += "# HELP attune_feedback_backlog Feedback records of a tenant that no learning round has read yet.\n"
+             "# TYPE attune_feedback_backlog gauge\n";
+      for (const auto& [tenant, n] : c.backlog)
+        out += "attune_feedback_backlog{tenant=\"" + std::to_string(tenant) + "\"} " + std::to_string(n) + "\n";
+    }
     return out;
   }
 };

@@ -38,7 +38,17 @@ std::string random_hex(std::size_t bytes) {
   return out;
 }
 
-std::string model_blob_key(TenantId id) { return "serve/model/" + std::to_string(id); }
+// Where the last promoted model of a slot is recorded: "serve/model/ID" for the tenant's
+// default slot (as before agents existed), "serve/model/ID/AGENT" for an agent's.
+std::string model_blob_key(TenantId id, const std::string& agent) {
+  return "serve/model/" + std::to_string(id) + (agent.empty() ? "" : "/" + agent);
+}
+
+// What a call served with a spec it named in "retriever" records as its model version;
+// learning skips such requests (another policy ranked them).
+constexpr std::string_view kFixedSuffix = "@request";
+
+std::string canonical(const std::string& spec) { return retrieval::to_string(retrieval::parse_retriever_spec(spec)); }
 
 // A stable hash of a request id: which requests a learning round holds back.
 std::uint64_t fnv1a(std::string_view s) {
@@ -53,8 +63,19 @@ std::string new_api_key() { return "atk_" + random_hex(20); }
 std::string key_prefix(std::string_view key) { return std::string(key.substr(0, 12)); }
 std::string key_hash(std::string_view key) { return sha256_hex(key); }
 
+// What serves one agent of a tenant ("" = calls that name none): its configured spec, the
+// model learning promoted, and the version counting promotions. Guarded by its tenant's mu.
+struct Service::Slot {
+  std::string agent, task, model;  // model: the agent's language model token (ium)
+  std::string base;  // the configured spec (the first stage of learnt models)
+  std::string spec;  // what serves now: base, or a promoted model's
+  std::shared_ptr<const retrieval::Retriever> retriever;
+  std::uint64_t version = 1;
+  std::string model_version() const { return spec + "@v" + std::to_string(version); }
+};
+
 // One tenant's state. `mu` is shared by readers (retrieve, rerank) and taken alone by writers
-// (document changes, the corpus index's rebuild).
+// (document changes, the corpus index's rebuild, a promotion).
 struct Service::Tenant {
   TenantId id = 0;
   std::string scope;  // "ID/": prefixed to user names to make retrieval-layer users
@@ -65,18 +86,37 @@ struct Service::Tenant {
   // Per user, their BM25 statistics, for queries that rank only their documents with plain
   // bm25 (exactly as bm25 over them would); dropped when their documents change.
   std::unordered_map<std::string, std::shared_ptr<const retrieval::ProfileBm25>> profile_bm25;
-  std::string base;  // the configured spec (the first stage of learnt models)
-  std::string spec;  // what serves now: base, or a promoted model's
-  std::shared_ptr<const retrieval::Retriever> retriever;
-  std::uint64_t version = 1;
-  std::string model_version() const { return spec + "@v" + std::to_string(version); }
+  std::map<std::string, Slot> slots;  // by agent; "" always present
 };
 
 Service::Service(store::Store& store, ServeConfig config) : store_(store), config_(std::move(config)) {
   // Parse every spec now, so a typo stops the server at start, not at its first request.
-  (void)retrieval::make_retriever(retrieval::parse_retriever_spec(config_.retriever), config_.seed);
-  for (const auto& [name, spec] : config_.tenant_retrievers)
+  const auto check = [&](const std::string& spec) {
     (void)retrieval::make_retriever(retrieval::parse_retriever_spec(spec), config_.seed);
+  };
+  check(config_.retriever);
+  for (const auto& [name, a] : config_.agents)
+    if (!a.retriever.empty()) check(a.retriever);
+  for (const auto& [name, tc] : config_.tenants) {
+    if (!tc.retriever.empty()) check(tc.retriever);
+    for (const auto& [agent, a] : tc.agents)
+      if (!a.retriever.empty()) check(a.retriever);
+  }
+  for (const auto& spec : config_.retrievers)
+    allowed_[canonical(spec)] = std::shared_ptr<const retrieval::Retriever>(
+        retrieval::make_retriever(retrieval::parse_retriever_spec(spec), config_.seed));
+}
+
+Service::Slot& Service::slot(Tenant& t, const std::string& agent) {
+  const auto it = t.slots.find(agent);
+  if (it != t.slots.end()) return it->second;
+  std::string names;
+  for (const auto& [name, s] : t.slots)
+    if (!name.empty()) names += (names.empty() ? "" : ", ") + name;
+  throw FieldError<UsageError>("agent", "unknown agent \"" + agent + "\" (" +
+                                            (names.empty() ? std::string("this tenant has no agents; the config's "
+                                                                         "\"agents\" declares them")
+                                                           : "this tenant's agents: " + names) + ")");
 }
 
 Service::~Service() = default;
@@ -96,21 +136,34 @@ Service::Tenant& Service::tenant(TenantId id) {
   std::string name;
   for (const auto& info : store_.tenant_list())
     if (info.id == id) name = info.name;
-  const auto named = config_.tenant_retrievers.find(name);
-  t->base = retrieval::to_string(
-      retrieval::parse_retriever_spec(named != config_.tenant_retrievers.end() ? named->second : config_.retriever));
-  t->spec = t->base;
-  // The last promoted model, if learning promoted one (learn_step writes it before swapping).
-  if (const auto blob = store_.blob_get(model_blob_key(id))) {
-    const json m = json::parse(*blob, nullptr, false);
-    if (m.is_discarded() || !m.contains("spec") || !m.contains("version") || !m.contains("base"))
-      throw Error("store: the promoted model record of tenant " + std::to_string(id) + " is malformed: " + *blob);
-    if (m["base"] == t->base) {  // a model learnt on another base retriever does not apply
-      t->spec = m["spec"].get<std::string>();
-      t->version = m["version"].get<std::uint64_t>();
+  const auto named = config_.tenants.find(name);
+  const TenantConfig* tc = named != config_.tenants.end() ? &named->second : nullptr;
+  const std::string tenant_spec = canonical(tc && !tc->retriever.empty() ? tc->retriever : config_.retriever);
+  std::map<std::string, AgentConfig> agents = config_.agents;
+  if (tc)
+    for (const auto& [a, ac] : tc->agents) agents[a] = ac;
+  agents.emplace("", AgentConfig{});
+  for (const auto& [agent, ac] : agents) {
+    Slot sl;
+    sl.agent = agent;
+    sl.task = ac.task;
+    sl.model = ac.model.empty() ? agent : ac.model;
+    sl.base = ac.retriever.empty() ? tenant_spec : canonical(ac.retriever);
+    sl.spec = sl.base;
+    // The last promoted model, if learning promoted one (learn_step writes it before swapping).
+    if (const auto blob = store_.blob_get(model_blob_key(id, agent))) {
+      const json m = json::parse(*blob, nullptr, false);
+      if (m.is_discarded() || !m.contains("spec") || !m.contains("version") || !m.contains("base"))
+        throw Error("store: the promoted model record of tenant " + std::to_string(id) +
+                    (agent.empty() ? "" : ", agent " + agent) + " is malformed: " + *blob);
+      if (m["base"] == sl.base) {  // a model learnt on another base retriever does not apply
+        sl.spec = m["spec"].get<std::string>();
+        sl.version = m["version"].get<std::uint64_t>();
+      }
     }
+    sl.retriever = retrieval::make_retriever(retrieval::parse_retriever_spec(sl.spec), config_.seed);
+    t->slots.emplace(agent, std::move(sl));
   }
-  t->retriever = retrieval::make_retriever(retrieval::parse_retriever_spec(t->spec), config_.seed);
   for (auto& d : store_.documents_of(id)) {
     Document doc;
     doc.id = std::move(d.id);
@@ -128,10 +181,32 @@ Service::Tenant& Service::tenant(TenantId id) {
 
 RetrieveResponse Service::retrieve(TenantId id, const RetrieveRequest& r) {
   Tenant& t = tenant(id);
+  Slot& sl = slot(t, r.agent);  // slots are fixed once the tenant is loaded; their fields are guarded by t.mu
+  std::shared_ptr<const retrieval::Retriever> fixed;  // a spec the call named
+  std::string fixed_spec;
+  if (!r.retriever.empty()) {
+    std::string c;
+    try {
+      c = canonical(r.retriever);
+    } catch (const UsageError& e) {
+      throw FieldError<UsageError>("retriever", std::string("not a retriever spec: ") + e.what());
+    }
+    const auto it = allowed_.find(c);
+    if (it == allowed_.end()) {
+      std::string list;
+      for (const auto& [spec, ret] : allowed_) list += (list.empty() ? "" : ", ") + spec;
+      throw FieldError<UsageError>("retriever", "retriever \"" + r.retriever + "\" is not one the config's \"retrievers\" "
+                                                "allows (" + (list.empty() ? std::string("it allows none") : list) + ")");
+    }
+    fixed = it->second;
+    fixed_spec = c;
+  }
   // What a query of this kind needs built: the user's BM25 statistics (plain bm25 over their
   // documents alone) and the corpus index. Checked under the shared lock; built, when stale
   // after a change, under the exclusive one (rarely: requests otherwise never wait on each other).
-  const auto profile_wanted = [&] { return t.spec == "bm25" && r.personal && (!r.corpus || t.corpus.empty()); };
+  const auto profile_wanted = [&] {
+    return (fixed ? fixed_spec : sl.spec) == "bm25" && r.personal && (!r.corpus || t.corpus.empty());
+  };
   const auto stale = [&] {
     return (profile_wanted() && t.users.count(r.user) && !t.profile_bm25.count(r.user)) ||
            (r.corpus && !t.corpus_index && !t.corpus.empty());
@@ -190,7 +265,7 @@ RetrieveResponse Service::retrieve(TenantId id, const RetrieveRequest& r) {
           candidates.push_back(t.corpus[h.doc]);
           from_corpus.push_back(1);
         }
-      const Ranking ranking = t.retriever->rank(q, candidates, r.k);  // rank() checks every owner
+      const Ranking ranking = (fixed ? *fixed : *sl.retriever).rank(q, candidates, r.k);  // rank() checks every owner
       for (std::size_t i = 0; i < ranking.size(); ++i) {
         const auto& d = candidates[ranking.indices[i]];
         const bool corpus = from_corpus[ranking.indices[i]];
@@ -198,14 +273,15 @@ RetrieveResponse Service::retrieve(TenantId id, const RetrieveRequest& r) {
         served.push_back((corpus ? "corpus:" : "user:") + d.id);
       }
     }
-    out.model_version = t.model_version();
+    out.model_version = fixed ? fixed_spec + std::string(kFixedSuffix) : sl.model_version();
   }
   out.request_id = "req_" + random_hex(12);
   store::ServeRequest rec;
   rec.id = out.request_id;
   rec.user = r.user;
   rec.query = r.query;
-  rec.task = r.task;
+  rec.task = r.task.empty() ? sl.task : r.task;
+  rec.agent = r.agent;
   rec.model_version = out.model_version;
   rec.documents = std::move(served);
   store_.request_put(id, rec);  // committed before the client hears of the id
@@ -324,16 +400,17 @@ std::vector<std::pair<std::size_t, double>> Service::rerank(TenantId id, const s
   q.user = t.scope;
   q.text = query;
   std::shared_lock lock(t.mu);
-  const Ranking ranking = t.retriever->rank(q, candidates, top_n);
+  const Ranking ranking = t.slots.at("").retriever->rank(q, candidates, top_n);
   std::vector<std::pair<std::size_t, double>> out;
   for (std::size_t i = 0; i < ranking.size(); ++i) out.emplace_back(ranking.indices[i], ranking.scores[i]);
   return out;
 }
 
-std::string Service::model_version(TenantId id) {
+std::string Service::model_version(TenantId id, const std::string& agent) {
   Tenant& t = tenant(id);
+  Slot& sl = slot(t, agent);
   std::shared_lock lock(t.mu);
-  return t.model_version();
+  return sl.model_version();
 }
 
 Counts Service::counts() {
@@ -345,7 +422,14 @@ Counts Service::counts() {
     c.users += t->users.size();
     for (const auto& [u, docs] : t->users) c.documents += docs.size();
     c.corpus_documents += t->corpus.size();
-    c.model_versions[id] = t->version;
+    for (const auto& [agent, sl] : t->slots) c.model_versions[{id, agent}] = sl.version;
+  }
+  if (config_.learn.on) {
+    std::lock_guard ll(learn_mu_);
+    for (const auto& info : store_.tenant_list()) {
+      const auto seen = learned_total_.find(info.id);
+      c.backlog[info.id] = info.feedback - std::min<std::size_t>(info.feedback, seen == learned_total_.end() ? 0 : seen->second);
+    }
   }
   c.retrieves = retrieves_;
   c.feedback_records = feedback_records_;
@@ -354,101 +438,160 @@ Counts Service::counts() {
   return c;
 }
 
+// The mean utility of the top document each retriever ranks first among a query's rated
+// documents: the one measure promotion compares, whatever the learner reported.
+double Service::top1(const retrieval::Retriever& ret, const std::vector<LearnQuery>& qs) {
+  if (qs.empty()) return 0;
+  double sum = 0;
+  for (const auto& lq : qs) {
+    retrieval::Query q;
+    q.id = lq.request_id;
+    q.user = lq.user;
+    q.text = lq.query;
+    const Ranking r = ret.rank(q, lq.documents, 1);
+    if (r.size()) sum += lq.utility.at(r.indices[0]);
+  }
+  return sum / static_cast<double>(qs.size());
+}
+
 std::vector<LearnReport> Service::learn_step(Learner& learner) {
   std::vector<LearnReport> reports;
   const LearnConfig& lc = config_.learn;
   for (const auto& info : store_.tenant_list()) {
-    // All records new since the last round bound the new "doc" ones: too few, and the
-    // tenant's feedback is not even read.
-    if (info.feedback < learned_total_[info.id] + lc.min_new_feedback) continue;
+    // All records new since the last read bound the new "doc" ones: fewer than any slot
+    // still needs, and the tenant's feedback is not even read.
+    const auto need = need_.find(info.id);
+    if (info.feedback < learned_total_[info.id] + (need == need_.end() ? lc.min_new_feedback : need->second)) continue;
     const auto records = store_.feedback_of(info.id);
-    std::size_t docs = 0;
-    for (const auto& r : records) docs += r.kind == "doc";
-    if (docs < learned_at_[info.id] + lc.min_new_feedback) continue;
-    learned_total_[info.id] = records.size();
     Tenant& t = tenant(info.id);
-    // Utilities by request and served key ("user:ID" / "corpus:ID"); a later record replaces an earlier one.
-    std::map<std::string, std::map<std::string, double>> by_request;
-    for (const auto& r : records)
-      if (r.kind == "doc") by_request[r.request_id][r.item] = r.value;
-    LearnRound round;
-    round.tenant = info.id;
-    round.seed = config_.seed;
-    std::string served_spec;
-    {
-      std::shared_lock lock(t.mu);
-      round.base = t.base;
-      round.version = t.version + 1;
-      served_spec = t.model_version();
-      for (const auto& [rid, utils] : by_request) {
-        const auto req = store_.request_get(info.id, rid);
-        if (!req) continue;  // removed with its user
-        LearnQuery q;
-        q.request_id = rid;
-        q.query = req->query;
-        for (const auto& key : req->documents) {  // in served order
-          const auto u = utils.find(key);
-          if (u == utils.end()) continue;
-          const auto colon = key.find(':');
-          const std::string id = key.substr(colon + 1);
-          const std::vector<Document>* list = nullptr;
-          if (key.compare(0, colon, "corpus") == 0) {
-            list = &t.corpus;
-          } else if (auto it = t.users.find(req->user); it != t.users.end()) {
-            list = &it->second;
-          }
-          if (!list) continue;
-          const auto d = std::find_if(list->begin(), list->end(), [&](const Document& x) { return x.id == id; });
-          if (d == list->end()) continue;  // deleted since
-          q.docs.push_back(d->text);
-          q.utility.push_back(u->second);
-        }
-        if (q.docs.size() < 2) continue;
-        const bool dev = static_cast<double>(fnv1a(rid) % 10000) < lc.dev_fraction * 10000;
-        (dev ? round.dev : round.train).push_back(std::move(q));
+    // The requests the doc records name, once each; those served with a spec the call named
+    // are left out (another policy ranked them).
+    std::map<std::string, std::optional<store::ServeRequest>> requests;
+    std::map<std::string, std::size_t> docs;  // by agent
+    // Utilities by agent, request and served key ("user:ID" / "corpus:ID"); a later record replaces an earlier one.
+    std::map<std::string, std::map<std::string, std::map<std::string, double>>> by_agent;
+    for (const auto& r : records) {
+      if (r.kind != "doc") continue;
+      auto [it, fresh] = requests.try_emplace(r.request_id);
+      if (fresh) {
+        it->second = store_.request_get(info.id, r.request_id);
+        if (it->second && it->second->model_version.ends_with(kFixedSuffix)) it->second.reset();
       }
+      if (!it->second) continue;  // removed with its user, or served by a named spec
+      ++docs[it->second->agent];
+      by_agent[it->second->agent][r.request_id][r.item] = r.value;
     }
-    learned_at_[info.id] = docs;
-    LearnReport rep;
-    rep.tenant = info.id;
-    rep.train = round.train.size();
-    rep.dev = round.dev.size();
-    for (const auto& q : round.dev) rep.served_dev_top1 += q.utility.front();  // the served order's top document
-    if (!round.dev.empty()) rep.served_dev_top1 /= static_cast<double>(round.dev.size());
-    rep.model_version = served_spec;
-    if (round.train.empty() || round.dev.empty()) {
-      rep.report = "too few queries with two or more rated documents (" + std::to_string(rep.train) + " train, " +
-                   std::to_string(rep.dev) + " held back)";
+    {
+      std::lock_guard ll(learn_mu_);
+      learned_total_[info.id] = records.size();
+    }
+    for (auto& [agent, by_request] : by_agent) {
+      const auto key = std::make_pair(info.id, agent);
+      if (docs[agent] < learned_at_[key] + lc.min_new_feedback) continue;
+      const auto slot_it = t.slots.find(agent);
+      if (slot_it == t.slots.end()) continue;  // an agent the config no longer declares
+      Slot& sl = slot_it->second;
+      LearnRound round;
+      round.tenant = info.id;
+      round.agent = agent;
+      round.seed = config_.seed;
+      std::string served_spec;
+      {
+        std::shared_lock lock(t.mu);
+        round.base = sl.base;
+        round.task = sl.task;
+        round.model = sl.model;
+        round.version = sl.version + 1;
+        served_spec = sl.model_version();
+        for (const auto& [rid, utils] : by_request) {
+          const auto& req = *requests.at(rid);
+          LearnQuery q;
+          q.request_id = rid;
+          q.query = req.query;
+          q.user = t.scope + req.user;
+          for (const auto& served : req.documents) {  // in served order
+            const auto u = utils.find(served);
+            if (u == utils.end()) continue;
+            const auto colon = served.find(':');
+            const std::string id = served.substr(colon + 1);
+            const std::vector<Document>* list = nullptr;
+            if (served.compare(0, colon, "corpus") == 0) {
+              list = &t.corpus;
+            } else if (auto it = t.users.find(req.user); it != t.users.end()) {
+              list = &it->second;
+            }
+            if (!list) continue;
+            const auto d = std::find_if(list->begin(), list->end(), [&](const Document& x) { return x.id == id; });
+            if (d == list->end()) continue;  // deleted since
+            q.docs.push_back(d->text);
+            q.documents.push_back(*d);
+            q.utility.push_back(u->second);
+          }
+          if (q.docs.size() < 2) continue;
+          const bool dev = static_cast<double>(fnv1a(rid) % 10000) < lc.dev_fraction * 10000;
+          (dev ? round.dev : round.train).push_back(std::move(q));
+        }
+      }
+      {
+        std::lock_guard ll(learn_mu_);
+        learned_at_[key] = docs[agent];
+      }
+      LearnReport rep;
+      rep.tenant = info.id;
+      rep.agent = agent;
+      rep.train = round.train.size();
+      rep.dev = round.dev.size();
+      for (const auto& q : round.dev) rep.served_dev_top1 += q.utility.front();  // the served order's top document
+      if (!round.dev.empty()) rep.served_dev_top1 /= static_cast<double>(round.dev.size());
+      rep.model_version = served_spec;
+      if (round.train.empty() || round.dev.empty()) {
+        rep.report = "too few queries with two or more rated documents (" + std::to_string(rep.train) + " train, " +
+                     std::to_string(rep.dev) + " held back)";
+        reports.push_back(rep);
+        continue;
+      }
+      round.out = std::filesystem::path(lc.dir) / std::to_string(info.id);
+      if (!agent.empty()) round.out /= agent;
+      round.out /= "v" + std::to_string(round.version);
+      ++learn_rounds_;
+      LearnOutcome out;
+      std::shared_ptr<const retrieval::Retriever> next;
+      try {
+        // No lock held: requests go on being served by the current version.
+        out = learner.learn(round);
+        if (!out.spec.empty()) {
+          next = std::shared_ptr<const retrieval::Retriever>(
+              retrieval::make_retriever(retrieval::parse_retriever_spec(out.spec), config_.seed));
+          rep.new_dev_top1 = top1(*next, round.dev);
+        }
+      } catch (const std::exception& e) {
+        rep.report = std::string("the learner failed: ") + e.what();
+        reports.push_back(rep);
+        continue;
+      }
+      rep.report = out.report;
+      // Promote only a model that beats what is served on the held-back feedback.
+      if (next && rep.new_dev_top1 > rep.served_dev_top1) {
+        std::unique_lock lock(t.mu);
+        store_.blob_put(model_blob_key(info.id, agent),
+                        json({{"spec", out.spec}, {"version", round.version}, {"base", sl.base}}).dump());
+        sl.spec = out.spec;
+        sl.version = round.version;
+        sl.retriever = std::move(next);
+        rep.promoted = true;
+        rep.model_version = sl.model_version();
+        ++promotions_;
+      }
       reports.push_back(rep);
-      continue;
     }
-    round.out = std::filesystem::path(lc.dir) / std::to_string(info.id) / ("v" + std::to_string(round.version));
-    ++learn_rounds_;
-    LearnOutcome out;
-    try {
-      out = learner.learn(round);  // no lock held: requests go on being served by the current version
-    } catch (const std::exception& e) {
-      rep.report = std::string("the learner failed: ") + e.what();
-      reports.push_back(rep);
-      continue;
+    // What the next read waits for: the fewest new records that could bring a slot to its
+    // threshold (a slot with no feedback yet needs min_new_feedback).
+    std::size_t fewest = lc.min_new_feedback;
+    for (const auto& [agent, n] : docs) {
+      const std::size_t at = learned_at_[{info.id, agent}];
+      fewest = std::min(fewest, std::max<std::size_t>(1, at + lc.min_new_feedback - std::min(n, at + lc.min_new_feedback)));
     }
-    rep.new_dev_top1 = out.dev_top1;
-    rep.report = out.report;
-    // Promote only a model that beats what is served on the held-back feedback.
-    if (!out.spec.empty() && out.dev_top1 > rep.served_dev_top1) {
-      auto next = std::shared_ptr<const retrieval::Retriever>(
-          retrieval::make_retriever(retrieval::parse_retriever_spec(out.spec), config_.seed));
-      std::unique_lock lock(t.mu);
-      store_.blob_put(model_blob_key(info.id),
-                      json({{"spec", out.spec}, {"version", round.version}, {"base", t.base}}).dump());
-      t.spec = out.spec;
-      t.version = round.version;
-      t.retriever = std::move(next);
-      rep.promoted = true;
-      rep.model_version = t.model_version();
-      ++promotions_;
-    }
-    reports.push_back(rep);
+    need_[info.id] = fewest;
   }
   return reports;
 }
@@ -465,19 +608,67 @@ ServeConfig read_config(const std::filesystem::path& path) {
       throw bad(key, "expected a whole number from " + std::to_string(lo) + " to " + std::to_string(hi));
     return static_cast<std::size_t>(v.get<std::uint64_t>());
   };
+  const auto spec = [&](const json& v, const std::string& key) {
+    if (!v.is_string() || v.get<std::string>().empty()) throw bad(key, "expected a retriever spec (a string)");
+    try {
+      (void)retrieval::parse_retriever_spec(v.get<std::string>());
+    } catch (const UsageError& e) {
+      throw bad(key, e.what());
+    }
+    return v.get<std::string>();
+  };
+  // {"NAME": {"task", "model", "retriever"}}: names as the API's ids, plain (they name folders).
+  const auto agents = [&](const json& v, const std::string& key) {
+    if (!v.is_object()) throw bad(key, "expected an object {agent: {\"task\", \"model\", \"retriever\"}}");
+    std::map<std::string, AgentConfig> out;
+    for (const auto& [name, av] : v.items()) {
+      const std::string k = key + "." + name;
+      if (name.empty() || name.size() > 64 ||
+          !std::all_of(name.begin(), name.end(), [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.'; }) ||
+          name[0] == '.')
+        throw bad(k, "an agent's name is 1 to 64 letters, digits, '-', '_' and '.', not starting with '.'");
+      if (!av.is_object()) throw bad(k, "expected an object {\"task\", \"model\", \"retriever\"}");
+      AgentConfig a;
+      for (const auto& [ak, avv] : av.items()) {
+        const std::string kk = k + "." + ak;
+        if (ak == "retriever") {
+          a.retriever = spec(avv, kk);
+        } else if (ak == "task" || ak == "model") {
+          if (!avv.is_string() || avv.get<std::string>().empty()) throw bad(kk, "expected a non-empty string");
+          (ak == "task" ? a.task : a.model) = avv.get<std::string>();
+          if (ak == "task") {
+            try {
+              (void)tasks::make_task(a.task);
+            } catch (const std::exception& e) {
+              throw bad(kk, e.what());
+            }
+          }
+        } else {
+          throw bad(kk, "unknown key (an agent takes task, model and retriever)");
+        }
+      }
+      out[name] = a;
+    }
+    return out;
+  };
   for (const auto& [key, v] : j.items()) {
     if (key == "retriever") {
-      if (!v.is_string()) throw bad(key, "expected a retriever spec (a string)");
-      c.retriever = v.get<std::string>();
+      c.retriever = spec(v, key);
+    } else if (key == "retrievers") {
+      if (!v.is_array()) throw bad(key, "expected an array of retriever specs");
+      for (std::size_t i = 0; i < v.size(); ++i) c.retrievers.push_back(spec(v[i], key + "[" + std::to_string(i) + "]"));
+    } else if (key == "agents") {
+      c.agents = agents(v, key);
     } else if (key == "tenants") {
-      if (!v.is_object()) throw bad(key, "expected an object {tenant: {\"retriever\": SPEC}}");
+      if (!v.is_object()) throw bad(key, "expected an object {tenant: {\"retriever\": SPEC, \"agents\": {...}}}");
       for (const auto& [name, tv] : v.items()) {
         const std::string k = "tenants." + name;
-        if (!tv.is_object()) throw bad(k, "expected an object {\"retriever\": SPEC}");
+        if (!tv.is_object()) throw bad(k, "expected an object {\"retriever\": SPEC, \"agents\": {...}}");
+        TenantConfig& tc = c.tenants[name];
         for (const auto& [tk, tvv] : tv.items()) {
-          if (tk != "retriever") throw bad(k + "." + tk, "unknown key (a tenant takes \"retriever\")");
-          if (!tvv.is_string()) throw bad(k + ".retriever", "expected a retriever spec (a string)");
-          c.tenant_retrievers[name] = tvv.get<std::string>();
+          if (tk == "retriever") tc.retriever = spec(tvv, k + ".retriever");
+          else if (tk == "agents") tc.agents = agents(tvv, k + ".agents");
+          else throw bad(k + "." + tk, "unknown key (a tenant takes \"retriever\" and \"agents\")");
         }
       }
     } else if (key == "corpus_candidates") {
@@ -522,7 +713,8 @@ ServeConfig read_config(const std::filesystem::path& path) {
           c.learn.on = lv.get<bool>();
         } else if (lk == "method") {
           c.learn.method = text();
-          if (c.learn.method != "ropg-kd") throw bad(k, "the server learns with ropg-kd");
+          if (c.learn.method != "ropg-kd" && c.learn.method != "ium")
+            throw bad(k, "the server learns with \"ropg-kd\" or \"ium\"");
         } else if (lk == "init") c.learn.init = text();
         else if (lk == "dir") c.learn.dir = text();
         else if (lk == "min_new_feedback") c.learn.min_new_feedback = count(lv, k, 1, 100000000);
@@ -531,12 +723,13 @@ ServeConfig read_config(const std::filesystem::path& path) {
         else if (lk == "top_l") c.learn.top_l = count(lv, k, 2, 1000);
         else if (lk == "epochs") c.learn.epochs = count(lv, k, 1, 1000);
         else if (lk == "lr") c.learn.lr = number(0, 1);
+        else if (lk == "positive_at") c.learn.positive_at = number(-1e9, 1e9);
         else
           throw bad(k, "unknown key (on, method, init, dir, min_new_feedback, interval_seconds, dev_fraction, top_l, "
-                       "epochs, lr)");
+                       "epochs, lr, positive_at)");
       }
     } else {
-      throw bad(key, "unknown key (retriever, tenants, corpus_candidates, seed, limits, learn)");
+      throw bad(key, "unknown key (retriever, retrievers, agents, tenants, corpus_candidates, seed, limits, learn)");
     }
   }
   return c;

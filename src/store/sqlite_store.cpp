@@ -22,7 +22,8 @@ namespace {
 
 // Bump when the schema changes, and add a migration from the previous version in migrate().
 // 1: datasets, cache, feedback, runs, blobs. 2: + the server's tables (kServeSchema).
-constexpr int kSchemaVersion = 2;
+// 3: + serve_requests.agent (kAgentColumn).
+constexpr int kSchemaVersion = 3;
 // PRAGMA application_id of an attune store: "ATUN". Stores from before it was set have 0
 // and attune's tables (kTables); they are accepted and marked on the next open.
 constexpr std::int64_t kApplicationId = 0x4154554e;
@@ -161,6 +162,9 @@ CREATE TABLE serve_feedback (
 );
 CREATE INDEX serve_feedback_by_request ON serve_feedback (tenant_id, request_id);
 )sql";
+
+// Schema version 3: the agent (config's "agents") a request was served for; '' = none.
+constexpr const char* kAgentColumn = "ALTER TABLE serve_requests ADD COLUMN agent TEXT NOT NULL DEFAULT ''";
 
 constexpr const char* kNow = "strftime('%Y-%m-%dT%H:%M:%fZ','now')";
 
@@ -744,17 +748,17 @@ class SqliteStore final : public Store {
   void request_put(TenantId tenant, const ServeRequest& r) override {
     std::lock_guard lock(mu_);
     Transaction tx(db_);
-    Stmt ins(db_, std::string("INSERT INTO serve_requests (tenant_id, id, user, query, task, model_version, documents, "
-                              "created) VALUES (?,?,?,?,?,?,?,") + kNow + ")");
-    ins.bind(1, tenant).bind(2, r.id).bind(3, r.user).bind(4, r.query).bind(5, r.task).bind(6, r.model_version)
-        .bind(7, dump(json(r.documents), "the served document ids"));
+    Stmt ins(db_, std::string("INSERT INTO serve_requests (tenant_id, id, user, query, task, agent, model_version, "
+                              "documents, created) VALUES (?,?,?,?,?,?,?,?,") + kNow + ")");
+    ins.bind(1, tenant).bind(2, r.id).bind(3, r.user).bind(4, r.query).bind(5, r.task).bind(6, r.agent)
+        .bind(7, r.model_version).bind(8, dump(json(r.documents), "the served document ids"));
     ins.run();
     tx.commit();
   }
 
   std::optional<ServeRequest> request_get(TenantId tenant, const std::string& id) override {
     std::lock_guard lock(mu_);
-    Stmt q(db_, "SELECT id, user, query, task, model_version, documents, created FROM serve_requests "
+    Stmt q(db_, "SELECT id, user, query, task, model_version, documents, created, agent FROM serve_requests "
                 "WHERE tenant_id=? AND id=?");
     q.bind(1, tenant).bind(2, id);
     if (!q.step()) return std::nullopt;
@@ -766,6 +770,7 @@ class SqliteStore final : public Store {
     r.model_version = q.text(4);
     r.documents = json::parse(q.text(5)).get<std::vector<std::string>>();
     r.created = q.text(6);
+    r.agent = q.text(7);
     return r;
   }
 
@@ -867,6 +872,7 @@ class SqliteStore final : public Store {
     const int v = user_version();
     if (v == 0) db_.exec(kSchema);
     if (v < 2) db_.exec(kServeSchema);  // a fresh file, or a version-1 store upgraded in place
+    if (v < 3) db_.exec(kAgentColumn);   // and a version-2 one
     if (v != kSchemaVersion) db_.exec(("PRAGMA user_version=" + std::to_string(kSchemaVersion)).c_str());
     db_.exec(("PRAGMA application_id=" + std::to_string(kApplicationId)).c_str());
     tx.commit();

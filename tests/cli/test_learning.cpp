@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <sys/wait.h>
@@ -502,5 +503,141 @@ TEST_F(Learning, ServeLearnsFromAPlantedReadersFeedbackSentThroughItsApi) {
   EXPECT_NE(after_version.find("@v2"), std::string::npos) << after_version;
   EXPECT_GT(after, before + 0.02) << "the served rankings did not improve";
   const auto pid = slurp(dir_ / "pid.txt");
+  std::system(("kill -TERM " + pid.substr(0, pid.find('\n'))).c_str());
+}
+
+// Online IUM per agent in attune serve (paper 002 §4): two agents of one tenant, "tests" and
+// "fixes", whose readers like different documents (planted:gate?word=test and ?word=fix),
+// ask /v1/retrieve with their "agent" and send their own reader's utilities. The server's
+// IUM learner trains each agent's reranker on that agent's feedback alone; each agent's
+// promoted version must then serve, on users it learnt nothing from, a top document its own
+// reader likes more often than BM25's, and more often than the other agent's model does.
+TEST_F(Learning, ServeLearnsEachAgentsPlantedPreferenceWithOnlineIum) {
+  attune::engine::DataSpec spec;
+  spec.data = kGit;
+  spec.task = "commit_subject";
+  spec.split = "train";
+  const auto ds = attune::engine::load_dataset(spec);
+  spec.split = "dev";
+  const auto held = attune::engine::load_dataset(spec);
+  const auto task = attune::tasks::make_task("commit_subject");
+  const auto tok = attune::text::make_tokenizer("whitespace");
+  constexpr std::size_t kTrain = 300, kHeldOut = 160, kServed = 8;
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  ASSERT_GE(ds.examples.size(), 2 * kTrain);
+  const std::map<std::string, std::string> words = {{"tests", "test"}, {"fixes", "fix"}};
+  std::map<std::string, std::unique_ptr<attune::llm::PlantedReader>> readers;
+  for (const auto& [agent, word] : words)
+    readers[agent] = std::make_unique<attune::llm::PlantedReader>(attune::llm::parse_planted_spec("planted:gate?word=" + word));
+  const auto r = run("tenant add agents --store serve-ium.db");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const std::string key = r.out.substr(0, r.out.find('\n'));
+  // Each agent gets its own 500 training users; its round starts once all of their feedback is in.
+  std::map<std::string, std::size_t> expected;
+  std::size_t at = 0;
+  for (const auto& [agent, word] : words)
+    for (std::size_t i = 0; i < kTrain; ++i) expected[agent] += std::min(kServed, ds.examples[at++].profile.size());
+  {
+    std::ofstream(dir_ / "serve-ium.json")
+        << R"({"retriever": "bm25",
+               "agents": {"tests": {"task": "commit_subject", "model": "planted-test"},
+                          "fixes": {"task": "commit_subject", "model": "planted-fix"}},
+               "learn": {"on": true, "method": "ium", "init": "enc", "dir": "served-ium", "interval_seconds": 1,
+                         "epochs": 3, "lr": 1e-3, "positive_at": 0.001, "min_new_feedback": )"
+        << std::min(expected["tests"], expected["fixes"]) << "}}";
+  }
+  const std::string bin = std::string(ATTUNE_BINARY_DIR) + "/tools/attune/attune";
+  ASSERT_EQ(std::system(("cd '" + dir_.string() + "' && ('" + bin +
+                         "' serve --store serve-ium.db --config serve-ium.json --port 0 --port-file port-ium.txt "
+                         ">serve-ium.out 2>serve-ium.err & echo $! >pid-ium.txt)").c_str()),
+            0);
+  for (int i = 0; i < 400 && !fs::exists(dir_ / "port-ium.txt"); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  ASSERT_TRUE(fs::exists(dir_ / "port-ium.txt")) << slurp(dir_ / "serve-ium.err");
+  httplib::Client c("127.0.0.1", std::stoi(slurp(dir_ / "port-ium.txt")));
+  c.set_default_headers({{"Authorization", "Bearer " + key}});
+  c.set_read_timeout(60);
+  const auto post = [&](const std::string& path, const json& body) {
+    auto res = c.Post(path, body.dump(), "application/json");
+    EXPECT_TRUE(res) << path;
+    EXPECT_EQ(res ? res->status : 0, 200) << (res ? res->body : "");
+    return res ? json::parse(res->body) : json();
+  };
+  const auto put_user = [&](const attune::Example& ex) {
+    json docs = json::array();
+    for (const auto& d : ex.profile) docs.push_back({{"id", d.id}, {"text", task->document_text(d)}});
+    auto res = c.Put("/v1/users/" + ex.id + "/documents", json{{"documents", docs}}.dump(), "application/json");
+    ASSERT_TRUE(res);
+    ASSERT_EQ(res->status, 200) << res->body;
+  };
+  const auto utility = [&](const std::string& agent, const attune::Example& ex, const std::string& doc_id) {
+    for (const auto& d : ex.profile)
+      if (d.id == doc_id) return task->reward(readers.at(agent)->answer(task->prompt(ex, {&d}, *tok, {})), ex.output);
+    ADD_FAILURE() << "served a document " << doc_id << " that is not in the profile of " << ex.id;
+    return 0.0;
+  };
+  // The share of held-out users whose served top document `reader`'s agent finds useful, when `served_as` asks.
+  const auto useful_top1 = [&](const std::string& served_as, const std::string& reader, std::string& version) {
+    std::size_t useful = 0;
+    for (std::size_t i = 0; i < kHeldOut; ++i) {
+      const auto& ex = held.examples[i];
+      const auto out = post("/v1/retrieve", {{"user", ex.id}, {"query", task->query(ex)}, {"k", 1}, {"agent", served_as}});
+      version = out.value("model_version", "");
+      if (!out["documents"].empty()) useful += utility(reader, ex, out["documents"][0]["id"]) > 0.001;
+    }
+    return static_cast<double>(useful) / kHeldOut;
+  };
+  for (std::size_t i = 0; i < kHeldOut; ++i) put_user(held.examples[i]);
+  std::map<std::string, double> before;
+  std::string version;
+  for (const auto& [agent, word] : words) {
+    before[agent] = useful_top1(agent, agent, version);
+    EXPECT_EQ(version, "bm25@v1");
+  }
+  at = 0;
+  for (const auto& [agent, word] : words) {
+    std::size_t records = 0;
+    for (std::size_t i = 0; i < kTrain; ++i) {
+      const auto& ex = ds.examples[at++];
+      put_user(ex);
+      const auto out = post("/v1/retrieve", {{"user", ex.id}, {"query", task->query(ex)}, {"k", kServed}, {"agent", agent}});
+      json utils = json::object();
+      for (const auto& d : out["documents"]) utils[d["id"].get<std::string>()] = utility(agent, ex, d["id"]);
+      if (utils.empty()) continue;
+      records += post("/v1/feedback", {{"request_id", out["request_id"]}, {"utilities", utils}}).value("records", 0);
+    }
+    ASSERT_EQ(records, expected[agent]) << agent;
+    std::printf("serve ium: %s's feedback in after %.0f s\n", agent.c_str(), elapsed());
+  }
+  // Wait for both agents' rounds.
+  const auto decided = [&](const std::string& agent) {
+    const std::string log = slurp(dir_ / "serve-ium.err");
+    for (std::size_t p = log.find("agent " + agent + ":"); p != std::string::npos; p = log.find("agent " + agent + ":", p + 1)) {
+      const std::string line = log.substr(p, log.find('\n', p) - p);
+      if (line.find("promoted") != std::string::npos || line.find("kept the served model") != std::string::npos) return true;
+    }
+    return false;
+  };
+  for (int i = 0; i < 1200 && !(decided("tests") && decided("fixes")); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const std::string log = slurp(dir_ / "serve-ium.err");
+  ASSERT_TRUE(decided("tests") && decided("fixes")) << elapsed() << " s\n" << log;
+  std::map<std::string, double> after, crossed;
+  std::map<std::string, std::string> versions;
+  for (const auto& [agent, word] : words) {
+    const std::string other = agent == "tests" ? "fixes" : "tests";
+    after[agent] = useful_top1(agent, agent, versions[agent]);
+    crossed[agent] = useful_top1(other, agent, version);  // the other agent's model, judged by this agent's reader
+  }
+  std::printf("serve ium: %.0f s; held-out share of useful top documents: tests %.4f -> %.4f (%s; fixes' model %.4f), "
+              "fixes %.4f -> %.4f (%s; tests' model %.4f)\n%s",
+              elapsed(), before["tests"], after["tests"], versions["tests"].c_str(), crossed["tests"], before["fixes"], after["fixes"],
+              versions["fixes"].c_str(), crossed["fixes"], log.c_str());
+  for (const auto& [agent, word] : words) {
+    EXPECT_NE(log.find("agent " + agent + ": "), std::string::npos) << log;
+    EXPECT_NE(versions[agent].find("ium:served-ium/1/" + agent + "/v2"), std::string::npos) << versions[agent];
+    EXPECT_GT(after[agent], before[agent] + 0.05) << agent << ": the served rankings did not improve";
+    EXPECT_GT(after[agent], crossed[agent] + 0.05) << agent << ": the other agent's model serves it as well: the agent is not read";
+  }
+  const auto pid = slurp(dir_ / "pid-ium.txt");
   std::system(("kill -TERM " + pid.substr(0, pid.find('\n'))).c_str());
 }

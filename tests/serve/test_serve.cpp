@@ -351,14 +351,21 @@ TEST(Serve, ConfigFileErrorsNameTheKey) {
   };
   const auto cfg = serve::read_config(write(R"({"retriever": "bm25", "tenants": {"acme": {"retriever": "recency"}},
                                                 "limits": {"max_k": 7, "requests_per_second": 2.5}})"));
-  EXPECT_EQ(cfg.tenant_retrievers.at("acme"), "recency");
+  EXPECT_EQ(cfg.tenants.at("acme").retriever, "recency");
   EXPECT_EQ(cfg.limits.max_k, 7u);
   EXPECT_DOUBLE_EQ(cfg.limits.requests_per_second, 2.5);
   for (const auto& [text, key] : std::vector<std::pair<std::string, std::string>>{
            {R"({"retriver": "bm25"})", "retriver"},
            {R"({"limits": {"max_k": 0}})", "limits.max_k"},
            {R"({"limits": {"max_kk": 3}})", "limits.max_kk"},
-           {R"({"tenants": {"acme": {"retriever": 3}}})", "tenants.acme.retriever"}}) {
+           {R"({"tenants": {"acme": {"retriever": 3}}})", "tenants.acme.retriever"},
+           {R"j({"retriever": "rerank(bm25)"})j", "retriever"},
+           {R"({"retrievers": ["bm25", 3]})", "retrievers[1]"},
+           {R"({"agents": {"../x": {}}})", "agents.../x"},
+           {R"({"agents": {"qa": {"task": "no-such-task"}}})", "agents.qa.task"},
+           {R"({"agents": {"qa": {"llm": "x"}}})", "agents.qa.llm"},
+           {R"({"tenants": {"acme": {"agents": {"qa": {"retriever": ""}}}}})", "tenants.acme.agents.qa.retriever"},
+           {R"({"learn": {"method": "rspg"}})", "learn.method"}}) {
     try {
       serve::read_config(write(text));
       ADD_FAILURE() << text;
@@ -377,30 +384,40 @@ namespace {
 
 // A learner whose answer the test sets; it records what it was given, and can hold a round
 // open until the test lets it finish.
+// The service measures what it answers on the held-back requests itself: with feed() below,
+// "recency" ranks the useful d3 first (1.0), the served bm25 ranks d0 first (0.0), and
+// "random" lands anywhere.
 struct FakeLearner : serve::Learner {
   std::string spec = "recency";
-  double dev_top1 = 1.0;
   std::vector<serve::LearnRound> rounds;
   std::function<void()> during;
   serve::LearnOutcome learn(const serve::LearnRound& r) override {
     rounds.push_back(r);
     if (during) during();
-    return {spec, dev_top1, "fake"};
+    return {spec, "fake"};
   }
 };
 
 // Puts 4 documents for each of n users and sends, for each, a retrieve of k = 4 and a
-// utility for every served document (1 for "d0" of the user, 0 for the others).
-void feed(Fixture& f, int first, int n) {
+// utility for every served document (1 for "d3" of the user, 0 for the others): bm25 ranks
+// d0 first, the only one that says "note", and recency d3, the newest.
+void feed(Fixture& f, int first, int n, const std::string& agent = "", const std::string& retriever = "") {
   auto a = f.client(f.key_a);
   for (int i = first; i < first + n; ++i) {
     const std::string u = "u" + std::to_string(i);
     json d = json::array();
-    for (int j = 0; j < 4; ++j) d.push_back({{"id", "d" + std::to_string(j)}, {"text", "note " + std::to_string(j) + " of " + u}});
+    for (int j = 0; j < 4; ++j)
+      d.push_back({{"id", "d" + std::to_string(j)},
+                   {"text", (j ? "memo " : "note ") + std::to_string(j) + " of " + u},
+                   {"date", "2026-01-0" + std::to_string(j + 1)}});
     ASSERT_EQ(call(a, "PUT", "/v1/users/" + u + "/documents", json{{"documents", d}}).status, 200);
-    const auto r = call(a, "POST", "/v1/retrieve", json{{"user", u}, {"query", "note"}, {"k", 4}});
+    json q{{"user", u}, {"query", "note"}, {"k", 4}};
+    if (!agent.empty()) q["agent"] = agent;
+    if (!retriever.empty()) q["retriever"] = retriever;
+    const auto r = call(a, "POST", "/v1/retrieve", q);
+    ASSERT_EQ(r.status, 200) << r.body.dump();
     json utils = json::object();
-    for (const auto& doc : r.body["documents"]) utils[doc["id"].get<std::string>()] = doc["id"] == "d0" ? 1.0 : 0.0;
+    for (const auto& doc : r.body["documents"]) utils[doc["id"].get<std::string>()] = doc["id"] == "d3" ? 1.0 : 0.0;
     ASSERT_EQ(call(a, "POST", "/v1/feedback", json{{"request_id", r.body["request_id"]}, {"utilities", utils}}).status, 200);
   }
 }
@@ -439,13 +456,14 @@ TEST(Serve, LearningPromotesOnlyABetterModelKeepsServingMeanwhileAndSurvivesARes
   EXPECT_EQ(reps[0].model_version, "recency@v2");
   const auto r = call(f.client(f.key_a), "POST", "/v1/retrieve", json{{"user", "u1"}, {"query", "note"}});
   EXPECT_EQ(r.body["model_version"], "recency@v2");
-  EXPECT_NE(f.server->metrics().find("attune_model_version{tenant=\"1\"} 2"), std::string::npos) << f.server->metrics();
+  EXPECT_DOUBLE_EQ(reps[0].served_dev_top1, 0.0);
+  EXPECT_DOUBLE_EQ(reps[0].new_dev_top1, 1.0);
+  EXPECT_NE(f.server->metrics().find("attune_model_version{tenant=\"1\",agent=\"\"} 2"), std::string::npos) << f.server->metrics();
   EXPECT_NE(f.server->metrics().find("attune_model_promotions_total 1"), std::string::npos);
   // The next round, with a model no better than what is served on the held-back queries, is not promoted.
   feed(f, 40, 30);
   learner.during = nullptr;
-  learner.dev_top1 = reps[0].served_dev_top1 * 0;  // worse than served (served top-1 > 0 unless every d0 was ranked low)
-  learner.spec = "random";
+  learner.spec = "random";  // below recency's 1.0 on the held-back requests
   reps = f.service->learn_step(learner);
   ASSERT_EQ(reps.size(), 1u);
   EXPECT_FALSE(reps[0].promoted);
@@ -457,4 +475,89 @@ TEST(Serve, LearningPromotesOnlyABetterModelKeepsServingMeanwhileAndSurvivesARes
             "recency@v2");
   EXPECT_EQ(call(f.client(f.key_b), "POST", "/v1/retrieve", json{{"user", "u1"}, {"query", "note"}}).body["model_version"],
             "bm25@v1");  // the other tenant learnt nothing
+}
+
+// Agents (paper 002): each has its own retriever, model version and learning; a call may
+// name a spec the config allows, and is then served by it, with nothing learnt from it.
+TEST(Serve, AgentsHaveTheirOwnRetrieverVersionAndLearningAndACallMayNameAnAllowedSpec) {
+  serve::ServeConfig cfg;
+  cfg.agents["writer"] = {"recency", "", ""};
+  cfg.agents["qa-bot"] = {"", "qa", "reader75q"};
+  cfg.tenants["globex"].agents["qa-bot"] = {"random", "", ""};  // globex's own qa-bot
+  cfg.retrievers = {"recency", "rrf(bm25, recency)"};
+  cfg.learn.on = true;
+  cfg.learn.min_new_feedback = 100;
+  cfg.learn.dev_fraction = 0.3;
+  Fixture f(cfg);
+  auto a = f.client(f.key_a);
+  auto b = f.client(f.key_b);
+  ASSERT_EQ(call(a, "PUT", "/v1/users/ann/documents", docs({{"a1", "parser notes"}, {"a2", "parser fix"}, {"a3", "other"}})).status,
+            200);
+  const auto retrieve = [&](httplib::Client& c, json body) {
+    body["user"] = "ann";
+    body["query"] = "parser";
+    return call(c, "POST", "/v1/retrieve", body);
+  };
+  EXPECT_EQ(retrieve(a, json::object()).body["model_version"], "bm25@v1");
+  EXPECT_EQ(retrieve(a, {{"agent", "writer"}}).body["model_version"], "recency@v1");
+  EXPECT_EQ(retrieve(a, {{"agent", "qa-bot"}}).body["model_version"], "bm25@v1");
+  EXPECT_EQ(retrieve(b, {{"agent", "qa-bot"}}).body["model_version"], "random@v1");
+  // An agent that is not declared, and a spec the config does not allow, are refused by name.
+  auto r = retrieve(a, {{"agent", "nobody"}});
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(r.body["error"]["field"], "agent");
+  EXPECT_NE(r.body["error"]["message"].get<std::string>().find("qa-bot, writer"), std::string::npos) << r.body.dump();
+  for (const char* spec : {"dense:/etc", "bm25", "rrf(bm25"}) {
+    r = retrieve(a, {{"retriever", spec}});
+    EXPECT_EQ(r.status, 400) << spec;
+    EXPECT_EQ(r.body["error"]["field"], "retriever") << r.body.dump();
+  }
+  // An allowed spec, written any way that parses to it.
+  r = retrieve(a, {{"retriever", "rrf( bm25 ,recency )"}, {"agent", "writer"}});
+  EXPECT_EQ(r.status, 200) << r.body.dump();
+  EXPECT_EQ(r.body["model_version"], "rrf(bm25,recency)@request");
+  // The agent's task is the call's: output feedback is scored with qa's metric.
+  r = retrieve(a, {{"agent", "qa-bot"}});
+  const auto fb = call(a, "POST", "/v1/feedback",
+                       json{{"request_id", r.body["request_id"]}, {"output", "the parser"}, {"reference", "the parser"}});
+  EXPECT_EQ(fb.status, 200) << fb.body.dump();
+  EXPECT_EQ(f.st->request_get(*f.st->tenant_find("acme"), r.body["request_id"])->agent, "qa-bot");
+
+  // Learning: feedback of qa-bot trains qa-bot alone, and requests served by a named spec are left out.
+  feed(f, 0, 40, "qa-bot");
+  feed(f, 40, 40, "qa-bot", "recency");
+  FakeLearner learner;
+  auto reps = f.service->learn_step(learner);
+  ASSERT_EQ(reps.size(), 1u);
+  ASSERT_EQ(learner.rounds.size(), 1u);
+  EXPECT_EQ(learner.rounds[0].agent, "qa-bot");
+  EXPECT_EQ(learner.rounds[0].task, "qa");
+  EXPECT_EQ(learner.rounds[0].model, "reader75q");
+  EXPECT_EQ(learner.rounds[0].train.size() + learner.rounds[0].dev.size(), 40u);
+  EXPECT_NE(learner.rounds[0].out.string().find("/qa-bot/v2"), std::string::npos) << learner.rounds[0].out;
+  EXPECT_TRUE(reps[0].promoted) << reps[0].report;
+  EXPECT_EQ(retrieve(a, {{"agent", "qa-bot"}}).body["model_version"], "recency@v2");
+  EXPECT_EQ(retrieve(a, json::object()).body["model_version"], "bm25@v1");
+  EXPECT_EQ(retrieve(b, {{"agent", "qa-bot"}}).body["model_version"], "random@v1");
+  const std::string m = f.server->metrics();
+  EXPECT_NE(m.find("attune_model_version{tenant=\"1\",agent=\"qa-bot\"} 2"), std::string::npos) << m;
+  EXPECT_NE(m.find("attune_model_version{tenant=\"1\",agent=\"\"} 1"), std::string::npos) << m;
+  EXPECT_NE(m.find("attune_feedback_backlog{tenant=\"1\"} 0"), std::string::npos) << m;
+  // A slot part-way to its threshold at one round is trained as soon as it gets there, though
+  // the tenant has fewer new records than min_new_feedback: 80 of writer's, then 20 more.
+  feed(f, 80, 20, "writer");
+  EXPECT_NE(f.server->metrics().find("attune_feedback_backlog{tenant=\"1\"} 80"), std::string::npos) << f.server->metrics();
+  feed(f, 100, 20, "qa-bot");  // 80 of qa-bot's: read, but neither slot has 100 new
+  EXPECT_TRUE(f.service->learn_step(learner).empty());
+  feed(f, 120, 5, "writer");   // 20 more of writer's: 100
+  reps = f.service->learn_step(learner);
+  ASSERT_EQ(reps.size(), 1u);
+  EXPECT_EQ(reps[0].agent, "writer");
+  EXPECT_EQ(learner.rounds.back().train.size() + learner.rounds.back().dev.size(), 25u);
+  // A restart serves each agent its last promoted version.
+  f.stop();
+  f.start(cfg);
+  auto a2 = f.client(f.key_a);
+  EXPECT_EQ(retrieve(a2, {{"agent", "qa-bot"}}).body["model_version"], "recency@v2");
+  EXPECT_EQ(retrieve(a2, {{"agent", "writer"}}).body["model_version"], "recency@v1");  // recency beat nothing: not promoted
 }

@@ -122,7 +122,7 @@ TEST(SqliteStore, OpensWithWalForeignKeysAndSchemaVersion) {
   auto path = dir / "a.db";
   { auto s = open_sqlite(path); }
   EXPECT_EQ(raw_pragma(path, "journal_mode"), "wal");
-  EXPECT_EQ(raw_pragma(path, "user_version"), "2");
+  EXPECT_EQ(raw_pragma(path, "user_version"), "3");
   for (const char* t : {"datasets", "users", "documents", "examples", "llm_cache", "feedback", "runs", "blobs", "tenants",
                         "api_keys", "serve_documents", "serve_requests", "serve_feedback"})
     EXPECT_EQ(raw_count(path, t), 0) << t;
@@ -569,8 +569,31 @@ TEST(SqliteStore, AVersion1StoreIsUpgradedInPlaceAndKeepsItsData) {
     s->documents_put(t, {{"u1", "d1", "text", ""}});
     EXPECT_EQ(s->documents_of(t).size(), 1u);
   }
-  EXPECT_EQ(raw_pragma(path, "user_version"), "2");
+  EXPECT_EQ(raw_pragma(path, "user_version"), "3");
   EXPECT_EQ(raw_count(path, "serve_documents"), 1);
+}
+
+TEST(SqliteStore, AVersion2StoreGainsTheAgentColumnAndKeepsItsRequests) {
+  TempDir dir;
+  auto path = dir / "v2.db";
+  {
+    auto s = open_sqlite(path);
+    const auto t = s->tenant_create("acme");
+    s->request_put(t, {"req_1", "u1", "q", "", "", "bm25@v1", {"user:d1"}, ""});
+  }
+  // What attune wrote before requests named their agent.
+  raw_exec(path, "ALTER TABLE serve_requests DROP COLUMN agent; PRAGMA user_version=2;");
+  {
+    auto s = open_sqlite(path);
+    const auto t = *s->tenant_find("acme");
+    const auto old = s->request_get(t, "req_1");
+    ASSERT_TRUE(old.has_value());
+    EXPECT_EQ(old->agent, "");
+    EXPECT_EQ(old->documents, std::vector<std::string>{"user:d1"});
+    s->request_put(t, {"req_2", "u1", "q", "qa", "qa-bot", "bm25@v1", {"user:d1"}, ""});
+    EXPECT_EQ(s->request_get(t, "req_2")->agent, "qa-bot");
+  }
+  EXPECT_EQ(raw_pragma(path, "user_version"), "3");
 }
 
 TEST(SqliteStore, TenantsKeysAndRevocation) {
@@ -618,7 +641,7 @@ TEST(SqliteStore, ServeRowsStayWithTheirTenantAndAUserIsRemovedWithAllThatCameFr
   s->documents_put(a, {{"ann", "d1", "ann's note, edited", ""}});  // replaces
   EXPECT_EQ(s->documents_of(a).size(), 3u);
 
-  attune::store::ServeRequest r{"req-1", "ann", "notes", "", "bm25#1", {"d1", "c1"}, ""};
+  attune::store::ServeRequest r{"req-1", "ann", "notes", "", "", "bm25#1", {"d1", "c1"}, ""};
   s->request_put(a, r);
   ASSERT_TRUE(s->request_get(a, "req-1").has_value());
   EXPECT_EQ(s->request_get(a, "req-1")->documents, (std::vector<std::string>{"d1", "c1"}));

@@ -12,6 +12,7 @@
 #include "attune/serve/http.h"
 #include "attune/serve/openapi.h"
 #include "attune/store/store.h"
+#include "attune/train/ium.h"
 #include "attune/train/ropg.h"
 #include "common.h"
 
@@ -19,10 +20,12 @@ namespace attune::cli {
 
 namespace {
 
-// The server's learner: ROPG-KD (paper 000) on the per-document utilities of what was
-// served, from the configured encoder, into rerank(BASE, top_l, dense:DIR) (the trained
-// folder). Its dev number is the encoder's top-1 utility on the held-back requests, the
-// quantity Service::learn_step compares with the served order's.
+// The server's learners. Each trains one slot (a tenant's default or one of its agents) on
+// that slot's feedback and answers the spec of the trained folder; Service::learn_step
+// measures it on the held-back requests itself before promoting it.
+//
+// ROPG-KD (paper 000) on the per-document utilities of what was served, from the configured
+// encoder, into rerank(BASE, top_l, dense:DIR) (the trained folder).
 class RopgKdLearner final : public serve::Learner {
  public:
   explicit RopgKdLearner(serve::LearnConfig c) : c_(std::move(c)) {}
@@ -50,7 +53,60 @@ class RopgKdLearner final : public serve::Learner {
     char line[256];
     std::snprintf(line, sizeof line, "ropg-kd: held-back top-1 utility %.4f at the start -> %.4f (epoch %zu of %zu; oracle %.4f)",
                   res.init_dev_top1, kept, res.best_epoch, res.epochs.size(), res.dev_oracle);
-    return {r.out.string(), kept, line};
+    return {r.out.string(), line};
+  }
+
+ private:
+  serve::LearnConfig c_;
+};
+
+// Online IUM (paper 002 §4): a cross-encoder that reads the agent's task and model tokens,
+// trained pointwise on the slot's feedback (a document is useful when its utility reaches
+// learn.positive_at), from the configured encoder each round, on all the slot's feedback so
+// far and with no [UNK] replacement (002's online update); it reranks BASE's top 100.
+class IumLearner final : public serve::Learner {
+ public:
+  explicit IumLearner(serve::LearnConfig c) : c_(std::move(c)) {}
+  serve::LearnOutcome learn(const serve::LearnRound& r) override {
+    // The tokens: the agent's task (its name when it has none) and model.
+    const std::string task = r.task.empty() ? (r.agent.empty() ? "default" : r.agent) : r.task;
+    const std::string model = r.model.empty() ? "default" : r.model;
+    const auto samples = [&](const std::vector<serve::LearnQuery>& qs) {
+      std::vector<train::IumSample> out;
+      for (const auto& q : qs)
+        for (std::size_t i = 0; i < q.docs.size(); ++i)
+          out.push_back({task, model, q.query, q.docs[i], q.utility[i] >= c_.positive_at ? 1.0 : 0.0, q.request_id});
+      return out;
+    };
+    train::IumOptions o;
+    o.init = c_.init;
+    o.unk_fraction = 0;
+    o.tasks = {task};
+    o.models = {model};
+    o.fit.out = r.out;
+    o.fit.epochs = c_.epochs;
+    o.fit.lr = c_.lr;
+    o.fit.batch_size = 32;
+    o.fit.micro_batch = 32;
+    o.fit.warmup = 0.05;
+    o.fit.seed = r.seed;
+    o.fit.quiet = true;
+    o.fit.data_description = "attune serve: feedback of tenant " + std::to_string(r.tenant) +
+                             (r.agent.empty() ? "" : ", agent " + r.agent) + " (" + std::to_string(r.train.size()) +
+                             " requests; " + std::to_string(r.dev.size()) + " held back)";
+    if (std::filesystem::exists(r.out)) remove_tree(r.out);  // a round cut short by a crash starts again
+    const auto train = samples(r.train);
+    if (std::none_of(train.begin(), train.end(), [](const train::IumSample& x) { return x.label == 1; }))
+      return {"", "ium: no served document reached positive_at " + std::to_string(c_.positive_at) + ": nothing to learn"};
+    const auto res = train::train_ium(train, samples(r.dev), o);
+    char line[256];
+    std::snprintf(line, sizeof line,
+                  "ium: %zu samples; held-back lists with a useful top document %.4f at the start -> %.4f (epoch %zu of "
+                  "%zu; %.1f s)",
+                  train.size(), res.init_dev_top1, res.best_epoch ? res.epochs.at(res.best_epoch - 1).dev_top1 : res.init_dev_top1,
+                  res.best_epoch, res.epochs.size(), res.seconds);
+    const std::string spec = "rerank(" + r.base + ",100,ium:" + r.out.string() + "?task=" + task + "&model=" + model + ")";
+    return {spec, line};
   }
 
  private:
@@ -116,16 +172,21 @@ void add_serve(CLI::App& app, int& rc) {
     std::thread learn_thread;
     if (cfg.learn.on) {
       learn_thread = std::thread([&, quiet = r->quiet] {
-        RopgKdLearner learner(cfg.learn);
+        std::unique_ptr<serve::Learner> learner;
+        if (cfg.learn.method == "ium")
+          learner = std::make_unique<IumLearner>(cfg.learn);
+        else
+          learner = std::make_unique<RopgKdLearner>(cfg.learn);
         std::unique_lock lock(learn_mu);
         while (!learn_cv.wait_for(lock, std::chrono::duration<double>(cfg.learn.interval_seconds), [&] { return stopping; })) {
           lock.unlock();
           try {
-            for (const auto& rep : service.learn_step(learner))
+            for (const auto& rep : service.learn_step(*learner))
               if (!quiet)
-                std::fprintf(stderr, "serve: learn, tenant %lld: %zu requests, %zu held back, served top-1 %.4f, new %.4f: %s; "
+                std::fprintf(stderr, "serve: learn, tenant %lld%s%s: %zu requests, %zu held back, served top-1 %.4f, new %.4f: %s; "
                                      "%s (%s)\n",
-                             static_cast<long long>(rep.tenant), rep.train, rep.dev, rep.served_dev_top1, rep.new_dev_top1,
+                             static_cast<long long>(rep.tenant), rep.agent.empty() ? "" : ", agent ",
+                             rep.agent.c_str(), rep.train, rep.dev, rep.served_dev_top1, rep.new_dev_top1,
                              rep.promoted ? "promoted" : "kept the served model", rep.model_version.c_str(),
                              rep.report.c_str());
           } catch (const std::exception& e) {
@@ -139,7 +200,7 @@ void add_serve(CLI::App& app, int& rc) {
     if (!r->quiet)
       std::fprintf(stderr, "serve: http://%s:%d (store %s, retriever %s, %zu tenants, learning %s); Ctrl-C stops\n",
                    http->host.c_str(), server.port(), r->store.c_str(), cfg.retriever.c_str(), st->tenant_list().size(),
-                   cfg.learn.on ? ("on, ropg-kd from " + cfg.learn.init).c_str() : "off");
+                   cfg.learn.on ? ("on, " + cfg.learn.method + " from " + cfg.learn.init).c_str() : "off");
     int sig = 0;
     sigwait(&stop_signals, &sig);
     server.stop();  // drains the requests in flight

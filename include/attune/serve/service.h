@@ -20,8 +20,13 @@
 #include <string_view>
 #include <vector>
 
+#include "attune/core/types.h"
 #include "attune/core/error.h"
 #include "attune/store/store.h"
+
+namespace attune::retrieval {
+class Retriever;
+}
 
 namespace attune::serve {
 
@@ -54,30 +59,55 @@ struct Limits {
 };
 
 // Learning while serving: every interval_seconds the learner thread of `attune serve` asks
-// Service::learn_step to retrain each tenant that has min_new_feedback new per-document
-// utilities since its last round, on all of its feedback so far (paper 002's online update),
-// and promotes the result only when it beats the served model on held-back feedback.
+// Service::learn_step to retrain each model slot (a tenant's default, or one of its agents)
+// that has min_new_feedback new per-document utilities since its last round, on all of its
+// feedback so far (paper 002's online update), and promotes the result only when it beats
+// the served model on held-back feedback.
 struct LearnConfig {
   bool on = false;
-  std::string method = "ropg-kd";   // the learner (tools/attune/cmd_serve.cpp builds it)
+  // The learner (tools/attune/cmd_serve.cpp builds it): "ropg-kd" (paper 000: a dense
+  // reranker distilled from the utilities) or "ium" (paper 002: a cross-encoder that reads
+  // the agent's task and model tokens, trained pointwise on useful / not useful).
+  std::string method = "ropg-kd";
   std::string init;                 // the encoder every round starts from (a dense: model folder)
-  std::string dir = "serve-models"; // where each round's model folder goes: DIR/TENANT_ID/vN
-  std::size_t min_new_feedback = 256;  // new "doc" records before a tenant is retrained
+  std::string dir = "serve-models"; // where each round's model folder goes: DIR/TENANT_ID[/AGENT]/vN
+  std::size_t min_new_feedback = 256;  // new "doc" records before a slot is retrained
   double interval_seconds = 30;
   double dev_fraction = 0.2;        // requests held back (by a hash of the request id) to decide promotion
   std::size_t top_l = 20;           // the trained model reranks the base retriever's top top_l
   std::size_t epochs = 5;
   double lr = 1e-3;
+  double positive_at = 0.5;         // ium: a document is useful (label 1) when its utility reaches this
+};
+
+// An agent (paper 002): an application of the tenant with its own task and language model,
+// named by a retrieve call's "agent". It has its own retriever (by default the tenant's),
+// its own model version, and learning trains its own model on its own feedback only.
+struct AgentConfig {
+  std::string retriever;  // "" = the tenant's
+  std::string task;       // the default of a call's "task"; with model, the agent's IUM tokens
+  std::string model;      // the agent's language model, as IUM names it ("" = the agent's name)
+};
+
+struct TenantConfig {
+  std::string retriever;                     // "" = the deployment's
+  std::map<std::string, AgentConfig> agents; // added to the deployment's (the same name replaces it)
 };
 
 // The deployment: `attune serve --config FILE` (JSON, docs/serve.md), every key optional:
-//   {"retriever": "bm25", "tenants": {"acme": {"retriever": "rerank(bm25,20,cross:DIR)"}},
+//   {"retriever": "bm25", "retrievers": ["dense:DIR"],
+//    "agents": {"qa-bot": {"task": "qa", "model": "reader75q", "retriever": "SPEC"}},
+//    "tenants": {"acme": {"retriever": "rerank(bm25,20,cross:DIR)", "agents": {...}}},
 //    "corpus_candidates": 100, "seed": 0, "limits": {"max_k": 100, ...},
-//    "learn": {"on": true, "init": "ENCODER_DIR", ...}}
+//    "learn": {"on": true, "method": "ropg-kd", "init": "ENCODER_DIR", ...}}
 struct ServeConfig {
-  std::string retriever = "bm25";                         // every tenant's, unless named below
-  std::map<std::string, std::string> tenant_retrievers;   // tenant name -> spec
-  std::size_t corpus_candidates = 100;                    // corpus BM25 hits a query's ranking sees
+  std::string retriever = "bm25";                // every tenant's, unless named below
+  std::map<std::string, TenantConfig> tenants;   // by tenant name
+  std::map<std::string, AgentConfig> agents;     // every tenant's agents
+  // Specs a retrieve call may name in "retriever" (any other is refused: a spec can name a
+  // model folder). What such a call is served with is fixed: nothing learns from its feedback.
+  std::vector<std::string> retrievers;
+  std::size_t corpus_candidates = 100;           // corpus BM25 hits a query's ranking sees
   std::uint64_t seed = 0;
   Limits limits;
   LearnConfig learn;
@@ -89,7 +119,9 @@ struct RetrieveRequest {
   std::string user;   // whose documents may be served (with the tenant's corpus)
   std::string query;
   std::size_t k = 5;
-  std::string task;   // optional: the task whose metric scores "output" feedback later
+  std::string task;   // optional: the task whose metric scores "output" feedback later (default: the agent's)
+  std::string agent;  // optional: a configured agent, whose model serves the call
+  std::string retriever;  // optional: one of the config's "retrievers", instead of the model
   bool personal = true, corpus = true;  // which documents to rank
 };
 
@@ -124,11 +156,15 @@ struct LearnQuery {
   std::string request_id, query;
   std::vector<std::string> docs;
   std::vector<double> utility;
+  std::string user;                  // the retrieval-layer user ("TENANT/USER")
+  std::vector<Document> documents;   // the rated documents themselves (docs are their texts)
 };
 
 // What a learner gets for one tenant's round, and what it answers.
 struct LearnRound {
   TenantId tenant = 0;
+  std::string agent;                // "" = the tenant's default slot
+  std::string task, model;          // the agent's tokens (ium)
   std::string base;                 // the base retriever spec (its first stage)
   std::uint64_t version = 0;        // the version this round would become
   std::vector<LearnQuery> train, dev;
@@ -137,7 +173,6 @@ struct LearnRound {
 };
 struct LearnOutcome {
   std::string spec;                 // the retriever spec of the trained model ("" when it failed)
-  double dev_top1 = 0;              // its mean utility of the top document on round.dev
   std::string report;               // one line for the log
 };
 class Learner {
@@ -149,9 +184,10 @@ class Learner {
 // What learn_step did for one tenant.
 struct LearnReport {
   TenantId tenant = 0;
+  std::string agent;
   std::size_t train = 0, dev = 0;
   double served_dev_top1 = 0;       // mean utility on dev of the first rated document of each served list
-  double new_dev_top1 = 0;
+  double new_dev_top1 = 0;          // the same for the new model's ranking of each list (measured here, not by the learner)
   bool promoted = false;
   std::string model_version;        // after the round
   std::string report;
@@ -159,7 +195,8 @@ struct LearnReport {
 
 struct Counts {
   std::size_t tenants_loaded = 0, users = 0, documents = 0, corpus_documents = 0;
-  std::map<TenantId, std::uint64_t> model_versions;  // of the tenants loaded
+  std::map<std::pair<TenantId, std::string>, std::uint64_t> model_versions;  // of the tenants loaded, by agent ("" = default)
+  std::map<TenantId, std::uint64_t> backlog;  // per-document records no learning round has read yet (learning on)
   std::uint64_t retrieves = 0, feedback_records = 0, learn_rounds = 0, promotions = 0;
 };
 
@@ -190,7 +227,7 @@ class Service {
   // Ranks documents a client sends (Cohere's /v1/rerank): nothing is stored or learnt.
   std::vector<std::pair<std::size_t, double>> rerank(TenantId tenant, const std::string& query,
                                                       const std::vector<std::string>& documents, std::size_t top_n);
-  std::string model_version(TenantId tenant);
+  std::string model_version(TenantId tenant, const std::string& agent = "");
   Counts counts();
   // One learning round for every tenant with enough new feedback (LearnConfig). Training runs
   // without holding any lock, so requests are served meanwhile by the current version; a
@@ -199,13 +236,19 @@ class Service {
 
  private:
   struct Tenant;
+  struct Slot;
   Tenant& tenant(TenantId id);
+  static Slot& slot(Tenant& t, const std::string& agent);
+  static double top1(const retrieval::Retriever& ret, const std::vector<LearnQuery>& qs);
   store::Store& store_;
   ServeConfig config_;
-  std::map<TenantId, std::size_t> learned_at_;     // doc records seen at each tenant's last round (learn_step only)
-  std::map<TenantId, std::size_t> learned_total_;  // all its records then
+  std::map<std::pair<TenantId, std::string>, std::size_t> learned_at_;  // doc records seen at each slot's last round (learn_step only)
+  std::map<TenantId, std::size_t> learned_total_;  // all the tenant's records at its last read
+  std::map<TenantId, std::size_t> need_;           // new records before the next read (learn_step only)
+  std::map<std::string, std::shared_ptr<const retrieval::Retriever>> allowed_;  // config.retrievers, by canonical spec
   std::mutex mu_;  // guards tenants_
   std::map<TenantId, std::unique_ptr<Tenant>> tenants_;
+  std::mutex learn_mu_;  // guards learned_at_ / learned_total_ (learn_step and counts)
   std::atomic<std::uint64_t> retrieves_{0}, feedback_records_{0}, learn_rounds_{0}, promotions_{0};
 };
 

@@ -42,6 +42,7 @@ struct ServeRequest {
   std::string user;
   std::string query;
   std::string task;                    // "" when the call named none
+  std::string agent;                   // the configured agent it was served for; "" = none
   std::string model_version;
   std::vector<std::string> documents;  // the ids served, best first
   std::string created;
