@@ -9,6 +9,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <unordered_map>
 
@@ -137,6 +138,15 @@ void CorpusIndex::finish_load() {
   for (std::size_t d = 0; d < doc_len_.size(); ++d) {
     norm_[d] = p_.k1 * ((1 - p_.b) + p_.b * static_cast<double>(doc_len_[d]) / avgdl_);
   }
+  // Each term's largest contribution, by the very expression search() adds.
+  const double k1p1 = p_.k1 + 1;
+  for (auto& pl : postings_) {
+    pl.max_score = 0;
+    for (const auto& [doc, tf_count] : pl.list) {
+      const double tf = static_cast<double>(tf_count);
+      pl.max_score = std::max(pl.max_score, pl.idf * (tf * k1p1 / (tf + norm_[doc])));
+    }
+  }
 }
 
 CorpusIndex CorpusIndex::build(const std::vector<std::string>& texts, Bm25Params p) {
@@ -205,10 +215,25 @@ const CorpusIndex::Postings* CorpusIndex::find(const std::string& term) const {
   return &postings_[static_cast<std::size_t>(it - terms_.begin())];
 }
 
-std::vector<Hit> CorpusIndex::search(std::string_view query, std::size_t k) const {
+std::vector<Hit> CorpusIndex::search(std::string_view query, std::size_t k, bool prune, SearchStats* stats) const {
+  if (stats) *stats = {};
+  if (doc_len_.empty()) return {};
+  std::vector<const Postings*> terms;  // in query order, duplicates included; unseen terms add 0 everywhere
+  bool negative = false;
+  for (const auto& tok : text::analyzer_tokens(query))
+    if (const Postings* pl = find(tok)) {
+      terms.push_back(pl);
+      negative = negative || pl->idf < 0;
+      if (stats) stats->postings_total += pl->list.size();
+    }
+  if (prune && k > 0 && !negative && terms.size() > 1) return search_maxscore(terms, k, stats);
+  return search_exhaustive(terms, k, stats);
+}
+
+std::vector<Hit> CorpusIndex::search_exhaustive(const std::vector<const Postings*>& terms, std::size_t k,
+                                                SearchStats* stats) const {
   const std::size_t n = doc_len_.size();
   std::vector<Hit> hits;
-  if (n == 0) return hits;
   thread_local Scratch s;
   if (s.acc.size() < n) {
     s.acc.assign(n, 0.0);
@@ -216,9 +241,7 @@ std::vector<Hit> CorpusIndex::search(std::string_view query, std::size_t k) cons
   }
   s.touched.clear();
   const double k1p1 = p_.k1 + 1;
-  for (const auto& tok : text::analyzer_tokens(query)) {
-    const Postings* pl = find(tok);
-    if (!pl) continue;  // unseen term: idf 0, adds 0 everywhere
+  for (const Postings* pl : terms) {
     const double w = pl->idf;
     for (const auto& [doc, tf_count] : pl->list) {
       const double tf = static_cast<double>(tf_count);
@@ -228,6 +251,7 @@ std::vector<Hit> CorpusIndex::search(std::string_view query, std::size_t k) cons
         s.touched.push_back(doc);
       }
     }
+    if (stats) stats->postings_scored += pl->list.size();
   }
   hits.reserve(s.touched.size());
   for (auto doc : s.touched) {
@@ -243,6 +267,91 @@ std::vector<Hit> CorpusIndex::search(std::string_view query, std::size_t k) cons
     hits.resize(k);
   }
   return hits;
+}
+
+std::vector<Hit> CorpusIndex::search_maxscore(const std::vector<const Postings*>& terms, std::size_t k,
+                                              SearchStats* stats) const {
+  using Posting = std::pair<std::uint32_t, std::uint32_t>;
+  const std::size_t m = terms.size();
+  const double k1p1 = p_.k1 + 1;
+  constexpr double kMargin = 1 + 1e-9;  // bounds are sums in another order: rounding must never drop a document
+  // The query's terms by ascending bound; bound[j] = the sum of the first j + 1 bounds.
+  std::vector<std::size_t> order(m);
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return terms[a]->max_score < terms[b]->max_score; });
+  std::vector<double> bound(m);
+  for (std::size_t j = 0; j < m; ++j) bound[j] = (j ? bound[j - 1] : 0.0) + terms[order[j]]->max_score;
+  std::vector<const Posting*> at(m), end(m);  // cursors, by position in `order`
+  for (std::size_t j = 0; j < m; ++j) {
+    at[j] = terms[order[j]]->list.data();
+    end[j] = at[j] + terms[order[j]]->list.size();
+  }
+  std::vector<double> part(m);   // the current document's contribution of each query token (by query position)
+  std::vector<char> has(m);
+  std::vector<Hit> heap;          // the best k so far; its front is the worst of them (by `better`)
+  heap.reserve(k + 1);
+  double theta = -std::numeric_limits<double>::infinity();  // the k-th score, once there are k
+  std::size_t first = 0;          // order[first..] are essential: a document must hold one of them to enter
+  std::size_t scored = 0;
+  for (;;) {
+    while (first < m && bound[first] * kMargin <= theta) ++first;
+    if (first == m) break;
+    std::uint32_t doc = std::numeric_limits<std::uint32_t>::max();
+    for (std::size_t j = first; j < m; ++j)
+      if (at[j] != end[j]) doc = std::min(doc, at[j]->first);
+    if (doc == std::numeric_limits<std::uint32_t>::max()) break;
+    std::fill(has.begin(), has.end(), 0);
+    double partial = 0;
+    for (std::size_t j = first; j < m; ++j)
+      if (at[j] != end[j] && at[j]->first == doc) {
+        const double tf = static_cast<double>(at[j]->second);
+        const std::size_t q = order[j];
+        part[q] = terms[q]->idf * (tf * k1p1 / (tf + norm_[doc]));
+        has[q] = 1;
+        partial += part[q];
+        ++at[j];
+        ++scored;
+      }
+    // The non-essential terms, the largest bound first, each probed only while the document can still enter.
+    bool dropped = false;
+    for (std::size_t j = first; j-- > 0;) {
+      if ((partial + bound[j]) * kMargin <= theta) {
+        dropped = true;
+        break;
+      }
+      at[j] = std::lower_bound(at[j], end[j], doc, [](const Posting& p, std::uint32_t d) { return p.first < d; });
+      if (at[j] != end[j] && at[j]->first == doc) {
+        const double tf = static_cast<double>(at[j]->second);
+        const std::size_t q = order[j];
+        part[q] = terms[q]->idf * (tf * k1p1 / (tf + norm_[doc]));
+        has[q] = 1;
+        partial += part[q];
+        ++scored;
+      }
+    }
+    if (dropped) continue;
+    // The exact score, summed as search_exhaustive sums it: from 0.0, in query-token order.
+    double score = 0.0;
+    for (std::size_t q = 0; q < m; ++q)
+      if (has[q]) score += part[q];
+    const Hit h{doc, score};
+    if (heap.size() < k) {
+      heap.push_back(h);
+      std::push_heap(heap.begin(), heap.end(), better);
+    } else if (better(h, heap.front())) {
+      std::pop_heap(heap.begin(), heap.end(), better);
+      heap.back() = h;
+      std::push_heap(heap.begin(), heap.end(), better);
+    }
+    if (heap.size() == k) theta = heap.front().score;
+  }
+  if (stats) {
+    stats->postings_scored = scored;
+    stats->pruned = true;
+  }
+  std::sort(heap.begin(), heap.end(), better);
+  return heap;
 }
 
 std::string CorpusIndex::serialize() const {

@@ -18,6 +18,12 @@ struct Hit {
   double score;
 };
 
+// What one search did: postings scored, and postings of the query's terms in all.
+struct SearchStats {
+  std::size_t postings_scored = 0, postings_total = 0;
+  bool pruned = false;  // MaxScore ran (see search)
+};
+
 class CorpusIndex {
  public:
   CorpusIndex() = default;
@@ -26,7 +32,18 @@ class CorpusIndex {
   // The k best documents for `query` (analyzed the same way), by descending score, ties
   // by ascending document position; documents with no query term never appear.
   // k = 0 returns every matching document. Thread-safe (per-thread scratch).
-  std::vector<Hit> search(std::string_view query, std::size_t k) const;
+  //
+  // With prune (the default) and k > 0, documents are visited in order with MaxScore
+  // (Turtle & Flood 1995): the query's terms sorted by their largest single contribution,
+  // those whose bounds together cannot lift a document above the k-th score so far are
+  // only probed for documents the others found, and a document whose bound falls short is
+  // dropped unscored. The answer is the exhaustive one, bit for bit: each kept document's
+  // score is summed in query-token order from 0.0, as the exhaustive path sums it, and a
+  // document is dropped only when even its bound (with a relative margin of 1e-9 for
+  // rounding) cannot beat the k-th score, ties going to the lower position, which every
+  // document already kept has. A term with a negative idf (BM25Okapi's epsilon floor in a
+  // tiny corpus) has no useful bound: such queries are scored exhaustively.
+  std::vector<Hit> search(std::string_view query, std::size_t k, bool prune = true, SearchStats* stats = nullptr) const;
   std::size_t size() const { return doc_len_.size(); }
 
   // Compact binary form (versioned); deserialize throws attune::Error on a bad blob.
@@ -38,12 +55,18 @@ class CorpusIndex {
   std::vector<std::uint32_t> doc_len_;
   double avgdl_ = 0;
   // term -> (idf, postings [(doc, tf)])
-  struct Postings { double idf = 0; std::vector<std::pair<std::uint32_t, std::uint32_t>> list; };
+  struct Postings {
+    double idf = 0;
+    std::vector<std::pair<std::uint32_t, std::uint32_t>> list;
+    double max_score = 0;  // the largest single contribution of the term (finish_load; not serialized)
+  };
   std::vector<std::string> terms_;        // sorted
   std::vector<Postings> postings_;        // parallel to terms_
   std::vector<double> norm_;              // per doc: k1 * ((1 - b) + b * dl / avgdl)
   const Postings* find(const std::string& term) const;
-  void finish_load();                     // avgdl_ and norm_ from doc_len_ and p_
+  void finish_load();                     // avgdl_, norm_ and each max_score from doc_len_, p_ and postings_
+  std::vector<Hit> search_exhaustive(const std::vector<const Postings*>& terms, std::size_t k, SearchStats* stats) const;
+  std::vector<Hit> search_maxscore(const std::vector<const Postings*>& terms, std::size_t k, SearchStats* stats) const;
 };
 
 }  // namespace attune::index
