@@ -1162,8 +1162,9 @@ TEST_F(Cli, ServeRefusesABadConfigAtStart) {
   EXPECT_NE(r.err.find("limits.max_kk"), std::string::npos) << r.err;
   { std::ofstream(dir_ / "spec.json") << R"({"retriever": "bm26"})"; }
   r = run("serve --store s.db --config spec.json --port 0");
-  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_EQ(r.rc, 1) << r.err;  // a bad value in the file, as any other: the file and the key named
   EXPECT_NE(r.err.find("bm26"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("spec.json: field \"retriever\""), std::string::npos) << r.err;
   r = run("serve --store s.db --port 0 --learn on");
   EXPECT_EQ(r.rc, 2) << r.err;
   EXPECT_NE(r.err.find("--learn-init"), std::string::npos) << r.err;
