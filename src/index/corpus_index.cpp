@@ -139,13 +139,9 @@ void CorpusIndex::finish_load() {
     norm_[d] = p_.k1 * ((1 - p_.b) + p_.b * static_cast<double>(doc_len_[d]) / avgdl_);
   }
   // Each term's largest contribution, by the very expression search() adds.
-  const double k1p1 = p_.k1 + 1;
   for (auto& pl : postings_) {
     pl.max_score = 0;
-    for (const auto& [doc, tf_count] : pl.list) {
-      const double tf = static_cast<double>(tf_count);
-      pl.max_score = std::max(pl.max_score, pl.idf * (tf * k1p1 / (tf + norm_[doc])));
-    }
+    for (const auto& [doc, tf_count] : pl.list) pl.max_score = std::max(pl.max_score, contribution(pl.idf, tf_count, doc));
   }
 }
 
@@ -240,12 +236,9 @@ std::vector<Hit> CorpusIndex::search_exhaustive(const std::vector<const Postings
     s.seen.assign(n, 0);
   }
   s.touched.clear();
-  const double k1p1 = p_.k1 + 1;
   for (const Postings* pl : terms) {
-    const double w = pl->idf;
     for (const auto& [doc, tf_count] : pl->list) {
-      const double tf = static_cast<double>(tf_count);
-      s.acc[doc] += w * (tf * k1p1 / (tf + norm_[doc]));
+      s.acc[doc] += contribution(pl->idf, tf_count, doc);
       if (!s.seen[doc]) {
         s.seen[doc] = 1;
         s.touched.push_back(doc);
@@ -273,7 +266,6 @@ std::vector<Hit> CorpusIndex::search_maxscore(const std::vector<const Postings*>
                                               SearchStats* stats) const {
   using Posting = std::pair<std::uint32_t, std::uint32_t>;
   const std::size_t m = terms.size();
-  const double k1p1 = p_.k1 + 1;
   constexpr double kMargin = 1 + 1e-9;  // bounds are sums in another order: rounding must never drop a document
   // The query's terms by ascending bound; bound[j] = the sum of the first j + 1 bounds.
   std::vector<std::size_t> order(m);
@@ -294,6 +286,15 @@ std::vector<Hit> CorpusIndex::search_maxscore(const std::vector<const Postings*>
   double theta = -std::numeric_limits<double>::infinity();  // the k-th score, once there are k
   std::size_t first = 0;          // order[first..] are essential: a document must hold one of them to enter
   std::size_t scored = 0;
+  double partial = 0;
+  // Takes the contribution of cursor j's posting, which is the current document's.
+  const auto take = [&](std::size_t j, std::uint32_t doc) {
+    const std::size_t q = order[j];
+    part[q] = contribution(terms[q]->idf, at[j]->second, doc);
+    has[q] = 1;
+    partial += part[q];
+    ++scored;
+  };
   for (;;) {
     while (first < m && bound[first] * kMargin <= theta) ++first;
     if (first == m) break;
@@ -302,16 +303,11 @@ std::vector<Hit> CorpusIndex::search_maxscore(const std::vector<const Postings*>
       if (at[j] != end[j]) doc = std::min(doc, at[j]->first);
     if (doc == std::numeric_limits<std::uint32_t>::max()) break;
     std::fill(has.begin(), has.end(), 0);
-    double partial = 0;
+    partial = 0;
     for (std::size_t j = first; j < m; ++j)
       if (at[j] != end[j] && at[j]->first == doc) {
-        const double tf = static_cast<double>(at[j]->second);
-        const std::size_t q = order[j];
-        part[q] = terms[q]->idf * (tf * k1p1 / (tf + norm_[doc]));
-        has[q] = 1;
-        partial += part[q];
+        take(j, doc);
         ++at[j];
-        ++scored;
       }
     // The non-essential terms, the largest bound first, each probed only while the document can still enter.
     bool dropped = false;
@@ -321,14 +317,7 @@ std::vector<Hit> CorpusIndex::search_maxscore(const std::vector<const Postings*>
         break;
       }
       at[j] = std::lower_bound(at[j], end[j], doc, [](const Posting& p, std::uint32_t d) { return p.first < d; });
-      if (at[j] != end[j] && at[j]->first == doc) {
-        const double tf = static_cast<double>(at[j]->second);
-        const std::size_t q = order[j];
-        part[q] = terms[q]->idf * (tf * k1p1 / (tf + norm_[doc]));
-        has[q] = 1;
-        partial += part[q];
-        ++scored;
-      }
+      if (at[j] != end[j] && at[j]->first == doc) take(j, doc);
     }
     if (dropped) continue;
     // The exact score, summed as search_exhaustive sums it: from 0.0, in query-token order.

@@ -415,16 +415,18 @@ std::string Service::model_version(TenantId id, const std::string& agent) {
 
 Counts Service::counts() {
   Counts c;
-  std::lock_guard lock(mu_);
-  c.tenants_loaded = tenants_.size();
-  for (auto& [id, t] : tenants_) {
-    std::shared_lock tl(t->mu);
-    c.users += t->users.size();
-    for (const auto& [u, docs] : t->users) c.documents += docs.size();
-    c.corpus_documents += t->corpus.size();
-    for (const auto& [agent, sl] : t->slots) c.model_versions[{id, agent}] = sl.version;
+  {
+    std::lock_guard lock(mu_);
+    c.tenants_loaded = tenants_.size();
+    for (auto& [id, t] : tenants_) {
+      std::shared_lock tl(t->mu);
+      c.users += t->users.size();
+      for (const auto& [u, docs] : t->users) c.documents += docs.size();
+      c.corpus_documents += t->corpus.size();
+      for (const auto& [agent, sl] : t->slots) c.model_versions[{id, agent}] = sl.version;
+    }
   }
-  if (config_.learn.on) {
+  if (config_.learn.on) {  // the store's counts, read without holding mu_ (every request's tenant lookup takes it)
     std::lock_guard ll(learn_mu_);
     for (const auto& info : store_.tenant_list()) {
       const auto seen = learned_total_.find(info.id);

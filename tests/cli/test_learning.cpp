@@ -17,8 +17,10 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <csignal>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -392,6 +394,56 @@ TEST_F(Learning, IumRunsItsEmIterationsResumesAndServesEachAgent) {
   EXPECT_NE(bad.err.find("--agents no-such.json: no such file"), std::string::npos) << bad.err;
 }
 
+// An application's side of `attune serve`, for the checks that learn through its API: the
+// server started in the background in `dir` (stderr in TAG.err, pid in pid-TAG.txt), a
+// client with the tenant's key, and the calls the application makes.
+struct ServeApp {
+  fs::path dir;
+  std::string tag;
+  std::unique_ptr<httplib::Client> c;
+
+  // Starts `attune serve --store STORE --config CONFIG` and connects (ASSERT_NO_FATAL_FAILURE it).
+  void start(const fs::path& in, const std::string& name, const std::string& store, const std::string& config,
+             const std::string& key) {
+    dir = in;
+    tag = name;
+    const std::string bin = std::string(ATTUNE_BINARY_DIR) + "/tools/attune/attune";
+    ASSERT_EQ(std::system(("cd '" + dir.string() + "' && ('" + bin + "' serve --store " + store + " --config " + config +
+                           " --port 0 --port-file port-" + tag + ".txt >" + tag + ".out 2>" + tag + ".err & echo $! >pid-" +
+                           tag + ".txt)").c_str()),
+              0);
+    const fs::path port = dir / ("port-" + tag + ".txt");
+    for (int i = 0; i < 400 && !fs::exists(port); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    ASSERT_TRUE(fs::exists(port)) << log();
+    c = std::make_unique<httplib::Client>("127.0.0.1", std::stoi(slurp(port)));
+    c->set_default_headers({{"Authorization", "Bearer " + key}});
+    c->set_read_timeout(60);
+  }
+  std::string log() const { return slurp(dir / (tag + ".err")); }
+  json post(const std::string& path, const json& body) {
+    auto res = c->Post(path, body.dump(), "application/json");
+    EXPECT_TRUE(res) << path;
+    EXPECT_EQ(res ? res->status : 0, 200) << (res ? res->body : "");
+    return res ? json::parse(res->body) : json();
+  }
+  // Each example is a user (its id) whose profile is their documents.
+  void put_user(const attune::Example& ex, const attune::tasks::Task& task) {
+    json docs = json::array();
+    for (const auto& d : ex.profile) docs.push_back({{"id", d.id}, {"text", task.document_text(d)}});
+    auto res = c->Put("/v1/users/" + ex.id + "/documents", json{{"documents", docs}}.dump(), "application/json");
+    ASSERT_TRUE(res);
+    ASSERT_EQ(res->status, 200) << res->body;
+  }
+  // SIGTERM, then waits for the server to exit, so that the suite's teardown does not remove
+  // its folder while the server still closes its store.
+  void stop() const {
+    const auto text = slurp(dir / ("pid-" + tag + ".txt"));
+    const pid_t pid = static_cast<pid_t>(std::stol(text));
+    ::kill(pid, SIGTERM);
+    for (int i = 0; i < 600 && ::kill(pid, 0) == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+};
+
 }  // namespace
 
 // attune serve learns from a planted reader's feedback sent through its API: an application
@@ -424,30 +476,8 @@ TEST_F(Learning, ServeLearnsFromAPlantedReadersFeedbackSentThroughItsApi) {
     std::ofstream(dir_ / "serve.json") << R"({"retriever": "bm25", "learn": {"on": true, "init": "enc", "dir": "served",
         "interval_seconds": 1, "top_l": 16, "epochs": 4, "min_new_feedback": )" << expected << "}}";
   }
-  const std::string bin = std::string(ATTUNE_BINARY_DIR) + "/tools/attune/attune";
-  ASSERT_EQ(std::system(("cd '" + dir_.string() + "' && ('" + bin +
-                         "' serve --store serve.db --config serve.json --port 0 --port-file port.txt >serve.out "
-                         "2>serve.err & echo $! >pid.txt)").c_str()),
-            0);
-  for (int i = 0; i < 400 && !fs::exists(dir_ / "port.txt"); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(25));
-  ASSERT_TRUE(fs::exists(dir_ / "port.txt")) << slurp(dir_ / "serve.err");
-  httplib::Client c("127.0.0.1", std::stoi(slurp(dir_ / "port.txt")));
-  c.set_default_headers({{"Authorization", "Bearer " + key}});
-  c.set_read_timeout(60);
-  const auto post = [&](const std::string& path, const json& body) {
-    auto res = c.Post(path, body.dump(), "application/json");
-    EXPECT_TRUE(res) << path;
-    EXPECT_EQ(res ? res->status : 0, 200) << (res ? res->body : "");
-    return res ? json::parse(res->body) : json();
-  };
-  // Each example is a user (its id) whose profile is their documents.
-  const auto put_user = [&](const attune::Example& ex) {
-    json docs = json::array();
-    for (const auto& d : ex.profile) docs.push_back({{"id", d.id}, {"text", task->document_text(d)}});
-    auto res = c.Put("/v1/users/" + ex.id + "/documents", json{{"documents", docs}}.dump(), "application/json");
-    ASSERT_TRUE(res);
-    ASSERT_EQ(res->status, 200) << res->body;
-  };
+  ServeApp app;
+  ASSERT_NO_FATAL_FAILURE(app.start(dir_, "serve", "serve.db", "serve.json", key));
   // The planted reader's utility of one document for an example: its answer with that document alone, scored.
   const auto utility = [&](const attune::Example& ex, const std::string& doc_id) {
     for (const auto& d : ex.profile)
@@ -463,13 +493,13 @@ TEST_F(Learning, ServeLearnsFromAPlantedReadersFeedbackSentThroughItsApi) {
     double sum = 0;
     for (std::size_t i = 0; i < kHeldOut; ++i) {
       const auto& ex = held.examples[i];
-      const auto out = post("/v1/retrieve", {{"user", ex.id}, {"query", task->query(ex)}, {"k", 1}});
+      const auto out = app.post("/v1/retrieve", {{"user", ex.id}, {"query", task->query(ex)}, {"k", 1}});
       version = out.value("model_version", "");
       if (!out["documents"].empty()) sum += utility(ex, out["documents"][0]["id"]);
     }
     return sum / kHeldOut;
   };
-  for (std::size_t i = 0; i < kHeldOut; ++i) put_user(held.examples[i]);
+  for (std::size_t i = 0; i < kHeldOut; ++i) app.put_user(held.examples[i], *task);
   std::string before_version, after_version;
   const double before = served_top1(before_version);
   EXPECT_EQ(before_version, "bm25@v1");
@@ -478,22 +508,21 @@ TEST_F(Learning, ServeLearnsFromAPlantedReadersFeedbackSentThroughItsApi) {
   std::size_t records = 0;
   for (std::size_t i = 0; i < kTrain; ++i) {
     const auto& ex = ds.examples[i];
-    put_user(ex);
-    const auto out = post("/v1/retrieve", {{"user", ex.id}, {"query", task->query(ex)}, {"k", 16}});
+    app.put_user(ex, *task);
+    const auto out = app.post("/v1/retrieve", {{"user", ex.id}, {"query", task->query(ex)}, {"k", 16}});
     json utils = json::object();
     for (const auto& d : out["documents"]) utils[d["id"].get<std::string>()] = utility(ex, d["id"]);
     if (utils.empty()) continue;
-    records += post("/v1/feedback", {{"request_id", out["request_id"]}, {"utilities", utils}}).value("records", 0);
+    records += app.post("/v1/feedback", {{"request_id", out["request_id"]}, {"utilities", utils}}).value("records", 0);
   }
   ASSERT_EQ(records, expected) << "the feedback the learner waits for";
   // Wait for the round (it trains beside the request handlers) and its promotion.
   bool promoted = false;
   for (int i = 0; i < 600 && !promoted; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
-    promoted = slurp(dir_ / "serve.err").find("promoted") != std::string::npos ||
-               slurp(dir_ / "serve.err").find("kept the served model") != std::string::npos;
+    promoted = app.log().find("promoted") != std::string::npos || app.log().find("kept the served model") != std::string::npos;
   }
-  const std::string log = slurp(dir_ / "serve.err");
+  const std::string log = app.log();
   ASSERT_TRUE(promoted) << log;
   const double after = served_top1(after_version);
   std::printf("serve learning: held-out served top-1 utility %.4f (%s) -> %.4f (%s)\n%s", before, before_version.c_str(),
@@ -502,8 +531,7 @@ TEST_F(Learning, ServeLearnsFromAPlantedReadersFeedbackSentThroughItsApi) {
   EXPECT_EQ(after_version.rfind("served/", 0), 0u) << after_version;
   EXPECT_NE(after_version.find("@v2"), std::string::npos) << after_version;
   EXPECT_GT(after, before + 0.02) << "the served rankings did not improve";
-  const auto pid = slurp(dir_ / "pid.txt");
-  std::system(("kill -TERM " + pid.substr(0, pid.find('\n'))).c_str());
+  app.stop();
 }
 
 // Online IUM per agent in attune serve (paper 002 §4): two agents of one tenant, "tests" and
@@ -533,11 +561,13 @@ TEST_F(Learning, ServeLearnsEachAgentsPlantedPreferenceWithOnlineIum) {
   const auto r = run("tenant add agents --store serve-ium.db");
   ASSERT_EQ(r.rc, 0) << r.err;
   const std::string key = r.out.substr(0, r.out.find('\n'));
-  // Each agent gets its own 500 training users; its round starts once all of their feedback is in.
+  // Each agent gets its own 300 training users, and sends exactly `budget` utilities (the
+  // smaller agent's all): each round starts once all of its agent's feedback is in, never on a part.
   std::map<std::string, std::size_t> expected;
   std::size_t at = 0;
   for (const auto& [agent, word] : words)
     for (std::size_t i = 0; i < kTrain; ++i) expected[agent] += std::min(kServed, ds.examples[at++].profile.size());
+  const std::size_t budget = std::min(expected["tests"], expected["fixes"]);
   {
     std::ofstream(dir_ / "serve-ium.json")
         << R"({"retriever": "bm25",
@@ -545,31 +575,10 @@ TEST_F(Learning, ServeLearnsEachAgentsPlantedPreferenceWithOnlineIum) {
                           "fixes": {"task": "commit_subject", "model": "planted-fix"}},
                "learn": {"on": true, "method": "ium", "init": "enc", "dir": "served-ium", "interval_seconds": 1,
                          "epochs": 3, "lr": 1e-3, "positive_at": 0.001, "min_new_feedback": )"
-        << std::min(expected["tests"], expected["fixes"]) << "}}";
+        << budget << "}}";
   }
-  const std::string bin = std::string(ATTUNE_BINARY_DIR) + "/tools/attune/attune";
-  ASSERT_EQ(std::system(("cd '" + dir_.string() + "' && ('" + bin +
-                         "' serve --store serve-ium.db --config serve-ium.json --port 0 --port-file port-ium.txt "
-                         ">serve-ium.out 2>serve-ium.err & echo $! >pid-ium.txt)").c_str()),
-            0);
-  for (int i = 0; i < 400 && !fs::exists(dir_ / "port-ium.txt"); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(25));
-  ASSERT_TRUE(fs::exists(dir_ / "port-ium.txt")) << slurp(dir_ / "serve-ium.err");
-  httplib::Client c("127.0.0.1", std::stoi(slurp(dir_ / "port-ium.txt")));
-  c.set_default_headers({{"Authorization", "Bearer " + key}});
-  c.set_read_timeout(60);
-  const auto post = [&](const std::string& path, const json& body) {
-    auto res = c.Post(path, body.dump(), "application/json");
-    EXPECT_TRUE(res) << path;
-    EXPECT_EQ(res ? res->status : 0, 200) << (res ? res->body : "");
-    return res ? json::parse(res->body) : json();
-  };
-  const auto put_user = [&](const attune::Example& ex) {
-    json docs = json::array();
-    for (const auto& d : ex.profile) docs.push_back({{"id", d.id}, {"text", task->document_text(d)}});
-    auto res = c.Put("/v1/users/" + ex.id + "/documents", json{{"documents", docs}}.dump(), "application/json");
-    ASSERT_TRUE(res);
-    ASSERT_EQ(res->status, 200) << res->body;
-  };
+  ServeApp app;
+  ASSERT_NO_FATAL_FAILURE(app.start(dir_, "serve-ium", "serve-ium.db", "serve-ium.json", key));
   const auto utility = [&](const std::string& agent, const attune::Example& ex, const std::string& doc_id) {
     for (const auto& d : ex.profile)
       if (d.id == doc_id) return task->reward(readers.at(agent)->answer(task->prompt(ex, {&d}, *tok, {})), ex.output);
@@ -581,13 +590,13 @@ TEST_F(Learning, ServeLearnsEachAgentsPlantedPreferenceWithOnlineIum) {
     std::size_t useful = 0;
     for (std::size_t i = 0; i < kHeldOut; ++i) {
       const auto& ex = held.examples[i];
-      const auto out = post("/v1/retrieve", {{"user", ex.id}, {"query", task->query(ex)}, {"k", 1}, {"agent", served_as}});
+      const auto out = app.post("/v1/retrieve", {{"user", ex.id}, {"query", task->query(ex)}, {"k", 1}, {"agent", served_as}});
       version = out.value("model_version", "");
       if (!out["documents"].empty()) useful += utility(reader, ex, out["documents"][0]["id"]) > 0.001;
     }
     return static_cast<double>(useful) / kHeldOut;
   };
-  for (std::size_t i = 0; i < kHeldOut; ++i) put_user(held.examples[i]);
+  for (std::size_t i = 0; i < kHeldOut; ++i) app.put_user(held.examples[i], *task);
   std::map<std::string, double> before;
   std::string version;
   for (const auto& [agent, word] : words) {
@@ -599,19 +608,20 @@ TEST_F(Learning, ServeLearnsEachAgentsPlantedPreferenceWithOnlineIum) {
     std::size_t records = 0;
     for (std::size_t i = 0; i < kTrain; ++i) {
       const auto& ex = ds.examples[at++];
-      put_user(ex);
-      const auto out = post("/v1/retrieve", {{"user", ex.id}, {"query", task->query(ex)}, {"k", kServed}, {"agent", agent}});
+      app.put_user(ex, *task);
+      const auto out = app.post("/v1/retrieve", {{"user", ex.id}, {"query", task->query(ex)}, {"k", kServed}, {"agent", agent}});
       json utils = json::object();
-      for (const auto& d : out["documents"]) utils[d["id"].get<std::string>()] = utility(agent, ex, d["id"]);
+      for (const auto& d : out["documents"])
+        if (records + utils.size() < budget) utils[d["id"].get<std::string>()] = utility(agent, ex, d["id"]);
       if (utils.empty()) continue;
-      records += post("/v1/feedback", {{"request_id", out["request_id"]}, {"utilities", utils}}).value("records", 0);
+      records += app.post("/v1/feedback", {{"request_id", out["request_id"]}, {"utilities", utils}}).value("records", 0);
     }
-    ASSERT_EQ(records, expected[agent]) << agent;
+    ASSERT_EQ(records, budget) << agent;
     std::printf("serve ium: %s's feedback in after %.0f s\n", agent.c_str(), elapsed());
   }
   // Wait for both agents' rounds.
   const auto decided = [&](const std::string& agent) {
-    const std::string log = slurp(dir_ / "serve-ium.err");
+    const std::string log = app.log();
     for (std::size_t p = log.find("agent " + agent + ":"); p != std::string::npos; p = log.find("agent " + agent + ":", p + 1)) {
       const std::string line = log.substr(p, log.find('\n', p) - p);
       if (line.find("promoted") != std::string::npos || line.find("kept the served model") != std::string::npos) return true;
@@ -619,7 +629,7 @@ TEST_F(Learning, ServeLearnsEachAgentsPlantedPreferenceWithOnlineIum) {
     return false;
   };
   for (int i = 0; i < 1200 && !(decided("tests") && decided("fixes")); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  const std::string log = slurp(dir_ / "serve-ium.err");
+  const std::string log = app.log();
   ASSERT_TRUE(decided("tests") && decided("fixes")) << elapsed() << " s\n" << log;
   std::map<std::string, double> after, crossed;
   std::map<std::string, std::string> versions;
@@ -638,6 +648,5 @@ TEST_F(Learning, ServeLearnsEachAgentsPlantedPreferenceWithOnlineIum) {
     EXPECT_GT(after[agent], before[agent] + 0.05) << agent << ": the served rankings did not improve";
     EXPECT_GT(after[agent], crossed[agent] + 0.05) << agent << ": the other agent's model serves it as well: the agent is not read";
   }
-  const auto pid = slurp(dir_ / "pid-ium.txt");
-  std::system(("kill -TERM " + pid.substr(0, pid.find('\n'))).c_str());
+  app.stop();
 }

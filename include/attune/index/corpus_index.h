@@ -65,6 +65,12 @@ class CorpusIndex {
   std::vector<double> norm_;              // per doc: k1 * ((1 - b) + b * dl / avgdl)
   const Postings* find(const std::string& term) const;
   void finish_load();                     // avgdl_, norm_ and each max_score from doc_len_, p_ and postings_
+  // A term's contribution to a document's score, as Bm25Okapi::scores computes it; every
+  // path adds exactly this expression, which keeps their scores bit-identical.
+  double contribution(double idf, std::uint32_t tf_count, std::uint32_t doc) const {
+    const double tf = static_cast<double>(tf_count);
+    return idf * (tf * (p_.k1 + 1) / (tf + norm_[doc]));
+  }
   std::vector<Hit> search_exhaustive(const std::vector<const Postings*>& terms, std::size_t k, SearchStats* stats) const;
   std::vector<Hit> search_maxscore(const std::vector<const Postings*>& terms, std::size_t k, SearchStats* stats) const;
 };
