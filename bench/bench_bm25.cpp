@@ -210,12 +210,17 @@ void CorpusBm25Search(benchmark::State& state) {
   state.counters["qa_R@5"] = r5;
   state.counters["qa_R@100"] = r100;
   const auto k = static_cast<std::size_t>(state.range(0));
-  std::size_t i = 0, hits = 0;
+  const bool prune = state.range(1) != 0;  // MaxScore (the default) or every posting scored
+  std::size_t i = 0, hits = 0, scored = 0, total = 0;
   for (auto _ : state) {
-    auto r = ix.search(queries[i++ % queries.size()], k);
+    attune::index::SearchStats st;
+    auto r = ix.search(queries[i++ % queries.size()], k, prune, &st);
     hits += r.size();
+    scored += st.postings_scored;
+    total += st.postings_total;
     benchmark::DoNotOptimize(r);
   }
+  state.counters["postings_scored_share"] = static_cast<double>(scored) / static_cast<double>(std::max<std::size_t>(1, total));
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
   state.counters["docs"] = static_cast<double>(ix.size());
   state.counters["hits/query"] =
@@ -246,7 +251,7 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   if (fs::exists(kCorpus) && fs::exists(kQa)) {
-    benchmark::RegisterBenchmark("CorpusBm25Search", CorpusBm25Search)->Arg(10)->Arg(100);
+    benchmark::RegisterBenchmark("CorpusBm25Search", CorpusBm25Search)->ArgNames({"k", "prune"})->Args({10, 1})->Args({10, 0})->Args({100, 1})->Args({100, 0});
     benchmark::RegisterBenchmark("CorpusBm25Build", CorpusBm25Build)
         ->Iterations(2)->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark("CorpusBm25Load", CorpusBm25Load)->Unit(benchmark::kMillisecond);

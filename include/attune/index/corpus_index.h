@@ -33,7 +33,7 @@ class CorpusIndex {
   // by ascending document position; documents with no query term never appear.
   // k = 0 returns every matching document. Thread-safe (per-thread scratch).
   //
-  // With prune (the default) and k > 0, documents are visited in order with MaxScore
+  // With prune and k > 0, documents are visited in order with MaxScore
   // (Turtle & Flood 1995): the query's terms sorted by their largest single contribution,
   // those whose bounds together cannot lift a document above the k-th score so far are
   // only probed for documents the others found, and a document whose bound falls short is
@@ -43,7 +43,9 @@ class CorpusIndex {
   // rounding) cannot beat the k-th score, ties going to the lower position, which every
   // document already kept has. A term with a negative idf (BM25Okapi's epsilon floor in a
   // tiny corpus) has no useful bound: such queries are scored exhaustively.
-  std::vector<Hit> search(std::string_view query, std::size_t k, bool prune = true, SearchStats* stats = nullptr) const;
+  // Not the default: on the Debian corpus with qa dev queries (bench_bm25 CorpusBm25Search,
+  // bench/RESULTS.md) it is 1.3x faster for k = 10 but 0.7x for k = 100, what serve asks for.
+  std::vector<Hit> search(std::string_view query, std::size_t k, bool prune = false, SearchStats* stats = nullptr) const;
   std::size_t size() const { return doc_len_.size(); }
 
   // Compact binary form (versioned); deserialize throws attune::Error on a bad blob.
