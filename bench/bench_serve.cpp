@@ -8,6 +8,10 @@
 //   bench_serve corpus                                 BM25 over the Debian corpus (49,626 passages)
 //   bench_serve feedback                               per-document utilities, acknowledged when committed
 //   common: [--requests 20000] [--seconds 30] [--clients 2] [--k 5]
+//           [--retriever SPEC]   the tenant's retriever (default bm25), e.g. dense:DIR or
+//                                rerank(bm25,20,cross:DIR); a neural spec's documents are
+//                                embedded by one warm-up query per user before the timed run
+//           [--micro-batch N]    the config's dense_micro_batch (default 16; 1 = off)
 //
 // Documents and queries come from ../shared/data (commit_subject train profiles and inputs;
 // Debian corpus and qa_dev questions); without it the program says so and exits 0.
@@ -27,6 +31,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "attune/core/parallel.h"
+#include "attune/models/runtime.h"
+#include "attune/neural/dense.h"
 #include "attune/serve/http.h"
 #include "attune/serve/service.h"
 #include "attune/store/store.h"
@@ -41,7 +48,8 @@ const std::string kShared = ATTUNE_SHARED_DIR;
 
 struct Args {
   std::string mode;
-  std::size_t users = 100, docs = 200, requests = 20000, clients = 2, k = 5;
+  std::size_t users = 100, docs = 200, requests = 20000, clients = 2, k = 5, micro_batch = 16;
+  std::string retriever = "bm25";
   double seconds = 30;
 };
 
@@ -79,6 +87,8 @@ int main(int argc, char** argv) {
     else if (f == "--seconds") a.seconds = std::stod(v);
     else if (f == "--clients") a.clients = std::stoul(v);
     else if (f == "--k") a.k = std::stoul(v);
+    else if (f == "--retriever") a.retriever = v;
+    else if (f == "--micro-batch") a.micro_batch = std::stoul(v);
     else {
       std::fprintf(stderr, "bench_serve: unknown option %s\n", f.c_str());
       return 2;
@@ -104,6 +114,13 @@ int main(int argc, char** argv) {
     const std::string key = serve::new_api_key();
     st->key_add(tenant, serve::key_prefix(key), serve::key_hash(key));
     serve::ServeConfig cfg;
+    cfg.retriever = a.retriever;
+    cfg.dense_micro_batch = a.micro_batch;
+    neural::register_retrievers();
+    models::ensure_torch_runtime();  // as attune serve does (OMP_NUM_THREADS=1: two forward passes at once on 2 cores)
+    const std::size_t groups = std::max<std::size_t>(1, physical_cores() / std::max<std::size_t>(1, models::torch_threads()));
+    neural::set_query_micro_batch(cfg.dense_micro_batch, groups);
+    neural::set_forward_concurrency(groups);
     serve::Service service(*st, cfg);
 
     // The data: users' profiles (texts of commit_subject profiles, cycled to --docs each) and
@@ -142,6 +159,21 @@ int main(int argc, char** argv) {
     o.port = 0;
     serve::HttpServer server(service, o);
     server.start();
+
+    // A neural retriever embeds a user's documents at their first query: do it before timing.
+    double warm_s = 0;
+    if (a.retriever != "bm25" && a.mode != "feedback") {
+      const auto t = std::chrono::steady_clock::now();
+      for (std::size_t u = 0; u < users.size(); ++u) {
+        serve::RetrieveRequest r;
+        r.user = users[u];
+        r.query = queries[u % queries.size()];
+        r.k = a.k;
+        service.retrieve(tenant, r);
+      }
+      warm_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+    }
+    const auto batches0 = neural::query_batch_stats();
 
     // feedback mode: one request per user to rate.
     std::vector<std::string> request_ids;
@@ -193,9 +225,19 @@ int main(int argc, char** argv) {
     std::vector<double> l = lat;
     const double p50 = percentile(l, 0.50), p90 = percentile(l, 0.90), p99 = percentile(l, 0.99),
                  mx = n ? *std::max_element(lat.begin(), lat.end()) : 0;
-    std::printf("bench_serve %s: %zu clients, %zu users x %zu documents%s (filled in %.1f s), k=%zu\n", a.mode.c_str(),
-                a.clients, a.mode == "corpus" ? std::size_t{0} : a.users, a.mode == "corpus" ? std::size_t{0} : a.docs,
-                a.mode == "corpus" ? ", corpus of 49,626 passages" : "", fill_s, a.k);
+    std::printf("bench_serve %s: %zu clients, %zu users x %zu documents%s (filled in %.1f s), k=%zu, retriever %s\n",
+                a.mode.c_str(), a.clients, a.mode == "corpus" ? std::size_t{0} : a.users,
+                a.mode == "corpus" ? std::size_t{0} : a.docs, a.mode == "corpus" ? ", corpus of 49,626 passages" : "",
+                fill_s, a.k, a.retriever.c_str());
+    if (warm_s > 0) std::printf("  warm-up: one query per user in %.2f s (embeds their documents)\n", warm_s);
+    const auto batches = neural::query_batch_stats();
+    if (batches.batches > batches0.batches)
+      std::printf("  dense queries: %llu in %llu micro-batches (mean %.2f, at most %zu)\n",
+                  static_cast<unsigned long long>(batches.queries - batches0.queries),
+                  static_cast<unsigned long long>(batches.batches - batches0.batches),
+                  static_cast<double>(batches.queries - batches0.queries) /
+                      static_cast<double>(batches.batches - batches0.batches),
+                  a.micro_batch);
     std::printf("  %zu requests in %.2f s: %.0f requests/s; latency ms p50 %.3f p90 %.3f p99 %.3f max %.3f; %zu failed\n", n,
                 secs, static_cast<double>(n) / secs, p50, p90, p99, mx, failed.load());
     rc = failed ? 1 : 0;

@@ -39,15 +39,23 @@ bool is_python_space(std::uint32_t cp) {
 }
 
 
-std::vector<std::string> split_whitespace(std::string_view s) {
-  std::vector<std::string> out;
+std::vector<std::string_view> split_whitespace_views(std::string_view s) {
+  std::vector<std::string_view> out;
   std::size_t i = 0, start = 0;
   bool in_word = false;
   while (i < s.size()) {
-    std::uint32_t cp;
-    std::size_t len = utf8_decode(s, i, cp);
-    if (is_python_space(cp)) {
-      if (in_word) out.emplace_back(s.substr(start, i - start));
+    std::size_t len = 1;
+    bool space;
+    if (static_cast<unsigned char>(s[i]) < 0x80) {  // ASCII: no decoding
+      const char c = s[i];
+      space = c == ' ' || (c >= '\t' && c <= '\r') || (c >= '\x1c' && c <= '\x1f');
+    } else {
+      std::uint32_t cp;
+      len = utf8_decode(s, i, cp);
+      space = is_python_space(cp);
+    }
+    if (space) {
+      if (in_word) out.push_back(s.substr(start, i - start));
       in_word = false;
     } else if (!in_word) {
       in_word = true;
@@ -55,8 +63,13 @@ std::vector<std::string> split_whitespace(std::string_view s) {
     }
     i += len;
   }
-  if (in_word) out.emplace_back(s.substr(start));
+  if (in_word) out.push_back(s.substr(start));
   return out;
+}
+
+std::vector<std::string> split_whitespace(std::string_view s) {
+  const auto views = split_whitespace_views(s);
+  return std::vector<std::string>(views.begin(), views.end());
 }
 
 std::string strip(std::string_view s) {

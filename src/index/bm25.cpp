@@ -18,7 +18,19 @@
 
 namespace attune::index {
 
+namespace {
+std::vector<std::vector<std::string_view>> views_of(const std::vector<std::vector<std::string>>& docs) {
+  std::vector<std::vector<std::string_view>> out;
+  out.reserve(docs.size());
+  for (const auto& d : docs) out.emplace_back(d.begin(), d.end());
+  return out;
+}
+}  // namespace
+
 Bm25Okapi::Bm25Okapi(const std::vector<std::vector<std::string>>& docs, Bm25Params p)
+    : Bm25Okapi(std::span<const std::vector<std::string_view>>(views_of(docs)), p) {}
+
+Bm25Okapi::Bm25Okapi(std::span<const std::vector<std::string_view>> docs, Bm25Params p)
     : p_(p) {
   const auto n_docs = static_cast<std::uint32_t>(docs.size());
   doc_len_.reserve(n_docs);
@@ -34,7 +46,9 @@ Bm25Okapi::Bm25Okapi(const std::vector<std::vector<std::string>>& docs, Bm25Para
     doc_len_.push_back(docs[d].size());
     num_tokens += docs[d].size();
     for (const auto& w : docs[d]) {
-      auto [it, inserted] = term_ids_.try_emplace(w, static_cast<std::uint32_t>(nd.size()));
+      auto it = term_ids_.find(w);
+      const bool inserted = it == term_ids_.end();
+      if (inserted) it = term_ids_.emplace(std::string(w), static_cast<std::uint32_t>(nd.size())).first;
       const std::uint32_t t = it->second;
       if (inserted) {
         nd.push_back(0);
@@ -93,6 +107,14 @@ Bm25Okapi::Bm25Okapi(const std::vector<std::vector<std::string>>& docs, Bm25Para
     norm_[d] = p_.k1 * ((1 - p_.b) + p_.b * static_cast<double>(doc_len_[d]) / avgdl_);
     if (!(norm_[d] > 0)) sparse_exact_ = false;
   }
+  if (sparse_exact_) {
+    const double k1p1 = p_.k1 + 1;
+    post_factor_.resize(post_doc_.size());
+    for (std::size_t i = 0; i < post_doc_.size(); ++i) {
+      const double tf = static_cast<double>(post_tf_[i]);
+      post_factor_[i] = tf * k1p1 / (tf + norm_[post_doc_[i]]);
+    }
+  }
 }
 
 double Bm25Okapi::idf(const std::string& term) const {
@@ -101,9 +123,16 @@ double Bm25Okapi::idf(const std::string& term) const {
 }
 
 std::vector<double> Bm25Okapi::scores(const std::vector<std::string>& query) const {
+  std::vector<std::string_view> views(query.begin(), query.end());
+  std::vector<double> score;
+  scores_into(views, score);
+  return score;
+}
+
+void Bm25Okapi::scores_into(std::span<const std::string_view> query, std::vector<double>& score) const {
   const std::size_t n = doc_len_.size();
-  std::vector<double> score(n, 0.0);
-  if (n == 0) return score;
+  score.assign(n, 0.0);
+  if (n == 0) return;
   const double k1p1 = p_.k1 + 1;
   std::vector<double> dense_tf;
   for (const auto& q : query) {
@@ -112,11 +141,8 @@ std::vector<double> Bm25Okapi::scores(const std::vector<std::string>& query) con
       if (it == term_ids_.end()) continue;  // idf 0 * finite = 0: adds nothing
       const std::uint32_t t = it->second;
       const double w = idf_[t];  // `self.idf.get(q) or 0`
-      for (std::uint32_t i = post_off_[t]; i < post_off_[t + 1]; ++i) {
-        const std::uint32_t d = post_doc_[i];
-        const double tf = static_cast<double>(post_tf_[i]);
-        score[d] += w * (tf * k1p1 / (tf + norm_[d]));
-      }
+      // w * (tf * k1p1 / (tf + norm)), with the parenthesis computed at build time.
+      for (std::uint32_t i = post_off_[t]; i < post_off_[t + 1]; ++i) score[post_doc_[i]] += w * post_factor_[i];
     } else {
       // Degenerate parameters: numpy's dense evaluation, NaNs included.
       dense_tf.assign(n, 0.0);
@@ -133,7 +159,6 @@ std::vector<double> Bm25Okapi::scores(const std::vector<std::string>& query) con
       }
     }
   }
-  return score;
 }
 
 std::vector<std::size_t> rank_bm25_order(const std::vector<double>& scores) {
@@ -147,6 +172,24 @@ std::vector<std::size_t> rank_bm25_order(const std::vector<double>& scores) {
     return x < y || (!std::isnan(x) && std::isnan(y));
   });
   std::reverse(idx.begin(), idx.end());
+  return idx;
+}
+
+std::vector<std::size_t> rank_bm25_top(const std::vector<double>& scores, std::size_t k) {
+  if (k == 0 || k >= scores.size()) return rank_bm25_order(scores);
+  // rank_bm25_order as a strict total order: NaN first (the reversed sort puts numpy's last
+  // first), then higher scores, equal scores (+0 and -0 included) in descending index order.
+  const auto before = [&](std::size_t a, std::size_t b) {
+    const double x = scores[a], y = scores[b];
+    const bool nx = std::isnan(x), ny = std::isnan(y);
+    if (nx != ny) return nx;
+    if (!nx && x != y) return x > y;
+    return a > b;
+  };
+  std::vector<std::size_t> idx(scores.size());
+  std::iota(idx.begin(), idx.end(), std::size_t{0});
+  std::partial_sort(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(k), idx.end(), before);
+  idx.resize(k);
   return idx;
 }
 

@@ -211,7 +211,7 @@ const CorpusIndex::Postings* CorpusIndex::find(const std::string& term) const {
   return &postings_[static_cast<std::size_t>(it - terms_.begin())];
 }
 
-std::vector<Hit> CorpusIndex::search(std::string_view query, std::size_t k, bool prune, SearchStats* stats) const {
+std::vector<Hit> CorpusIndex::search(std::string_view query, std::size_t k, Pruning prune, SearchStats* stats) const {
   if (stats) *stats = {};
   if (doc_len_.empty()) return {};
   std::vector<const Postings*> terms;  // in query order, duplicates included; unseen terms add 0 everywhere
@@ -222,7 +222,8 @@ std::vector<Hit> CorpusIndex::search(std::string_view query, std::size_t k, bool
       negative = negative || pl->idf < 0;
       if (stats) stats->postings_total += pl->list.size();
     }
-  if (prune && k > 0 && !negative && terms.size() > 1) return search_maxscore(terms, k, stats);
+  if (prune != Pruning::none && k > 0 && !negative && terms.size() > 1)
+    return prune == Pruning::maxscore ? search_maxscore(terms, k, stats) : search_taat(terms, k, stats);
   return search_exhaustive(terms, k, stats);
 }
 
@@ -341,6 +342,132 @@ std::vector<Hit> CorpusIndex::search_maxscore(const std::vector<const Postings*>
   }
   std::sort(heap.begin(), heap.end(), better);
   return heap;
+}
+
+// Term at a time with a threshold (the "continue" strategy of Moffat & Zobel 1996, made
+// exact). The query's tokens go by descending bound. Phase 1 scores every posting of the
+// leading tokens into the accumulator until the k-th best partial score (a lower bound of
+// the final k-th score: contributions are never negative) exceeds what all the remaining
+// tokens together could add: from then on no document outside the accumulator can enter.
+// Phase 2 takes the remaining tokens (the common words with the long lists) only for the
+// accumulated documents whose bound still reaches that threshold, probing each list by
+// galloping instead of reading it, and drops those that fall short as it goes. Phase 3
+// scores the survivors exactly, in query-token order from 0.0 as search_exhaustive sums
+// them, and keeps the best k by `better`. A document is dropped only when its bound, with a
+// relative margin of 1e-9 for rounding, is below the threshold; so the true top k (ties to
+// the lower position included) always survive.
+std::vector<Hit> CorpusIndex::search_taat(const std::vector<const Postings*>& terms, std::size_t k,
+                                          SearchStats* stats) const {
+  using Posting = std::pair<std::uint32_t, std::uint32_t>;
+  constexpr double kMargin = 1 + 1e-9;
+  const std::size_t m = terms.size();
+  const std::size_t n = doc_len_.size();
+  std::vector<std::size_t> order(m);
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return terms[a]->max_score > terms[b]->max_score; });
+  std::vector<double> rest(m + 1, 0.0);  // rest[j]: the bounds of order[j..] summed
+  for (std::size_t j = m; j-- > 0;) rest[j] = rest[j + 1] + terms[order[j]]->max_score;
+  thread_local Scratch s;
+  if (s.acc.size() < n) {
+    s.acc.assign(n, 0.0);
+    s.seen.assign(n, 0);
+  }
+  s.touched.clear();
+  std::size_t scored = 0;
+  std::vector<double> kth;  // scratch for the k-th partial score
+  double theta = -std::numeric_limits<double>::infinity();
+  std::size_t j = 0;
+  for (; j < m; ++j) {
+    const Postings* pl = terms[order[j]];
+    for (const auto& [doc, tf_count] : pl->list) {
+      s.acc[doc] += contribution(pl->idf, tf_count, doc);
+      if (!s.seen[doc]) {
+        s.seen[doc] = 1;
+        s.touched.push_back(doc);
+      }
+    }
+    scored += pl->list.size();
+    if (j + 1 == m || s.touched.size() < k) continue;
+    kth.clear();
+    for (auto d : s.touched) kth.push_back(s.acc[d]);
+    std::nth_element(kth.begin(), kth.begin() + static_cast<std::ptrdiff_t>(k - 1), kth.end(), std::greater<>());
+    theta = kth[k - 1] / kMargin;  // no final k-th score is lower
+    if (rest[j + 1] * kMargin < theta) {
+      ++j;
+      break;  // a document the accumulator lacks cannot reach the top k
+    }
+  }
+  // The candidates: accumulated documents that can still reach theta, by position.
+  std::vector<std::uint32_t> cand;
+  if (j < m) {
+    for (auto d : s.touched)
+      if ((s.acc[d] + rest[j]) * kMargin >= theta) cand.push_back(d);
+    std::sort(cand.begin(), cand.end());
+    for (; j < m && !cand.empty(); ++j) {
+      const Postings* pl = terms[order[j]];
+      const Posting* at = pl->list.data();
+      const Posting* end = at + pl->list.size();
+      std::size_t keep = 0;
+      for (auto d : cand) {
+        // Gallop to d, then binary search the last step.
+        std::size_t step = 1;
+        const Posting* lo = at;
+        while (lo + step < end && (lo + step)->first < d) {
+          lo += step;
+          step *= 2;
+        }
+        at = std::lower_bound(lo, std::min(lo + step + 1, end), d, [](const Posting& p, std::uint32_t x) { return p.first < x; });
+        if (at != end && at->first == d) {
+          s.acc[d] += contribution(pl->idf, at->second, d);
+          ++scored;
+        }
+        if ((s.acc[d] + rest[j + 1]) * kMargin >= theta) cand[keep++] = d;
+      }
+      cand.resize(keep);
+    }
+  } else {
+    cand.assign(s.touched.begin(), s.touched.end());
+  }
+  // Every survivor's accumulator now holds its whole score (summed in another order): only
+  // those near the k best need the exact sum.
+  if (cand.size() > k) {
+    kth.clear();
+    for (auto d : cand) kth.push_back(s.acc[d]);
+    std::nth_element(kth.begin(), kth.begin() + static_cast<std::ptrdiff_t>(k - 1), kth.end(), std::greater<>());
+    const double last = kth[k - 1] / kMargin;
+    std::size_t keep = 0;
+    for (auto d : cand)
+      if (s.acc[d] * kMargin >= last) cand[keep++] = d;
+    cand.resize(keep);
+  }
+  for (auto d : s.touched) {
+    s.acc[d] = 0.0;
+    s.seen[d] = 0;
+  }
+  // Exact scores of the survivors, in query-token order from 0.0.
+  std::vector<Hit> hits;
+  hits.reserve(cand.size());
+  for (auto d : cand) {
+    double score = 0.0;
+    for (const Postings* pl : terms) {
+      const auto it = std::lower_bound(pl->list.begin(), pl->list.end(), d,
+                                       [](const Posting& p, std::uint32_t x) { return p.first < x; });
+      if (it != pl->list.end() && it->first == d) score += contribution(pl->idf, it->second, d);
+    }
+    hits.push_back({d, score});
+  }
+  if (stats) {
+    stats->postings_scored = scored;
+    stats->pruned = true;
+  }
+  if (k >= hits.size()) {
+    std::sort(hits.begin(), hits.end(), better);
+  } else {
+    std::partial_sort(hits.begin(), hits.begin() + static_cast<std::ptrdiff_t>(k), hits.end(), better);
+    hits.resize(k);
+  }
+  return hits;
 }
 
 std::string CorpusIndex::serialize() const {

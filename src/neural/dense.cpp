@@ -1,6 +1,8 @@
 #include "attune/neural/dense.h"
 
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
 #include <filesystem>
 #include <map>
 #include <numeric>
@@ -75,8 +77,82 @@ std::shared_ptr<const CorpusEmbeddings> published_embeddings(const std::string& 
 
 std::string text_key(std::string_view text) { return sha256_hex(text); }
 
+namespace {
+std::atomic<std::size_t> micro_batch{1}, micro_batch_concurrency{1};
+std::atomic<std::uint64_t> batched_calls{0}, batched_queries{0};
+}  // namespace
+
+namespace {
+// A first-come-first-served counting semaphore over cross-encoder forward passes.
+struct ForwardGate {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::size_t limit = 0, active = 0;  // limit 0: no gate
+  std::uint64_t next = 0, admitted = 0;
+};
+ForwardGate& gate() {
+  static ForwardGate g;
+  return g;
+}
+// Holds a place in the gate for its lifetime.
+class GatePass {
+ public:
+  GatePass() {
+    auto& g = gate();
+    std::unique_lock lock(g.mu);
+    if (g.limit == 0) return;
+    const std::uint64_t ticket = g.next++;
+    g.cv.wait(lock, [&] { return g.limit == 0 || (ticket == g.admitted && g.active < g.limit); });
+    ++g.admitted;
+    ++g.active;
+    held_ = true;
+    g.cv.notify_all();  // the next ticket may enter too
+  }
+  ~GatePass() {
+    if (!held_) return;
+    auto& g = gate();
+    std::lock_guard lock(g.mu);
+    --g.active;
+    g.cv.notify_all();
+  }
+  GatePass(const GatePass&) = delete;
+  GatePass& operator=(const GatePass&) = delete;
+
+ private:
+  bool held_ = false;
+};
+}  // namespace
+
+void set_forward_concurrency(std::size_t n) {
+  auto& g = gate();
+  std::lock_guard lock(g.mu);
+  g.limit = n;
+  if (n == 0) g.admitted = g.next;  // waiting callers go in
+  g.cv.notify_all();
+}
+
+void set_query_micro_batch(std::size_t n, std::size_t concurrency) {
+  micro_batch = n;
+  micro_batch_concurrency = concurrency;
+}
+std::size_t query_micro_batch() { return micro_batch; }
+QueryBatchStats query_batch_stats() { return {batched_calls.load(), batched_queries.load()}; }
+
 DenseRetriever::DenseRetriever(std::shared_ptr<const models::TextEncoder> encoder, bool document_dates)
-    : encoder_(std::move(encoder)), document_dates_(document_dates) {}
+    : encoder_(std::move(encoder)), document_dates_(document_dates) {
+  if (const std::size_t n = micro_batch; n > 1)
+    queries_ = std::make_unique<MicroBatcher<std::string, std::vector<float>>>(
+        [enc = encoder_](std::span<const std::string> texts) {
+          const std::size_t D = enc->dim();
+          const auto emb = enc->embed(texts);
+          std::vector<std::vector<float>> rows(texts.size());
+          for (std::size_t i = 0; i < texts.size(); ++i) rows[i].assign(emb.begin() + i * D, emb.begin() + (i + 1) * D);
+          ++batched_calls;
+          batched_queries += texts.size();
+          return rows;
+        },
+        n, micro_batch_concurrency);
+}
 
 std::size_t DenseRetriever::cached() const {
   std::lock_guard lock(mu_);
@@ -95,10 +171,10 @@ Ranking DenseRetriever::do_rank(const retrieval::Query& q, std::span<const Docum
   if (document_dates_)
     for (const auto& d : c) dated.push_back(retrieval::dated_text(d, d.text));
   const auto text = [&](std::size_t i) -> const std::string& { return document_dates_ ? dated[i] : c[i].text; };
+  for (std::size_t i = 0; i < c.size(); ++i) keys[i] = text_key(c[i].owner + '\0' + text(i));  // outside the lock
   {
     std::lock_guard lock(mu_);
     for (std::size_t i = 0; i < c.size(); ++i) {
-      keys[i] = text_key(c[i].owner + '\0' + text(i));
       if (auto it = cache_.find(keys[i]); it != cache_.end()) vecs[i] = it->second;
       else if (const float* v = corpus && corpus->dim == D ? corpus->find(text_key(text(i))) : nullptr)
         vecs[i].assign(v, v + D);
@@ -108,11 +184,14 @@ Ranking DenseRetriever::do_rank(const retrieval::Query& q, std::span<const Docum
       }
     }
   }
-  // Embed outside the lock (another thread may embed the same text meanwhile; both agree).
-  missing.push_back(q.text);
-  const auto emb = encoder_->embed(missing);
-  const float* qv = emb.data() + (missing.size() - 1) * D;
-  {
+  std::vector<float> query;
+  if (missing.empty() && queries_) {
+    query = queries_->run(q.text);  // with the queries of concurrent calls
+  } else {
+    // Embed outside the lock (another thread may embed the same text meanwhile; both agree).
+    missing.push_back(q.text);
+    const auto emb = encoder_->embed(missing);
+    query.assign(emb.end() - static_cast<std::ptrdiff_t>(D), emb.end());
     std::lock_guard lock(mu_);
     for (std::size_t j = 0; j + 1 < missing.size(); ++j) {
       auto& v = vecs[missing_at[j]];
@@ -120,6 +199,7 @@ Ranking DenseRetriever::do_rank(const retrieval::Query& q, std::span<const Docum
       cache_.emplace(keys[missing_at[j]], v);
     }
   }
+  const float* qv = query.data();
   std::vector<double> scores(c.size());
   for (std::size_t i = 0; i < c.size(); ++i) {
     double s = 0;
@@ -131,18 +211,21 @@ Ranking DenseRetriever::do_rank(const retrieval::Query& q, std::span<const Docum
 
 Ranking CrossEncoderRetriever::do_rank(const retrieval::Query& q, std::span<const Document> c, std::size_t) const {
   if (c.empty()) return {};
+  GatePass pass;
   const auto texts = texts_of(c);
   return sorted(c, model_->score(q.text, texts));
 }
 
 Ranking PurpleRetriever::do_rank(const retrieval::Query& q, std::span<const Document> c, std::size_t) const {
   if (c.empty()) return {};
+  GatePass pass;
   const auto texts = texts_of(c);
   return sorted(c, model_->propensities(q.text, texts));
 }
 
 Ranking IumRetriever::do_rank(const retrieval::Query& q, std::span<const Document> c, std::size_t) const {
   if (c.empty()) return {};
+  GatePass pass;
   const auto texts = texts_of(c);
   return sorted(c, model_->score(task_, llm_, q.text, texts));
 }

@@ -55,15 +55,16 @@ Ranking RecencyRetriever::do_rank(const Query&, std::span<const Document> c, std
   return r;
 }
 
-Ranking Bm25Retriever::do_rank(const Query& q, std::span<const Document> c, std::size_t) const {
+Ranking Bm25Retriever::do_rank(const Query& q, std::span<const Document> c, std::size_t k) const {
   Ranking r;
   if (c.empty()) return r;
-  std::vector<std::vector<std::string>> docs;
+  std::vector<std::vector<std::string_view>> docs;  // views into the candidates' texts
   docs.reserve(c.size());
-  for (const auto& d : c) docs.push_back(text::bm25_tokens(d.text));
+  for (const auto& d : c) docs.push_back(text::bm25_token_views(d.text));
   const index::Bm25Okapi bm25(docs);
-  const auto scores = bm25.scores(text::bm25_tokens(q.text));
-  for (std::size_t i : index::rank_bm25_order(scores)) push(r, c, i, scores[i]);
+  std::vector<double> scores;
+  bm25.scores_into(text::bm25_token_views(q.text), scores);
+  for (std::size_t i : index::rank_bm25_top(scores, k)) push(r, c, i, scores[i]);
   return r;
 }
 

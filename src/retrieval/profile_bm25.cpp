@@ -7,10 +7,10 @@ namespace attune::retrieval {
 
 namespace {
 
-std::vector<std::vector<std::string>> tokens_of(const std::vector<Document>& docs) {
-  std::vector<std::vector<std::string>> out;
+std::vector<std::vector<std::string_view>> tokens_of(const std::vector<Document>& docs) {
+  std::vector<std::vector<std::string_view>> out;
   out.reserve(docs.size());
-  for (const auto& d : docs) out.push_back(text::bm25_tokens(d.text));
+  for (const auto& d : docs) out.push_back(text::bm25_token_views(d.text));
   return out;
 }
 
@@ -33,9 +33,11 @@ Ranking ProfileBm25::rank(const Query& q, std::size_t k) const {
                        q.user + "\" (query \"" + q.id + "\")");
   Ranking r;
   if (docs_.empty()) return r;
-  const auto scores = bm25_.scores(text::bm25_tokens(q.text));
-  for (std::size_t i : index::rank_bm25_order(scores)) {
-    if (k != 0 && r.size() == k) break;
+  // The query's tokens as views, scored into a buffer each thread keeps.
+  thread_local std::vector<double> scores;
+  const auto tokens = text::bm25_token_views(q.text);
+  bm25_.scores_into(tokens, scores);
+  for (std::size_t i : index::rank_bm25_top(scores, k)) {
     r.indices.push_back(i);
     r.ids.push_back(docs_[i].id);
     r.scores.push_back(scores[i]);

@@ -249,6 +249,16 @@ RetrieveResponse Service::retrieve(TenantId id, const RetrieveRequest& r) {
         out.documents.push_back({d.id, d.text, ranking.scores[i], "user"});
         served.push_back("user:" + d.id);
       }
+    } else if (const auto own = t.users.find(r.user);
+               r.personal && own != t.users.end() && !(r.corpus && t.corpus_index)) {
+      // The user's documents alone, ranked where they are (no copy).
+      const std::vector<Document>& candidates = own->second;
+      const Ranking ranking = (fixed ? *fixed : *sl.retriever).rank(q, candidates, r.k);  // rank() checks every owner
+      for (std::size_t i = 0; i < ranking.size(); ++i) {
+        const auto& d = candidates[ranking.indices[i]];
+        out.documents.push_back({d.id, d.text, ranking.scores[i], "user"});
+        served.push_back("user:" + d.id);
+      }
     } else {
       std::vector<Document> candidates;
       std::vector<char> from_corpus;
@@ -675,6 +685,8 @@ ServeConfig read_config(const std::filesystem::path& path) {
       }
     } else if (key == "corpus_candidates") {
       c.corpus_candidates = count(v, key, 1, 10000);
+    } else if (key == "dense_micro_batch") {
+      c.dense_micro_batch = count(v, key, 1, 1024);
     } else if (key == "seed") {
       if (!v.is_number_unsigned()) throw bad(key, "expected a whole number");
       c.seed = v.get<std::uint64_t>();
@@ -731,7 +743,8 @@ ServeConfig read_config(const std::filesystem::path& path) {
                        "epochs, lr, positive_at)");
       }
     } else {
-      throw bad(key, "unknown key (retriever, retrievers, agents, tenants, corpus_candidates, seed, limits, learn)");
+      throw bad(key, "unknown key (retriever, retrievers, agents, tenants, corpus_candidates, dense_micro_batch, seed, limits, "
+                    "learn)");
     }
   }
   return c;

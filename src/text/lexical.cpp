@@ -96,7 +96,11 @@ bool is_ascii_punct(std::uint32_t c) {
 
 }  // namespace
 
-std::vector<std::string> bm25_tokens(std::string_view s) { return split_whitespace(s); }
+std::vector<std::string_view> bm25_token_views(std::string_view s) { return split_whitespace_views(s); }
+std::vector<std::string> bm25_tokens(std::string_view s) {
+  const auto views = bm25_token_views(s);
+  return std::vector<std::string>(views.begin(), views.end());
+}
 
 std::vector<std::string> rouge_tokens(std::string_view s) {
   // After lower() the only characters that can survive [^a-z0-9]+ -> " " are ASCII

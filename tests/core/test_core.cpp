@@ -1,10 +1,13 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <set>
+#include <thread>
 
 #include "attune/core/error.h"
 #include "attune/core/hash.h"
+#include "attune/core/micro_batch.h"
 #include "attune/core/parallel.h"
 #include "attune/core/rng.h"
 #include "attune/core/strings.h"
@@ -70,4 +73,57 @@ TEST(Parallel, CountsCpusAndPhysicalCores) {
 TEST(Errors, InputErrorNamesFileRecordField) {
   InputError e("q.json", "record 3 (id \"x\")", "profile[1].date", "expected a string");
   EXPECT_STREQ(e.what(), "q.json: record 3 (id \"x\"): field \"profile[1].date\": expected a string");
+}
+
+// MicroBatcher: every caller gets its own item's output, batches never exceed the limit, a
+// caller alone is computed at once, concurrent callers share batches, and a failure reaches
+// every caller of its batch (and no other).
+TEST(MicroBatcher, ConcurrentCallersShareBatchesAndEachGetsItsOwnAnswer) {
+  std::atomic<std::size_t> largest{0}, inside{0};
+  std::atomic<bool> overlapped{false};
+  MicroBatcher<int, int> b(
+      [&](std::span<const int> xs) {
+        if (inside++ > 0) overlapped = true;  // the batch function is never run twice at once
+        std::size_t n = xs.size(), seen = largest.load();
+        while (n > seen && !largest.compare_exchange_weak(seen, n)) {
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        std::vector<int> out;
+        for (int x : xs) out.push_back(x * x);
+        --inside;
+        return out;
+      },
+      4);
+  EXPECT_EQ(b.run(7), 49);  // alone: a batch of one, at once
+  EXPECT_EQ(b.stats().batches, 1u);
+  std::vector<std::thread> ts;
+  std::atomic<int> wrong{0};
+  for (int t = 0; t < 8; ++t)
+    ts.emplace_back([&, t] {
+      for (int i = 0; i < 50; ++i) {
+        const int x = t * 1000 + i;
+        if (b.run(x) != x * x) ++wrong;
+      }
+    });
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_FALSE(overlapped.load());
+  EXPECT_LE(largest.load(), 4u);
+  const auto s = b.stats();
+  EXPECT_EQ(s.items, 401u);
+  EXPECT_LT(s.batches, 401u) << "8 concurrent callers never shared a batch";
+}
+
+TEST(MicroBatcher, AFailureReachesTheCallersOfItsBatchOnly) {
+  MicroBatcher<int, int> b(
+      [](std::span<const int> xs) {
+        for (int x : xs)
+          if (x < 0) throw UsageError("negative");
+        return std::vector<int>(xs.begin(), xs.end());
+      },
+      8);
+  EXPECT_THROW(b.run(-1), UsageError);
+  EXPECT_EQ(b.run(3), 3);  // the batcher is usable after a failure
+  MicroBatcher<int, int> wrong_count([](std::span<const int>) { return std::vector<int>{}; }, 2);
+  EXPECT_THROW(wrong_count.run(1), std::logic_error);
 }

@@ -3,7 +3,9 @@
 // repr() literals parse to the exact doubles), so the comparisons are exact.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "attune/index/bm25.h"
@@ -118,7 +120,7 @@ TEST(Bm25Okapi, FlooredTermTies) {
 }
 
 TEST(Bm25Okapi, EmptyCorpusScoresNothing) {
-  const Bm25Okapi bm({});
+  const Bm25Okapi bm(std::vector<std::vector<std::string>>{});
   EXPECT_EQ(bm.size(), 0u);
   EXPECT_TRUE(bm.scores({"a"}).empty());
   EXPECT_TRUE(rank_bm25_order({}).empty());
@@ -177,6 +179,47 @@ TEST(RankBm25Order, DescendingWithReverseIndexTies) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   // numpy sorts NaN last, so it comes first after the reversal.
   EXPECT_EQ(rank_bm25_order({1.0, nan, 2.0}), (std::vector<std::size_t>{1, 2, 0}));
+}
+
+// rank_bm25_top(s, k) is the first k of rank_bm25_order(s), on score vectors heavy with ties,
+// signed zeros and NaNs (the server asks for the top k of a user's documents this way).
+TEST(RankBm25Order, TopKIsThePrefixOfTheFullOrder) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<double> pool{0.0, -0.0, 1.0, 1.0, 2.5, -1.0, nan, 0.25};
+  std::uint64_t x = 12345;
+  for (int trial = 0; trial < 400; ++trial) {
+    const std::size_t n = 1 + trial % 37;
+    std::vector<double> s(n);
+    for (auto& v : s) {
+      x = x * 6364136223846793005ull + 1442695040888963407ull;
+      v = pool[(x >> 33) % (trial % 3 == 0 ? pool.size() : pool.size() - 2)];  // a third with NaNs
+    }
+    const auto full = rank_bm25_order(s);
+    for (std::size_t k : {std::size_t{0}, std::size_t{1}, std::size_t{3}, n / 2, n - 1, n, n + 5}) {
+      const auto top = rank_bm25_top(s, k);
+      const std::size_t want = k == 0 || k > n ? n : k;
+      ASSERT_EQ(top.size(), want) << trial << " k " << k;
+      EXPECT_TRUE(std::equal(top.begin(), top.end(), full.begin())) << trial << " k " << k;
+    }
+  }
+}
+
+// Views and strings give the same statistics and bit-identical scores.
+TEST(Bm25Okapi, ViewsAndStringsAgreeBitForBit) {
+  const std::vector<std::string> texts{"the cat sat on the mat", "a dog sat", "the the cat", "", "mat mat dog cat"};
+  std::vector<std::vector<std::string>> owned;
+  std::vector<std::vector<std::string_view>> views;
+  for (const auto& t : texts) {
+    owned.push_back(text::bm25_tokens(t));
+    views.push_back(text::bm25_token_views(t));
+  }
+  const Bm25Okapi a(owned), b(views);
+  const std::string q = "cat mat the zebra cat";
+  std::vector<double> got;
+  b.scores_into(text::bm25_token_views(q), got);
+  const auto want = a.scores(text::bm25_tokens(q));
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) EXPECT_EQ(std::memcmp(&got[i], &want[i], sizeof(double)), 0) << i;
 }
 
 }  // namespace

@@ -217,23 +217,25 @@ TEST(CorpusIndex, MaxScoreGivesTheExhaustiveTopKBitForBitTiesIncluded) {
     texts.push_back(t);
   }
   const auto ix = CorpusIndex::build(texts);
-  std::size_t scored = 0, total = 0, pruned = 0;
-  for (int qi = 0; qi < 300; ++qi) {
-    std::string q;
-    const std::size_t len = 1 + next() % 6;
-    for (std::size_t i = 0; i < len; ++i) q += words[next() % words.size()] + " ";
-    for (std::size_t k : {1, 3, 10, 100}) {
-      SearchStats st;
-      const auto fast = ix.search(q, k, true, &st);
-      const auto all = ix.search(q, k, false);
-      expect_same(fast, all, q + " k=" + std::to_string(k));
-      scored += st.postings_scored;
-      total += st.postings_total;
-      pruned += st.pruned;
+  for (const Pruning how : {Pruning::maxscore, Pruning::taat}) {
+    std::size_t scored = 0, total = 0, pruned = 0;
+    for (int qi = 0; qi < 300; ++qi) {
+      std::string q;
+      const std::size_t len = 1 + next() % 6;
+      for (std::size_t i = 0; i < len; ++i) q += words[next() % words.size()] + " ";
+      for (std::size_t k : {1, 3, 10, 100}) {
+        SearchStats st;
+        const auto fast = ix.search(q, k, how, &st);
+        const auto all = ix.search(q, k);
+        expect_same(fast, all, q + " k=" + std::to_string(k) + (how == Pruning::taat ? " taat" : " maxscore"));
+        scored += st.postings_scored;
+        total += st.postings_total;
+        pruned += st.pruned;
+      }
     }
+    EXPECT_GT(pruned, 0u);
+    EXPECT_LT(scored, total) << "pruning skipped no posting";
   }
-  EXPECT_GT(pruned, 0u);
-  EXPECT_LT(scored, total) << "MaxScore skipped no posting";
 }
 
 // On the real corpus sample: MaxScore's top 10 and top 100 equal the exhaustive ones for 200
@@ -254,15 +256,16 @@ TEST(CorpusIndex, MaxScoreEqualsExhaustiveOnTheDebianCorpus) {
   }
   const auto ix = CorpusIndex::build(texts);
   std::size_t scored = 0, total = 0;
-  for (const auto& q : queries)
-    for (std::size_t k : {10, 100}) {
-      SearchStats st;
-      expect_same(ix.search(q, k, true, &st), ix.search(q, k, false), q);
-      scored += st.postings_scored;
-      total += st.postings_total;
-    }
+  for (const Pruning how : {Pruning::maxscore, Pruning::taat})
+    for (const auto& q : queries)
+      for (std::size_t k : {10, 100}) {
+        SearchStats st;
+        expect_same(ix.search(q, k, how, &st), ix.search(q, k), q);
+        scored += st.postings_scored;
+        total += st.postings_total;
+      }
   EXPECT_LT(scored, total);
-  std::printf("MaxScore on %zu passages: %zu of %zu postings scored (%.1f%%)\n", texts.size(), scored, total,
+  std::printf("MaxScore and term-at-a-time on %zu passages: %zu of %zu postings scored (%.1f%%)\n", texts.size(), scored, total,
               100.0 * static_cast<double>(scored) / static_cast<double>(total));
 }
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <numeric>
 #include <random>
+#include <thread>
 
 #include "attune/core/error.h"
 #include "attune/neural/dense.h"
@@ -201,6 +202,43 @@ TEST_F(DenseCorpus, DenseRanksItsOwnCandidatesByTheSameScoreWithoutEmbeddingThem
       EXPECT_NEAR(ranking.scores[j], hits[0].scores[j], 1e-5) << ex.id << " rank " << j;
   }
   EXPECT_EQ(r.cached(), 0u);  // every passage came from the published corpus embeddings
+}
+
+// attune serve's micro-batching: concurrent queries are encoded in shared forward passes, and
+// every ranking is the one each query gets alone (same order, scores to float rounding).
+TEST_F(DenseCorpus, MicroBatchedQueriesRankAsEachAloneUnderConcurrentCalls) {
+  const auto enc = neural::shared_encoder(model.string(), eo);
+  std::vector<Document> docs(corpus.begin(), corpus.begin() + 60);
+  for (auto& d : docs) d.owner = "u";
+  const auto queries = tiny_queries(48, 9);
+  neural::DenseRetriever alone(enc);
+  std::vector<Ranking> expect;
+  for (const auto& ex : queries) expect.push_back(alone.rank({ex.id, "u", task->query(ex)}, docs, 10));
+
+  neural::set_query_micro_batch(8);
+  neural::DenseRetriever batched(enc);
+  neural::set_query_micro_batch(1);
+  (void)batched.rank({"warm", "u", "warm up"}, docs, 1);  // embeds the documents (no batching then)
+  const auto before = neural::query_batch_stats();
+  std::vector<Ranking> got(queries.size());
+  std::vector<std::thread> ts;
+  for (std::size_t t = 0; t < 4; ++t)
+    ts.emplace_back([&, t] {
+      for (std::size_t i = t; i < queries.size(); i += 4)
+        got[i] = batched.rank({queries[i].id, "u", task->query(queries[i])}, docs, 10);
+    });
+  for (auto& t : ts) t.join();
+  const auto after = neural::query_batch_stats();
+  EXPECT_EQ(after.queries - before.queries, queries.size());  // every query went through the batcher
+  EXPECT_GE(after.batches - before.batches, queries.size() / 8);
+  for (std::size_t i = 0; i < queries.size(); ++i) {
+    ASSERT_EQ(got[i].size(), expect[i].size());
+    for (std::size_t j = 0; j < got[i].size(); ++j) {
+      EXPECT_NEAR(got[i].scores[j], expect[i].scores[j], 1e-5) << i << " rank " << j;
+      if (j + 1 < got[i].size() && expect[i].scores[j] - expect[i].scores[j + 1] > 1e-4)
+        EXPECT_EQ(got[i].ids[j], expect[i].ids[j]) << i << " rank " << j;
+    }
+  }
 }
 
 }  // namespace

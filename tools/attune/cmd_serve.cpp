@@ -1,5 +1,6 @@
 // attune serve: personalized retrieval over HTTP for the tenants of a store (serve/http.h,
 // docs/serve.md). Runs until SIGINT or SIGTERM, then lets the requests in flight finish.
+#include <algorithm>
 #include <condition_variable>
 #include <csignal>
 #include <cstdio>
@@ -9,6 +10,9 @@
 
 #include "attune/core/error.h"
 #include "attune/core/file.h"
+#include "attune/core/parallel.h"
+#include "attune/models/runtime.h"
+#include "attune/neural/dense.h"
 #include "attune/serve/http.h"
 #include "attune/serve/openapi.h"
 #include "attune/store/store.h"
@@ -155,6 +159,12 @@ void add_serve(CLI::App& app, int& rc) {
       throw UsageError("learning is on but names no encoder to start from: --learn-init DIR or the config's learn.init");
     if (cfg.learn.on && !std::filesystem::is_directory(cfg.learn.init))
       throw UsageError("learn.init " + cfg.learn.init + ": no such model folder");
+    // Before the service makes its retrievers: as many query forward passes at once as torch's
+    // thread groups fit the cores (one with torch on every core; two with --threads 1 on two).
+    models::ensure_torch_runtime();
+    const std::size_t groups = std::max<std::size_t>(1, physical_cores() / std::max<std::size_t>(1, models::torch_threads()));
+    neural::set_query_micro_batch(cfg.dense_micro_batch, groups);
+    neural::set_forward_concurrency(groups);
     auto st = store::open_sqlite(r->store_file());
     serve::Service service(*st, cfg);
     http->openapi = serve::openapi_document();

@@ -12,6 +12,8 @@ std::string strip(std::string_view s);
 // Python str.split() with no arguments: splits on runs of Unicode whitespace (the set
 // str.isspace() accepts), drops empty pieces.
 std::vector<std::string> split_whitespace(std::string_view s);
+// The same tokens as views into s (no allocation per token).
+std::vector<std::string_view> split_whitespace_views(std::string_view s);
 // Everything after the first occurrence of `marker`, stripped; the whole text stripped
 // when the marker is absent.
 std::string text_after(std::string_view s, std::string_view marker);

@@ -3,7 +3,9 @@
 // over one user's profile.
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -20,9 +22,14 @@ class Bm25Okapi {
   // docs: each document's tokens (text::bm25_tokens for LaMP fidelity). An empty corpus
   // is allowed and scores nothing.
   explicit Bm25Okapi(const std::vector<std::vector<std::string>>& docs, Bm25Params p = {});
+  // The same from tokens held as views (text::bm25_token_views); they need not outlive it.
+  explicit Bm25Okapi(std::span<const std::vector<std::string_view>> docs, Bm25Params p = {});
   // One score per document, in corpus order; query tokens are summed with duplicates
   // counted each time, in the same floating-point order as numpy does it.
   std::vector<double> scores(const std::vector<std::string>& query) const;
+  // The same into `score` (resized to size()), for query tokens held as views: no allocation
+  // when `score` has the capacity. Bit-identical to scores().
+  void scores_into(std::span<const std::string_view> query, std::vector<double>& score) const;
   double idf(const std::string& term) const;  // 0 for unseen terms
   double average_idf() const { return average_idf_; }
   double avgdl() const { return avgdl_; }
@@ -34,15 +41,25 @@ class Bm25Okapi {
   // Terms numbered in first-seen order (rank_bm25's dict order); idf_ by term id, with
   // the epsilon floor applied. Postings in CSR form: term t's (doc, tf) pairs, by doc,
   // are post_doc_/post_tf_[post_off_[t] .. post_off_[t + 1]).
-  std::unordered_map<std::string, std::uint32_t> term_ids_;
+  struct TermHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  std::unordered_map<std::string, std::uint32_t, TermHash, std::equal_to<>> term_ids_;
   std::vector<double> idf_;
   std::vector<std::uint32_t> post_off_, post_doc_, post_tf_;
   std::vector<double> norm_;  // per doc: k1 * ((1 - b) + b * dl / avgdl)
+  // Per posting (sparse path only): tf * (k1 + 1) / (tf + norm_[doc]), the factor a query
+  // token's idf multiplies; the same double the per-query expression gives.
+  std::vector<double> post_factor_;
   bool sparse_exact_ = true;  // every norm_ > 0, so absent terms add exactly +-0
   double avgdl_ = 0, average_idf_ = 0;
 };
 
 // numpy.argsort(scores)[::-1]: descending score, ties in DESCENDING index order.
 std::vector<std::size_t> rank_bm25_order(const std::vector<double>& scores);
+// The first k of rank_bm25_order(scores) (all when k is 0 or at least the size), found
+// without sorting the rest.
+std::vector<std::size_t> rank_bm25_top(const std::vector<double>& scores, std::size_t k);
 
 }  // namespace attune::index

@@ -18,10 +18,17 @@ struct Hit {
   double score;
 };
 
+// How search() may skip postings; every way gives the exhaustive top k, bit for bit.
+enum class Pruning {
+  none,      // score every posting of the query's terms
+  maxscore,  // document at a time, MaxScore
+  taat,      // term at a time with a threshold, then galloping probes (search_taat)
+};
+
 // What one search did: postings scored, and postings of the query's terms in all.
 struct SearchStats {
   std::size_t postings_scored = 0, postings_total = 0;
-  bool pruned = false;  // MaxScore ran (see search)
+  bool pruned = false;  // a pruning strategy ran (see search)
 };
 
 class CorpusIndex {
@@ -45,7 +52,8 @@ class CorpusIndex {
   // tiny corpus) has no useful bound: such queries are scored exhaustively.
   // Not the default: on the Debian corpus with qa dev queries (bench_bm25 CorpusBm25Search,
   // bench/RESULTS.md) it is 1.3x faster for k = 10 but 0.7x for k = 100, what serve asks for.
-  std::vector<Hit> search(std::string_view query, std::size_t k, bool prune = false, SearchStats* stats = nullptr) const;
+  std::vector<Hit> search(std::string_view query, std::size_t k, Pruning prune = Pruning::none,
+                          SearchStats* stats = nullptr) const;
   std::size_t size() const { return doc_len_.size(); }
 
   // Compact binary form (versioned); deserialize throws attune::Error on a bad blob.
@@ -75,6 +83,7 @@ class CorpusIndex {
   }
   std::vector<Hit> search_exhaustive(const std::vector<const Postings*>& terms, std::size_t k, SearchStats* stats) const;
   std::vector<Hit> search_maxscore(const std::vector<const Postings*>& terms, std::size_t k, SearchStats* stats) const;
+  std::vector<Hit> search_taat(const std::vector<const Postings*>& terms, std::size_t k, SearchStats* stats) const;
 };
 
 }  // namespace attune::index

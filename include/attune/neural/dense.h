@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "attune/core/device.h"
+#include "attune/core/micro_batch.h"
 #include "attune/models/encoder.h"
 #include "attune/models/ium.h"
 #include "attune/models/purple.h"
@@ -40,6 +41,27 @@ std::string text_key(std::string_view text);
 void publish_embeddings(const std::string& encoder_id, std::shared_ptr<const CorpusEmbeddings> e);
 std::shared_ptr<const CorpusEmbeddings> published_embeddings(const std::string& encoder_id);
 
+// Queries of concurrent rank() calls encoded together (MicroBatcher), at most n a forward
+// pass and `concurrency` forward passes at once, by the DenseRetrievers made after the call;
+// n of 0 or 1 (the default) encodes each query alone. `attune serve` turns it on (its
+// config's dense_micro_batch), with one forward pass per torch thread group that fits the
+// cores. Batching changes no ranking: a text's embedding does not depend on its batch-mates
+// (padding is masked), though its last float bits may. Counts of what batched retrievers
+// did, for /metrics and benchmarks.
+void set_query_micro_batch(std::size_t n, std::size_t concurrency = 1);
+std::size_t query_micro_batch();
+// At most n cross-encoder forward passes (cross:, ium:, purple:) at once in this process,
+// admitted first come first served; 0 (the default) admits every caller at once. A server
+// with more concurrent requests than cores sets it, so that requests queue instead of
+// thrashing the cores (bench/RESULTS.md: 4 clients reranking at once on 2 cores took 1.7 s
+// a request, against 0.3 s for one).
+void set_forward_concurrency(std::size_t n);
+
+struct QueryBatchStats {
+  std::uint64_t batches = 0, queries = 0;
+};
+QueryBatchStats query_batch_stats();  // summed over every DenseRetriever of the process
+
 // Bi-encoder retrieval (dense:MODEL_DIR): score = <embed(query), embed(document text)>,
 // exact inner product over the candidates (cosine when the model normalises). Candidate
 // embeddings are cached in memory, so a profile or corpus passage seen by several queries
@@ -64,6 +86,7 @@ class DenseRetriever final : public retrieval::Retriever {
  private:
   std::shared_ptr<const models::TextEncoder> encoder_;
   bool document_dates_ = false;
+  std::unique_ptr<MicroBatcher<std::string, std::vector<float>>> queries_;  // null: no batching
   mutable std::mutex mu_;
   // text_key(owner + '\0' + text) -> embedding.
   mutable std::unordered_map<std::string, std::vector<float>> cache_;

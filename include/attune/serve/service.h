@@ -108,6 +108,9 @@ struct ServeConfig {
   // model folder). What such a call is served with is fixed: nothing learns from its feedback.
   std::vector<std::string> retrievers;
   std::size_t corpus_candidates = 100;           // corpus BM25 hits a query's ranking sees
+  // Dense retrievers encode the queries of concurrent requests together, at most this many a
+  // forward pass (1: each alone). The server applies it (neural::set_query_micro_batch).
+  std::size_t dense_micro_batch = 16;
   std::uint64_t seed = 0;
   Limits limits;
   LearnConfig learn;

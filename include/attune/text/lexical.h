@@ -9,6 +9,8 @@ namespace attune::text {
 // rank_bm25 / LaMP reference tokenization: Python str.split() (no lowercasing,
 // no punctuation stripping).
 std::vector<std::string> bm25_tokens(std::string_view s);
+// The same tokens as views into s.
+std::vector<std::string_view> bm25_token_views(std::string_view s);
 
 // rouge_score's tokenizer without stemming: Python lower(), every run of characters
 // outside [a-z0-9] becomes a space, split, keep tokens matching ^[a-z0-9]+$. Non-ASCII
