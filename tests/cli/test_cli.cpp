@@ -50,7 +50,7 @@ const std::string kSample = std::string(ATTUNE_SOURCE_DIR) + "/data/sample";
 }  // namespace
 
 TEST_F(Cli, HelpForEveryVerb) {
-  for (std::string verb : {"", "rank", "eval", "metrics", "feedback", "import", "demo", "sample", "generate", "score", "pretrain-encoder", "train", "train-tokenizer", "train-lm"}) {
+  for (std::string verb : {"", "rank", "eval", "metrics", "feedback", "import", "demo", "sample", "generate", "score", "pretrain-encoder", "train", "train-tokenizer", "train-lm", "judge"}) {
     auto r = run(verb + " --help");
     EXPECT_EQ(r.rc, 0) << verb;
     EXPECT_NE(r.out.find("Usage"), std::string::npos) << verb;
@@ -1067,6 +1067,92 @@ TEST_F(Cli, ServeLlmServesAModelToTheOpenAIBackendUntilInterrupted) {
   // A remote model is not proxied; a port that is taken is a usage error.
   r = run("serve-llm --llm 'openai:http://127.0.0.1:1/v1#m'");
   EXPECT_EQ(r.rc, 2) << r.err;
+}
+
+// attune judge (LUF labels): the planted judge served over the OpenAI API labels the sample's
+// bm25 top 8; multi-level judging reads fewer words than judging every document and finds a
+// relevant document for as many queries; a judge whose every reply is malformed leaves
+// every document unlabelled ("failed") and says so, and bad options are usage errors.
+TEST_F(Cli, JudgeLabelsTopKMultiLevelThroughTheOpenAIBackendAndNeverGuesses) {
+  const std::string bin = std::string(ATTUNE_BINARY_DIR) + "/tools/attune/attune";
+  const std::string start = "cd '" + dir_.string() + "' && ('" + bin +
+                            "' serve-llm --llm 'planted:judge?word=fix&malformed=first' --port 0 --port-file port.txt "
+                            ">serve.out 2>serve.err & echo $! >pid.txt)";
+  ASSERT_EQ(std::system(start.c_str()), 0);
+  for (int i = 0; i < 200 && !fs::exists(dir_ / "port.txt"); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(fs::exists(dir_ / "port.txt")) << slurp(dir_ / "serve.err");
+  const std::string port = slurp(dir_ / "port.txt").substr(0, slurp(dir_ / "port.txt").find('\n'));
+  const std::string pid = slurp(dir_ / "pid.txt").substr(0, slurp(dir_ / "pid.txt").find('\n'));
+  const std::string data = "--data " + kSample + " --task commit_subject --split dev --k 8 --quiet ";
+  auto r = run("judge " + data + "--llm 'openai:http://127.0.0.1:" + port +
+               "/v1#planted:judge:v1:word=fix:malformed=first' --compare --out labels.jsonl");
+  std::system(("kill -INT " + pid).c_str());
+  ASSERT_EQ(r.rc, 0) << r.err;
+  // Every first ask was malformed and asked again: no group failed.
+  EXPECT_NE(r.out.find("0 groups failed"), std::string::npos) << r.out;
+  std::size_t lines = 0, labelled = 0, found = 0;
+  std::istringstream in(slurp(dir_ / "labels.jsonl"));
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto j = nlohmann::json::parse(line);
+    ++lines;
+    for (const auto& l : j["labels"]) {
+      labelled += l["label"] != "unjudged";
+      EXPECT_NE(l["label"], "failed") << line;
+    }
+    if (!j["first_relevant"].is_null()) {
+      ++found;
+      const auto& first = j["labels"][j["first_relevant"].get<std::size_t>()];
+      EXPECT_TRUE(first["label"] == "answer" || first["label"] == "relevant") << line;
+    }
+  }
+  EXPECT_GT(lines, 0u);
+  EXPECT_GT(labelled, 0u);
+  // "--compare": every document judged; multi-level spends fewer words for the same queries found.
+  const auto cmp = r.out.find("judge --compare: every document: ");
+  ASSERT_NE(cmp, std::string::npos) << r.out;
+  std::size_t every_calls = 0, every_words = 0, every_found = 0, multi_calls = 0, multi_words = 0, multi_found = 0;
+  double pct = 0;
+  ASSERT_EQ(std::sscanf(r.out.c_str() + cmp,
+                        "judge --compare: every document: %zu model calls, %zu words, a relevant one found for %zu "
+                        "queries; multi-level: %zu calls, %zu words (%lf%%), found for %zu",
+                        &every_calls, &every_words, &every_found, &multi_calls, &multi_words, &pct, &multi_found),
+            7)
+      << r.out;
+  EXPECT_EQ(multi_found, every_found);
+  EXPECT_EQ(multi_found, found);
+  EXPECT_LT(multi_words, every_words);
+  EXPECT_LT(multi_calls, every_calls);
+
+  // The replies are cached in the store and the labels kept as feedback: a rerun asks nothing.
+  auto again = run("judge --data " + kSample + " --task commit_subject --split dev --k 8 --llm 'planted:judge?word=fix' "
+                   "--store judge.db --out l1.jsonl");
+  ASSERT_EQ(again.rc, 0) << again.err;
+  EXPECT_NE(again.err.find(" 0 cache hits"), std::string::npos) << again.err;
+  again = run("judge --data " + kSample + " --task commit_subject --split dev --k 8 --llm 'planted:judge?word=fix' "
+              "--store judge.db --out l2.jsonl");
+  ASSERT_EQ(again.rc, 0) << again.err;
+  EXPECT_NE(again.err.find(" 0 cache misses"), std::string::npos) << again.err;
+  EXPECT_EQ(slurp(dir_ / "l1.jsonl"), slurp(dir_ / "l2.jsonl"));
+  {
+    auto st = attune::store::open_sqlite(dir_ / "judge.db");
+    const auto runs = st->runs();
+    ASSERT_FALSE(runs.empty());
+    EXPECT_EQ(runs.back().verb, "judge");
+    EXPECT_EQ(runs.back().status, "ok");
+    EXPECT_GT(nlohmann::json::parse(runs.back().summary_json)["labelled"].template get<int>(), 0);
+  }
+
+  // A judge that never answers in the format: nothing is labelled, every document "failed".
+  r = run("judge " + data + "--llm 'planted:judge?malformed=always' --retries 1 --limit 3 --out bad.jsonl");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("0 documents labelled"), std::string::npos) << r.out;
+  std::istringstream bad(slurp(dir_ / "bad.jsonl"));
+  while (std::getline(bad, line))
+    for (const auto& l : nlohmann::json::parse(line)["labels"]) EXPECT_EQ(l["label"], "failed") << line;
+  EXPECT_EQ(run("judge " + data + "--llm planted:judge --groups 1,0,2 --out x.jsonl").rc, 2);
+  EXPECT_EQ(run("judge " + data + "--llm planted:judge --groups 1,two --out x.jsonl").rc, 2);
+  EXPECT_EQ(run("judge " + data + "--llm 'planted:judge?word=Fix' --out x.jsonl").rc, 2);
 }
 
 // attune serve: feedback acknowledged before a kill -9 is all in the store after it, and the

@@ -97,6 +97,7 @@ void add_rank(CLI::App& app, int& rc);
 void add_eval(CLI::App& app, int& rc);
 void add_metrics(CLI::App& app, int& rc);
 void add_feedback(CLI::App& app, int& rc);
+void add_judge(CLI::App& app, int& rc);
 void add_import(CLI::App& app, int& rc);
 void add_demo(CLI::App& app, int& rc);
 void add_sample(CLI::App& app, int& rc);

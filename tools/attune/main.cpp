@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
   attune::cli::add_eval(app, rc);
   attune::cli::add_metrics(app, rc);
   attune::cli::add_feedback(app, rc);
+  attune::cli::add_judge(app, rc);
   attune::cli::add_import(app, rc);
   attune::cli::add_demo(app, rc);
   attune::cli::add_sample(app, rc);
