@@ -80,9 +80,7 @@ std::string text_key(std::string_view text) { return sha256_hex(text); }
 namespace {
 std::atomic<std::size_t> micro_batch{1}, micro_batch_concurrency{1};
 std::atomic<std::uint64_t> batched_calls{0}, batched_queries{0};
-}  // namespace
 
-namespace {
 // A first-come-first-served counting semaphore over cross-encoder forward passes.
 struct ForwardGate {
   std::mutex mu;
@@ -163,7 +161,9 @@ Ranking DenseRetriever::do_rank(const retrieval::Query& q, std::span<const Docum
   if (c.empty()) return {};
   const std::size_t D = encoder_->dim();
   std::vector<std::string> keys(c.size());
-  std::vector<std::vector<float>> vecs(c.size());
+  // Each candidate's embedding, where it lies: a cache entry (entries are never changed or
+  // erased, and the map's nodes do not move), the published corpus rows, or `emb` below.
+  std::vector<const float*> rows(c.size(), nullptr);
   std::vector<std::string> missing;
   std::vector<std::size_t> missing_at;
   const auto corpus = published_embeddings(encoder_->id());
@@ -175,35 +175,34 @@ Ranking DenseRetriever::do_rank(const retrieval::Query& q, std::span<const Docum
   {
     std::lock_guard lock(mu_);
     for (std::size_t i = 0; i < c.size(); ++i) {
-      if (auto it = cache_.find(keys[i]); it != cache_.end()) vecs[i] = it->second;
+      if (auto it = cache_.find(keys[i]); it != cache_.end()) rows[i] = it->second.data();
       else if (const float* v = corpus && corpus->dim == D ? corpus->find(text_key(text(i))) : nullptr)
-        vecs[i].assign(v, v + D);
+        rows[i] = v;
       else {
         missing.push_back(text(i));
         missing_at.push_back(i);
       }
     }
   }
-  std::vector<float> query;
+  std::vector<float> query, emb;
   if (missing.empty() && queries_) {
     query = queries_->run(q.text);  // with the queries of concurrent calls
   } else {
     // Embed outside the lock (another thread may embed the same text meanwhile; both agree).
     missing.push_back(q.text);
-    const auto emb = encoder_->embed(missing);
+    emb = encoder_->embed(missing);
     query.assign(emb.end() - static_cast<std::ptrdiff_t>(D), emb.end());
     std::lock_guard lock(mu_);
     for (std::size_t j = 0; j + 1 < missing.size(); ++j) {
-      auto& v = vecs[missing_at[j]];
-      v.assign(emb.begin() + j * D, emb.begin() + (j + 1) * D);
-      cache_.emplace(keys[missing_at[j]], v);
+      rows[missing_at[j]] = emb.data() + j * D;
+      cache_.emplace(keys[missing_at[j]], std::vector<float>(emb.begin() + j * D, emb.begin() + (j + 1) * D));
     }
   }
   const float* qv = query.data();
   std::vector<double> scores(c.size());
   for (std::size_t i = 0; i < c.size(); ++i) {
     double s = 0;
-    for (std::size_t d = 0; d < D; ++d) s += static_cast<double>(qv[d]) * vecs[i][d];
+    for (std::size_t d = 0; d < D; ++d) s += static_cast<double>(qv[d]) * rows[i][d];
     scores[i] = s;
   }
   return sorted(c, scores);

@@ -467,6 +467,7 @@ struct HttpServer::Impl {
       for (const auto& [tenant, n] : c.backlog)
         out += "attune_feedback_backlog{tenant=\"" + std::to_string(tenant) + "\"} " + std::to_string(n) + "\n";
     }
+    if (opts.extra_metrics) out += opts.extra_metrics();
     return out;
   }
 };

@@ -95,4 +95,54 @@ torch::Tensor listwise_kl_loss(const torch::Tensor& scores, const torch::Tensor&
   return kl_rows(target, scores, mask).mean();
 }
 
+namespace {
+// The mean of per-row losses over the rows `applies` marks; 0 (with a gradient path) when none.
+torch::Tensor mean_over(const torch::Tensor& per_row, const torch::Tensor& applies) {
+  const auto n = applies.sum();
+  return (per_row.masked_fill(~applies, 0.0)).sum() / n.clamp_min(1).to(per_row.dtype());
+}
+}  // namespace
+
+torch::Tensor luf_strict_loss(const torch::Tensor& scores, const torch::Tensor& positive, const torch::Tensor& mask) {
+  check(scores, mask, "luf_strict_loss");
+  TORCH_CHECK(positive.sizes() == scores.sizes() && positive.scalar_type() == torch::kBool,
+              "luf_strict_loss: positive must be bool of the scores' shape");
+  const auto pos = positive & mask;
+  const auto applies = pos.any(1);
+  const auto ninf = -std::numeric_limits<double>::infinity();
+  // Rows without a positive get a dummy numerator (their loss is masked out below and their
+  // scores get no gradient through it).
+  const auto num = torch::logsumexp(scores.masked_fill(~pos, ninf).masked_fill(~applies.unsqueeze(1), 0.0), 1);
+  const auto den = torch::logsumexp(scores.masked_fill(~mask, ninf).masked_fill(~applies.unsqueeze(1), 0.0), 1);
+  return mean_over(den - num, applies);
+}
+
+torch::Tensor luf_flaccid_loss(const torch::Tensor& scores, const torch::Tensor& grades, const torch::Tensor& relevant) {
+  check(scores, relevant, "luf_flaccid_loss");
+  TORCH_CHECK(grades.sizes() == scores.sizes(), "luf_flaccid_loss: grades must have the scores' shape");
+  const auto g = grades.detach().to(scores.dtype()).clamp_min(0.0).masked_fill(~relevant, 0.0);
+  const auto sum = g.sum(1, true);
+  const auto applies = (relevant.sum(1) >= 2) & (sum.squeeze(1) > 0);
+  const auto p = g / sum.clamp_min(1e-300);
+  // Rows that do not apply: a full mask keeps the softmax finite; their loss is dropped.
+  const auto m = relevant | ~applies.unsqueeze(1);
+  return mean_over(kl_rows(p.masked_fill(~applies.unsqueeze(1), 0.0), scores, m), applies);
+}
+
+torch::Tensor luf_hard_negative_loss(const torch::Tensor& scores, const torch::Tensor& positive,
+                                     const torch::Tensor& negative, const torch::Tensor& weights, double gamma) {
+  check(scores, positive, "luf_hard_negative_loss");
+  TORCH_CHECK(negative.sizes() == scores.sizes() && negative.scalar_type() == torch::kBool,
+              "luf_hard_negative_loss: negative must be bool of the scores' shape");
+  TORCH_CHECK(weights.sizes() == scores.sizes(), "luf_hard_negative_loss: weights must have the scores' shape");
+  const auto applies = positive.any(1) & negative.any(1);
+  // margins[b, i, j] = max(0, gamma - s[b, i] + s[b, j]) for a positive i and a negative j.
+  const auto margins = (gamma - scores.unsqueeze(2) + scores.unsqueeze(1)).clamp_min(0.0);
+  const auto pair = positive.unsqueeze(2) & negative.unsqueeze(1);
+  const auto n_pos = positive.sum(1).clamp_min(1).to(scores.dtype());
+  const auto per_neg = margins.masked_fill(~pair, 0.0).sum(1) / n_pos.unsqueeze(1);  // mean over d+, per d-
+  const auto w = weights.detach().to(scores.dtype()).masked_fill(~negative, 0.0);
+  return mean_over((w * per_neg).sum(1), applies);
+}
+
 }  // namespace attune::train

@@ -34,7 +34,8 @@ std::string to_string(InitialPrior p) { return p == InitialPrior::Learned ? "lea
 RopgObjective parse_ropg_objective(const std::string& s) {
   if (s == "ropg-rl" || s == "rl") return RopgObjective::RL;
   if (s == "ropg-kd" || s == "kd") return RopgObjective::KD;
-  throw UsageError("unknown ROPG objective \"" + s + "\" (expected ropg-rl or ropg-kd)");
+  if (s == "luf") return RopgObjective::LUF;
+  throw UsageError("unknown ROPG objective \"" + s + "\" (expected ropg-rl, ropg-kd or luf)");
 }
 
 namespace {
@@ -49,6 +50,7 @@ struct Tokenized {
   std::vector<Tokens> docs;
   std::vector<double> utility;
   std::vector<double> prior;  // InitialPrior::Learned: initial_prior_z(initial_score)
+  std::vector<std::int8_t> judgement;  // LUF
 };
 
 std::vector<Tokenized> tokenize_examples(const text::SubwordTokenizer& tok, const std::vector<RopgExample>& ex,
@@ -58,6 +60,11 @@ std::vector<Tokenized> tokenize_examples(const text::SubwordTokenizer& tok, cons
     if (e.docs.size() != e.utility.size())
       throw Error("ROPG example " + e.id + ": " + std::to_string(e.docs.size()) + " documents but " +
                   std::to_string(e.utility.size()) + " utilities");
+    if (o.objective == RopgObjective::LUF && e.judgement.size() != e.docs.size())
+      throw Error("ROPG example " + e.id + ": LUF needs the judged label of each of its " + std::to_string(e.docs.size()) +
+                  " documents, but it has " + std::to_string(e.judgement.size()) + " (run attune judge on them)");
+    for (auto j : e.judgement)
+      if (j < -1 || j > 2) throw Error("ROPG example " + e.id + ": a judged label must be -1, 0, 1 or 2");
     if (o.initial_prior == InitialPrior::Learned && e.initial_score.size() != e.docs.size())
       throw Error("ROPG example " + e.id + ": the learned initial prior needs the initial retriever's score of each of its " +
                   std::to_string(e.docs.size()) + " documents, but it has " + std::to_string(e.initial_score.size()));
@@ -71,6 +78,7 @@ std::vector<Tokenized> tokenize_examples(const text::SubwordTokenizer& tok, cons
     out[i].query = std::move(qt[i]);
     for (std::size_t j = 0; j < ex[i].docs.size(); ++j) out[i].docs.push_back(std::move(dt[at++]));
     out[i].utility = ex[i].utility;
+    out[i].judgement = ex[i].judgement;
     if (o.initial_prior == InitialPrior::Learned) out[i].prior = retrieval::initial_prior_z(ex[i].initial_score);
   }
   return out;
@@ -103,6 +111,7 @@ struct Model {
   // scores [b, l], mask [b, l] (bool), utilities [b, l] for examples `idx` of `ex`.
   struct Batch {
     torch::Tensor scores, mask, utility;
+    torch::Tensor judgement;  // [b, l] int8: LUF's labels (-1 on padding and unjudged); empty otherwise
   };
   Batch score(const std::vector<Tokenized>& ex, const std::vector<std::size_t>& idx) {
     std::vector<const Tokens*> q, d;
@@ -122,6 +131,9 @@ struct Model {
     auto ua = util.accessor<double, 2>();
     auto z = torch::zeros({b, L}, torch::kFloat32);
     auto za = z.accessor<float, 2>();
+    const bool judged = !ex[idx.front()].judgement.empty();
+    auto jt = torch::full({b, L}, -1, torch::kInt8);
+    auto ja = jt.accessor<std::int8_t, 2>();
     std::int64_t at = 0;
     for (std::int64_t r = 0; r < b; ++r) {
       const auto& e = ex[idx[static_cast<std::size_t>(r)]];
@@ -130,13 +142,17 @@ struct Model {
         ma[r][static_cast<std::int64_t>(j)] = true;
         ua[r][static_cast<std::int64_t>(j)] = e.utility[j];
         if (prior) za[r][static_cast<std::int64_t>(j)] = static_cast<float>(e.prior[j]);
+        if (judged) {
+          ja[r][static_cast<std::int64_t>(j)] = e.judgement[j];
+          if (e.judgement[j] < 0) ma[r][static_cast<std::int64_t>(j)] = false;  // not judged: left out
+        }
       }
     }
     auto g = torch::tensor(gather, torch::kInt64).to(device);
     auto docs = de.index_select(0, g).view({b, L, -1});
     auto scores = torch::bmm(docs, qe.unsqueeze(2)).squeeze(2) / tau;
     if (prior) scores = scores + (prior_start + kPriorStep * theta) * z.to(device);
-    return {scores, mask.to(device), util.to(device)};
+    return {scores, mask.to(device), util.to(device), judged ? jt.to(device) : torch::Tensor()};
   }
 };
 
@@ -220,7 +236,9 @@ std::pair<double, std::string> choose_prior_start(Model& m, const std::vector<To
   return {kGrid[pick], line + buf};
 }
 
-std::string objective_name(RopgObjective o) { return o == RopgObjective::RL ? "ropg-rl" : "ropg-kd"; }
+std::string objective_name(RopgObjective o) {
+  return o == RopgObjective::RL ? "ropg-rl" : o == RopgObjective::KD ? "ropg-kd" : "luf";
+}
 
 }  // namespace
 
@@ -293,6 +311,9 @@ class RopgLearner final : public DevSelectedLearner {
             {"warmup", o.fit.warmup}, {"clip", o.fit.clip}, {"query_max_length", o.query_max_length},
             {"doc_max_length", o.doc_max_length}, {"seed", o.fit.seed}, {"train_examples", train.size()}};
     if (o.rerank) sig_["rerank"] = {{"initial", o.rerank->initial}, {"top_l", o.rerank->top_l}};
+    if (o.objective == RopgObjective::LUF)
+      sig_["luf"] = {{"lambda_strict", o.luf.lambda_strict}, {"lambda_flaccid", o.luf.lambda_flaccid},
+                     {"lambda_hard", o.luf.lambda_hard}, {"gamma", o.luf.gamma}};
     save_.tokenizer_dir = o.init;
     save_.pooling = m_.spec.pooling;
     save_.normalize = m_.spec.normalize;
@@ -317,6 +338,19 @@ class RopgLearner final : public DevSelectedLearner {
   torch::Tensor loss(const MicroBatch& mb) override {
     const std::vector<std::size_t> idx(mb.items.begin(), mb.items.end());
     auto b = m_.score(tr_, idx);
+    if (o_.objective == RopgObjective::LUF) {
+      const auto& w = o_.luf;
+      const auto pos = b.judgement == 2, rel = b.judgement == 1, neg = b.judgement == 0;
+      // 1 / (1 + rank): candidates are in the initial retriever's order.
+      const auto L = b.scores.size(1);
+      const auto ranks = torch::arange(L, torch::TensorOptions().dtype(torch::kFloat64).device(b.scores.device()));
+      const auto weights = (1.0 / (1.0 + ranks)).unsqueeze(0).expand_as(b.scores);
+      auto loss = torch::zeros({}, b.scores.options());
+      if (w.lambda_strict > 0) loss = loss + w.lambda_strict * luf_strict_loss(b.scores, pos, b.mask);
+      if (w.lambda_flaccid > 0) loss = loss + w.lambda_flaccid * luf_flaccid_loss(b.scores, b.utility, rel);
+      if (w.lambda_hard > 0) loss = loss + w.lambda_hard * luf_hard_negative_loss(b.scores, pos, neg, weights, w.gamma);
+      return loss;
+    }
     if (o_.objective == RopgObjective::KD)
       return ropg_kd_loss(b.scores, normalize_targets(b.utility, b.mask, o_.target_normalization).to(b.scores.dtype()),
                           b.mask, o_.double_softmax, o_.target_temperature);
@@ -428,6 +462,16 @@ void RopgOptions::validate() const {
     throw FieldError<UsageError>("target_temperature", "target_temperature = " + std::to_string(target_temperature) + ": must be a positive number");
   if (policy_temperature && (!(*policy_temperature > 0) || !std::isfinite(*policy_temperature)))
     throw FieldError<UsageError>("policy_temperature", "policy_temperature = " + std::to_string(*policy_temperature) + ": must be a positive number");
+  if (objective == RopgObjective::LUF) {
+    for (const auto& [name, v] : {std::pair<const char*, double>{"lambda_strict", luf.lambda_strict},
+                                  {"lambda_flaccid", luf.lambda_flaccid}, {"lambda_hard", luf.lambda_hard},
+                                  {"gamma", luf.gamma}})
+      if (!(v >= 0) || !std::isfinite(v))
+        throw FieldError<UsageError>(std::string("luf.") + name, std::string("luf.") + name + " = " + std::to_string(v) +
+                                                                     ": must be a number, 0 or more");
+    if (luf.lambda_strict + luf.lambda_flaccid + luf.lambda_hard == 0)
+      throw FieldError<UsageError>("luf", "LUF's three loss weights are all 0: nothing to learn");
+  }
   if (kd_target == KdTarget::Likelihood && objective != RopgObjective::KD)
     throw FieldError<UsageError>("kd_target", "kd_target = likelihood: the likelihood target is ROPG-KD's, not ROPG-RL's "
                                               "(whose reward is the task metric's utility)");
@@ -445,8 +489,13 @@ RopgResult train_ropg(const std::vector<RopgExample>& train_in, const std::vecto
   o.validate();
   std::vector<RopgExample> train;
   std::size_t flat = 0;
+  // LUF: only judged documents count (an unjudged one is left out of the losses and of dev).
+  const auto usable = [&](const RopgExample& e) {
+    if (o.objective != RopgObjective::LUF) return e.docs.size();
+    return static_cast<std::size_t>(std::count_if(e.judgement.begin(), e.judgement.end(), [](std::int8_t j) { return j >= 0; }));
+  };
   for (const auto& e : train_in) {
-    if (e.docs.size() < 2) continue;
+    if (usable(e) < 2) continue;
     const bool same = std::all_of(e.utility.begin(), e.utility.end(), [&](double u) { return u == e.utility.front(); });
     if (same && o.skip_flat && o.objective == RopgObjective::KD) {
       ++flat;
@@ -455,14 +504,16 @@ RopgResult train_ropg(const std::vector<RopgExample>& train_in, const std::vecto
     train.push_back(e);
   }
   if (train.empty())
-    throw Error("ROPG has no training example with at least 2 candidate documents" +
+    throw Error(std::string("ROPG has no training example with at least 2 ") +
+                (o.objective == RopgObjective::LUF ? "judged candidate documents (LUF reads each document's judged label)"
+                                                   : "candidate documents") +
                 (flat ? " whose utilities differ (" + std::to_string(flat) + " had all equal utilities)" : std::string()));
   if (flat && !o.fit.quiet)
     std::fprintf(stderr, "train: %zu of %zu training queries have candidates of equal utility: left out (KD learns nothing from them)\n",
                  flat, flat + train.size());
   std::vector<RopgExample> dev;
   for (const auto& e : dev_in)
-    if (!e.docs.empty()) dev.push_back(e);
+    if (usable(e) > 0) dev.push_back(e);
   prepare_out(o.fit);  // a bad output folder fails before the model loads
 
   RopgLearner learner(train, dev, o);

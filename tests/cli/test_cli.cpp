@@ -42,6 +42,18 @@ class Cli : public ::testing::Test {
     fs::create_directories((dir_ / name).parent_path());
     std::ofstream(dir_ / name, std::ios::binary) << text;
   }
+  // Starts `attune serve-llm --llm SPEC --port 0` in the background (its output in
+  // serve.out/serve.err); returns {port, pid}, or empty strings when it did not start.
+  std::pair<std::string, std::string> start_serve_llm(const std::string& spec) {
+    const std::string bin = std::string(ATTUNE_BINARY_DIR) + "/tools/attune/attune";
+    const std::string start = "cd '" + dir_.string() + "' && ('" + bin + "' serve-llm --llm '" + spec +
+                              "' --port 0 --port-file port.txt >serve.out 2>serve.err & echo $! >pid.txt)";
+    if (std::system(start.c_str()) != 0) return {};
+    for (int i = 0; i < 200 && !fs::exists(dir_ / "port.txt"); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (!fs::exists(dir_ / "port.txt")) return {};
+    const auto first_line = [&](const char* f) { const auto t = slurp(dir_ / f); return t.substr(0, t.find('\n')); };
+    return {first_line("port.txt"), first_line("pid.txt")};
+  }
   fs::path dir_;
 };
 
@@ -1042,15 +1054,8 @@ TEST_F(Cli, OpenAIBackendGeneratesAndScoresAgainstALoopbackServer) {
 
 // attune serve-llm: a model served over the OpenAI API until SIGINT, used by attune itself.
 TEST_F(Cli, ServeLlmServesAModelToTheOpenAIBackendUntilInterrupted) {
-  const std::string bin = std::string(ATTUNE_BINARY_DIR) + "/tools/attune/attune";
-  const std::string start = "cd '" + dir_.string() + "' && ('" + bin +
-                            "' serve-llm --llm planted:first --port 0 --port-file port.txt >serve.out 2>serve.err & "
-                            "echo $! >pid.txt)";
-  ASSERT_EQ(std::system(start.c_str()), 0);
-  for (int i = 0; i < 200 && !fs::exists(dir_ / "port.txt"); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  ASSERT_TRUE(fs::exists(dir_ / "port.txt")) << slurp(dir_ / "serve.err");
-  const std::string port = slurp(dir_ / "port.txt").substr(0, slurp(dir_ / "port.txt").find('\n'));
-  const std::string pid = slurp(dir_ / "pid.txt").substr(0, slurp(dir_ / "pid.txt").find('\n'));
+  const auto [port, pid] = start_serve_llm("planted:first");
+  ASSERT_FALSE(port.empty()) << slurp(dir_ / "serve.err");
   auto r = run("generate --llm 'openai:http://127.0.0.1:" + port + "/v1#planted:first:v3' --quiet --prompt "
                "'\"fix the parser\" is the title for \"x\". q'");
   EXPECT_EQ(r.rc, 0) << r.err;
@@ -1074,15 +1079,8 @@ TEST_F(Cli, ServeLlmServesAModelToTheOpenAIBackendUntilInterrupted) {
 // relevant document for as many queries; a judge whose every reply is malformed leaves
 // every document unlabelled ("failed") and says so, and bad options are usage errors.
 TEST_F(Cli, JudgeLabelsTopKMultiLevelThroughTheOpenAIBackendAndNeverGuesses) {
-  const std::string bin = std::string(ATTUNE_BINARY_DIR) + "/tools/attune/attune";
-  const std::string start = "cd '" + dir_.string() + "' && ('" + bin +
-                            "' serve-llm --llm 'planted:judge?word=fix&malformed=first' --port 0 --port-file port.txt "
-                            ">serve.out 2>serve.err & echo $! >pid.txt)";
-  ASSERT_EQ(std::system(start.c_str()), 0);
-  for (int i = 0; i < 200 && !fs::exists(dir_ / "port.txt"); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  ASSERT_TRUE(fs::exists(dir_ / "port.txt")) << slurp(dir_ / "serve.err");
-  const std::string port = slurp(dir_ / "port.txt").substr(0, slurp(dir_ / "port.txt").find('\n'));
-  const std::string pid = slurp(dir_ / "pid.txt").substr(0, slurp(dir_ / "pid.txt").find('\n'));
+  const auto [port, pid] = start_serve_llm("planted:judge?word=fix&malformed=first");
+  ASSERT_FALSE(port.empty()) << slurp(dir_ / "serve.err");
   const std::string data = "--data " + kSample + " --task commit_subject --split dev --k 8 --quiet ";
   auto r = run("judge " + data + "--llm 'openai:http://127.0.0.1:" + port +
                "/v1#planted:judge:v1:word=fix:malformed=first' --compare --out labels.jsonl");
@@ -1195,6 +1193,10 @@ TEST_F(Cli, ServeLosesNoAcknowledgedFeedbackWhenKilled) {
   auto got = c->Post("/v1/retrieve", R"({"user": "ann", "query": "parser crash", "k": 2})", "application/json");
   ASSERT_TRUE(got);
   ASSERT_EQ(got->status, 200) << got->body;
+  // The server's own counters are in /metrics beside the service's (the dense micro-batcher's).
+  auto metrics = c->Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("\nattune_dense_queries_total 0\n"), std::string::npos) << metrics->body;
   const std::string rid = nlohmann::json::parse(got->body)["request_id"];
 
   std::mutex mu;

@@ -285,6 +285,57 @@ TEST_F(Ropg, KdRaisesTheTopOneUtilityOnHeldOutQueries) {
   EXPECT_THROW(train_ropg(train, dev, o), UsageError);  // the folder holds a run
 }
 
+// LUF: the synthetic queries with judged labels: the helpful document contains the answer
+// (2), one other is relevant (1, graded 0.3), one is not judged (-1), the rest irrelevant (0).
+std::vector<RopgExample> judged(std::vector<RopgExample> ex, std::uint64_t seed) {
+  Rng rng(seed);
+  for (auto& e : ex) {
+    const auto good = static_cast<std::size_t>(std::max_element(e.utility.begin(), e.utility.end()) - e.utility.begin());
+    const std::size_t rel = (good + 1 + rng.below(5)) % 6, skip = (rel + 1 + rng.below(4)) % 6;
+    e.judgement.assign(e.docs.size(), 0);
+    e.judgement[good] = 2;
+    if (rel != good) {
+      e.judgement[rel] = 1;
+      e.utility[rel] = 0.3;
+    }
+    if (skip != good && skip != rel) e.judgement[skip] = -1;
+  }
+  return ex;
+}
+
+TEST_F(Ropg, LufLearnsFromJudgedLabelsAndNotWithLearningOff) {
+  const auto train = judged(synthetic(64, 1), 5), dev = judged(synthetic(32, 2), 6);
+  auto o = tiny_ropg(root_, "luf", RopgObjective::LUF);
+  const auto res = train_ropg(train, dev, o);
+  ASSERT_GT(res.best_epoch, 0u) << "no epoch beat the start on dev";
+  const auto& best = res.epochs[res.best_epoch - 1];
+  EXPECT_GT(best.dev_top1, res.init_dev_top1 + 0.2) << res.init_dev_top1 << " -> " << best.dev_top1;
+  EXPECT_LT(res.epochs.back().loss, res.epochs.front().loss);
+  std::ifstream meta_in(o.fit.out / "attune_train.json");
+  const auto meta = nlohmann::json::parse(meta_in);
+  EXPECT_EQ(meta["options"]["objective"], "luf") << meta.dump();
+  EXPECT_EQ(meta["options"]["luf"]["gamma"], 1.0) << meta.dump();
+  // Learning switched off: the start is kept.
+  auto off = tiny_ropg(root_, "luf0", RopgObjective::LUF);
+  off.fit.lr = 0;
+  off.fit.epochs = 2;
+  EXPECT_EQ(train_ropg(train, dev, off).best_epoch, 0u);
+  // Each loss alone learns too (the strict one here), and labels are required.
+  auto strict = tiny_ropg(root_, "luf_strict", RopgObjective::LUF);
+  strict.luf.lambda_flaccid = strict.luf.lambda_hard = 0;
+  const auto rs = train_ropg(train, dev, strict);
+  ASSERT_GT(rs.best_epoch, 0u);
+  EXPECT_GT(rs.epochs[rs.best_epoch - 1].dev_top1, rs.init_dev_top1 + 0.2);
+  auto bad = tiny_ropg(root_, "luf_bad", RopgObjective::LUF);
+  EXPECT_THROW(train_ropg(synthetic(8, 1), dev, bad), Error);  // no labels
+  bad.luf.lambda_strict = bad.luf.lambda_flaccid = bad.luf.lambda_hard = 0;
+  EXPECT_THROW(train_ropg(train, dev, bad), UsageError);
+  bad.luf.lambda_strict = 1;
+  bad.luf.gamma = -1;
+  EXPECT_THROW(train_ropg(train, dev, bad), UsageError);
+  EXPECT_EQ(parse_ropg_objective("luf"), RopgObjective::LUF);
+}
+
 TEST_F(Ropg, RlRaisesTheExpectedUtility) {
   const auto train = synthetic(64, 1), dev = synthetic(32, 2);
   auto o = tiny_ropg(root_, "rl", RopgObjective::RL);

@@ -168,6 +168,16 @@ void add_serve(CLI::App& app, int& rc) {
     auto st = store::open_sqlite(r->store_file());
     serve::Service service(*st, cfg);
     http->openapi = serve::openapi_document();
+    http->extra_metrics = [] {
+      const auto b = neural::query_batch_stats();
+      return "# HELP attune_dense_queries_total Queries encoded through the dense micro-batcher.\n"
+             "# TYPE attune_dense_queries_total counter\nattune_dense_queries_total " +
+             std::to_string(b.queries) +
+             "\n# HELP attune_dense_query_batches_total Forward passes of the dense micro-batcher (queries / "
+             "passes = the mean batch).\n# TYPE attune_dense_query_batches_total counter\n"
+             "attune_dense_query_batches_total " +
+             std::to_string(b.batches) + "\n";
+    };
     sigset_t stop_signals;
     sigemptyset(&stop_signals);
     sigaddset(&stop_signals, SIGINT);

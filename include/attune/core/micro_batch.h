@@ -29,7 +29,7 @@ class MicroBatcher {
       : fn_(std::move(fn)), max_batch_(max_batch ? max_batch : 1), concurrency_(concurrency ? concurrency : 1) {}
 
   Out run(In in) {
-    Pending p{std::move(in)};
+    Pending p(std::move(in));
     std::unique_lock lock(mu_);
     queue_.push_back(&p);
     while (!p.done) {
@@ -81,6 +81,7 @@ class MicroBatcher {
 
  private:
   struct Pending {
+    explicit Pending(In i) : in(std::move(i)) {}
     In in;
     Out out{};
     bool done = false;

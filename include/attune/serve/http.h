@@ -5,6 +5,7 @@
 // become {"error": {"status", "field", "message"}} with the status of service.h's ApiError
 // rules. The endpoints are described in docs/openapi.json (served at /openapi.json).
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -17,6 +18,9 @@ struct HttpOptions {
   std::string host = "127.0.0.1";  // loopback unless told otherwise
   int port = 8080;                  // 0: any free port (HttpServer::port() says which)
   std::string openapi;              // the OpenAPI document served at /openapi.json ("" = 404)
+  // More Prometheus text for /metrics, appended at each scrape (attune serve adds its
+  // neural counters: the dense query micro-batches). Must be thread-safe.
+  std::function<std::string()> extra_metrics;
 };
 
 class HttpServer {

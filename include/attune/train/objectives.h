@@ -53,4 +53,22 @@ torch::Tensor calibrated_kl_loss(const torch::Tensor& scores, const torch::Tenso
 torch::Tensor listwise_kl_loss(const torch::Tensor& scores, const torch::Tensor& utilities, const torch::Tensor& mask,
                                double temperature = 1.0);
 
+// LUF (004 §2, METHODS.md §7): the three losses on a dense retriever's scores sim(q, d),
+// from the LLM-judged labels of feedback/judge.h. A row holds a query's judged candidates,
+// and any others the caller adds as negatives (other queries' documents: in-batch
+// negatives); `mask` marks the real ones. positive [B, l] bool: D+ (contains the answer);
+// relevant [B, l] bool: D^r with `grades` [B, l] its graded scores in [0, 1]; negative
+// [B, l] bool: D-. Each loss is the mean over the rows it applies to and 0 when none does;
+// nothing reaches padding.
+//  strict:   -log( sum_{d+} exp s(d+) / sum_{d real} exp s(d) ), rows with a positive.
+torch::Tensor luf_strict_loss(const torch::Tensor& scores, const torch::Tensor& positive, const torch::Tensor& mask);
+//  flaccid:  KL(P_LLM || P_ret) over the row's D^r, P_LLM = grades / their sum and
+//            P_ret = softmax(scores over D^r); rows with two or more D^r and a positive sum.
+torch::Tensor luf_flaccid_loss(const torch::Tensor& scores, const torch::Tensor& grades, const torch::Tensor& relevant);
+//  hard negative: sum_{d-} w(d-) mean_{d+} max(0, gamma - s(d+) + s(d-)), rows with a
+//            positive and a negative; w [B, l] the rank weights (the caller's: e.g.
+//            1 / (1 + rank) in the retriever's list, so higher-ranked negatives weigh more).
+torch::Tensor luf_hard_negative_loss(const torch::Tensor& scores, const torch::Tensor& positive,
+                                     const torch::Tensor& negative, const torch::Tensor& weights, double gamma);
+
 }  // namespace attune::train

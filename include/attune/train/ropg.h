@@ -33,6 +33,10 @@ struct RopgExample {
   // The initial retriever's score of each document (as it ranked them); needed by
   // InitialPrior::Learned, else may be empty.
   std::vector<double> initial_score;
+  // LUF (RopgObjective::LUF): each document's LLM-judged label (feedback/judge.h): 2 contains
+  // the answer (D+), 1 relevant (D^r, its graded score the utility), 0 irrelevant (D-), -1
+  // not judged (left out of the losses and of dev). Empty for the other objectives.
+  std::vector<std::int8_t> judgement;
 };
 
 // How the policy uses the initial retriever's order (RopgOptions::initial_prior).
@@ -62,8 +66,19 @@ enum class KdTarget { Utility, Likelihood };
 KdTarget parse_kd_target(const std::string& s);  // "utility" | "likelihood"
 std::string to_string(KdTarget t);
 
-enum class RopgObjective { RL, KD };
-RopgObjective parse_ropg_objective(const std::string& s);  // "ropg-rl" | "ropg-kd"
+// RL, KD: paper 000. LUF: paper 004's three losses on LLM-judged labels (objectives.h
+// luf_*), weighted by RopgOptions::luf, on each query's judged candidates.
+enum class RopgObjective { RL, KD, LUF };
+RopgObjective parse_ropg_objective(const std::string& s);  // "ropg-rl" | "ropg-kd" | "luf"
+
+// LUF's loss: lambda_strict L_s + lambda_flaccid L_f + lambda_hard L_h (METHODS.md §7), the
+// margin gamma on the policy's scale (sim / tau); a negative at rank r (in the initial
+// retriever's order) weighs 1 / (1 + r) in L_h. In-batch negatives and relevance-guided
+// batches are not in yet: each query's candidates are its own.
+struct LufWeights {
+  double lambda_strict = 1, lambda_flaccid = 1, lambda_hard = 1;
+  double gamma = 1;
+};
 
 struct RopgOptions {
   RopgObjective objective = RopgObjective::KD;
@@ -104,6 +119,7 @@ struct RopgOptions {
   bool document_dates = false;
   // KD only (Likelihood with RL is a UsageError).
   KdTarget kd_target = KdTarget::Utility;
+  LufWeights luf;  // LUF only
   std::filesystem::path init;         // the encoder to start from (a dense: model folder)
   std::size_t query_max_length = 128; // tokens, specials included
   std::size_t doc_max_length = 128;
