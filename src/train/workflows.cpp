@@ -9,6 +9,7 @@
 #include "attune/core/parallel.h"
 #include "attune/retrieval/spec.h"
 #include "attune/feedback/collect.h"
+#include "attune/feedback/judge.h"
 #include "attune/llm/cached.h"
 #include "attune/models/config.h"
 #include "attune/models/encoder.h"
@@ -24,8 +25,62 @@ const retrieval::CandidateSource& source_of(const SplitSource& s, const std::str
   return src ? *src : *s.base;
 }
 
+// LUF: the initial retriever's top-l of each query, every document judged by the model
+// (feedback/judge.h, one a prompt: dev's top-1 needs every label, and training sees every
+// negative); the replies are cached in the store. A document whose replies were all
+// malformed is left out (judgement -1), never guessed.
+std::vector<RopgExample> luf_split(const Bench& b, const SplitSource& s, const RopgWorkflow& wf) {
+  const auto& ds = *s.dataset;
+  const auto& source = source_of(s, wf.initial);
+  const auto initial =
+      retrieval::make_retriever(retrieval::parse_retriever_spec(wf.initial), wf.options.fit.seed, b.task.uses_corpus());
+  const std::size_t n = s.limit ? std::min(s.limit, ds.examples.size()) : ds.examples.size();
+  std::vector<RopgExample> ex(n);
+  std::vector<std::string> questions(n);
+  std::vector<std::vector<std::string>> docs(n);
+  parallel_for(n, b.threads, [&](std::size_t e) {
+    const Example& x = ds.examples[e];
+    const auto cands = source.candidates(x);
+    const retrieval::Query q{x.id, x.user, b.task.query(x)};
+    const auto ranking = initial->rank(q, cands, wf.top_l);
+    ex[e].id = x.id;
+    ex[e].query = q.text;
+    questions[e] = q.text;
+    for (std::size_t j = 0; j < ranking.size(); ++j) {
+      const auto& d = cands[ranking.indices[j]];
+      ex[e].docs.push_back(wf.options.document_dates ? retrieval::dated_text(d, d.text) : d.text);
+      ex[e].initial_score.push_back(ranking.scores[j]);
+      docs[e].push_back(d.text);
+    }
+  });
+  llm::CachedModel cached(b.model, b.store);
+  feedback::JudgeOptions jo = feedback::exhaustive_judging();
+  jo.generate = b.generate;
+  feedback::Judge judge(cached, jo);
+  const auto res = judge.judge(questions, docs);
+  std::size_t labelled = 0, answer = 0, relevant = 0;
+  for (std::size_t e = 0; e < n; ++e) {
+    for (std::size_t j = 0; j < ex[e].docs.size(); ++j) {
+      const auto& l = res[e].docs[j];
+      ex[e].judgement.push_back(!l ? -1 : l->label == feedback::JudgeLabel::Answer ? 2 : l->label == feedback::JudgeLabel::Relevant ? 1 : 0);
+      ex[e].utility.push_back(l ? l->score : 0.0);
+      labelled += l.has_value();
+      answer += l && l->label == feedback::JudgeLabel::Answer;
+      relevant += l && l->label == feedback::JudgeLabel::Relevant;
+    }
+  }
+  if (b.progress) {
+    const auto& c = judge.counters();
+    std::fprintf(stderr, "train: luf labels on %s %s: %zu documents of %zu queries judged (%zu answer, %zu relevant), %zu "
+                         "model calls (%zu cached), %zu failed\n",
+                 ds.task.c_str(), ds.split.c_str(), labelled, n, answer, relevant, c.calls, cached.hits(), c.failed_documents);
+  }
+  return ex;
+}
+
 // Training queries take the KD target's feedback; dev always the task metric's utility.
 std::vector<RopgExample> ropg_split(const Bench& b, const SplitSource& s, const RopgWorkflow& wf, bool training) {
+  if (wf.options.objective == RopgObjective::LUF) return luf_split(b, s, wf);
   const KdTarget values = training ? wf.options.kd_target : KdTarget::Utility;
   feedback::CollectOptions co;
   co.kind = values == KdTarget::Likelihood ? feedback::Kind::Likelihood : feedback::Kind::Doc;

@@ -823,7 +823,7 @@ TEST_F(Cli, TrainRopgThenEvalTheTrainedFolder) {
   EXPECT_FALSE(nlohmann::json::parse(slurp(dir_ / "kd" / "attune_model.json")).contains("document_dates"));
   auto dated_rspg = run("train --method rspg-pre " + data + " --init enc --out x --document-dates --quiet");
   EXPECT_EQ(dated_rspg.rc, 2);
-  EXPECT_NE(dated_rspg.err.find("--document-dates applies to ropg-kd and ropg-rl"), std::string::npos) << dated_rspg.err;
+  EXPECT_NE(dated_rspg.err.find("--document-dates applies to ropg-kd, ropg-rl and luf"), std::string::npos) << dated_rspg.err;
   // --kd-target likelihood (REPLUG-LSR's signal): likelihood feedback on train, the task
   // metric's on dev (the kept epoch is chosen on what eval reports).
   auto lsr = run("train --method ropg-kd " + data + " --init enc --out kdl --epochs 1 --batch-size 32 --limit 40 --dev-limit 10 --device cpu --kd-target likelihood");
@@ -871,6 +871,38 @@ TEST_F(Cli, TrainRopgThenEvalTheTrainedFolder) {
   auto plain = run("eval " + data + " --split dev --retrievers enc --llm reference --quiet");
   EXPECT_EQ(plain.rc, 2);
   EXPECT_NE(plain.err.find("dense:enc"), std::string::npos) << plain.err;
+}
+
+// attune train --method luf end to end: a judge's labels of the initial top-l (cached in the
+// store: the second run asks the judge nothing), the ROPG trainer's LUF losses, and the
+// folder as a retriever spec.
+TEST_F(Cli, TrainLufFromAJudgesLabelsThenEvalTheTrainedFolder) {
+  const std::string vocab = std::string(ATTUNE_SHARED_DIR) + "/models/bert-base-uncased-vocab";
+  if (!fs::exists(vocab + "/vocab.txt")) GTEST_SKIP() << "needs ../shared/models/bert-base-uncased-vocab (absent in this checkout)";
+  const std::string data = "--data " + kSample + " --task commit_subject";
+  auto p = run("pretrain-encoder " + data + " --tokenizer " + vocab +
+               " --hidden 32 --layers 1 --heads 2 --max-length 32 --batch-size 8 --quiet --seed 3 --steps 2 --out enc");
+  ASSERT_EQ(p.rc, 0) << p.err;
+  const std::string common = "train --method luf " + data + " --init enc --llm 'planted:judge?word=fix' --limit 30 "
+                             "--dev-limit 10 --epochs 2 --batch-size 8 --top-l 8 --seed 5 --device cpu";
+  auto t = run(common + " --out luf");
+  ASSERT_EQ(t.rc, 0) << t.err;
+  EXPECT_NE(t.err.find("train: luf labels on commit_subject train: "), std::string::npos) << t.err;
+  auto meta = nlohmann::json::parse(slurp(dir_ / "luf" / "attune_train.json"));
+  EXPECT_EQ(meta["options"]["objective"], "luf") << meta.dump();
+  EXPECT_EQ(meta["options"]["luf"]["lambda_strict"], 1.0) << meta.dump();
+  EXPECT_NE(t.err.find(" model calls (0 cached)"), std::string::npos) << t.err;
+  auto again = run(common + " --out luf2");
+  ASSERT_EQ(again.rc, 0) << again.err;
+  EXPECT_EQ(again.err.find(" (0 cached)"), std::string::npos) << again.err;  // the judge's replies came from the store
+  auto e = run("eval " + data + " --split dev --retrievers bm25,luf --llm reference --quiet --limit 10");
+  ASSERT_EQ(e.rc, 0) << e.err;
+  EXPECT_NE(e.out.find("luf"), std::string::npos) << e.out;
+  // LUF-only input checks: a judge whose replies are never readable labels nothing to learn from.
+  auto bad = run("train --method luf " + data + " --init enc --llm 'planted:judge?malformed=always' --limit 10 "
+                 "--dev-split '' --epochs 1 --out luf_bad");
+  EXPECT_EQ(bad.rc, 1) << bad.err;
+  EXPECT_NE(bad.err.find("judged candidate documents"), std::string::npos) << bad.err;
 }
 
 // attune train --method pearl end to end: likelihood labels, the cross-encoder, dev

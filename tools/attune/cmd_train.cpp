@@ -64,7 +64,7 @@ void add_train(CLI::App& app, int& rc) {
   d->add(*cmd);
   r->add(*cmd);
   cmd->add_option("--config", "read options from a file: `key = value` lines (long option names, e.g. lr = 1e-5); the command line wins");
-  cmd->add_option("--method", a->method, "ropg-rl | ropg-kd | rspg-pre | rspg-post | pearl | purple | ium | ium-online")->required();
+  cmd->add_option("--method", a->method, "ropg-rl | ropg-kd | luf | rspg-pre | rspg-post | pearl | purple | ium | ium-online")->required();
   cmd->add_option("--llm", a->llm, "the language model whose feedback is learned: reference, local:DIR, openai:URL#MODEL")
       ->capture_default_str();
   cmd->add_option("--out", a->out, "output model folder (usable as a retriever spec)")->required();
@@ -146,29 +146,29 @@ void add_train(CLI::App& app, int& rc) {
     if (a->keep_flat && a->method != "ropg-kd") throw UsageError("--keep-flat applies to ropg-kd, not " + a->method);
     if (a->kd_target && a->method != "ropg-kd") throw UsageError("--kd-target applies to ropg-kd, not " + a->method);
     if (a->kd_target) train::parse_kd_target(*a->kd_target);  // a bad value first
-    if (a->document_dates && a->method != "ropg-kd" && a->method != "ropg-rl")
-      throw UsageError("--document-dates applies to ropg-kd and ropg-rl, not " + a->method);
+    if (a->document_dates && a->method != "ropg-kd" && a->method != "ropg-rl" && a->method != "luf")
+      throw UsageError("--document-dates applies to ropg-kd, ropg-rl and luf, not " + a->method);
     if (a->target_normalization && a->method != "ropg-kd" && a->method != "rspg-pre" && a->method != "rspg-post")
       throw UsageError("--target-normalization applies to ropg-kd, rspg-pre and rspg-post, not " + a->method);
     if (a->target_normalization) train::parse_target_normalization(*a->target_normalization);  // a bad value first
-    if (a->protocol != "rerank" && a->method != "ropg-kd" && a->method != "ropg-rl")
-      throw UsageError("--protocol applies to ropg-kd and ropg-rl, not " + a->method);
-    if (a->initial_prior && a->method != "ropg-kd" && a->method != "ropg-rl")
-      throw UsageError("--initial-prior applies to ropg-kd and ropg-rl, not " + a->method);
+    if (a->protocol != "rerank" && a->method != "ropg-kd" && a->method != "ropg-rl" && a->method != "luf")
+      throw UsageError("--protocol applies to ropg-kd, ropg-rl and luf, not " + a->method);
+    if (a->initial_prior && a->method != "ropg-kd" && a->method != "ropg-rl" && a->method != "luf")
+      throw UsageError("--initial-prior applies to ropg-kd, ropg-rl and luf, not " + a->method);
     if (a->initial_prior) {
       const auto p = train::parse_initial_prior(*a->initial_prior);  // a bad value first
       if (p == train::InitialPrior::Learned && a->protocol != "rerank")
         throw UsageError("--initial-prior learned needs --protocol rerank (its prior is the initial retriever's order; "
                          "--protocol dense has no initial retriever at retrieval time)");
     }
-    if (a->policy_temperature && a->method != "ropg-kd" && a->method != "ropg-rl")
-      throw UsageError("--policy-temperature applies to ropg-kd and ropg-rl, not " + a->method);
+    if (a->policy_temperature && a->method != "ropg-kd" && a->method != "ropg-rl" && a->method != "luf")
+      throw UsageError("--policy-temperature applies to ropg-kd, ropg-rl and luf, not " + a->method);
     if (a->method == "rspg-pre" || a->method == "rspg-post") return rspg(*d, *r, *a), void(rc = 0);
     if (a->method == "pearl") return pearl(*d, *r, *a), void(rc = 0);
     if (a->method == "purple") return purple(*d, *r, *a), void(rc = 0);
     if (a->method == "ium" || a->method == "ium-online") return ium(*d, *r, *a), void(rc = 0);
-    if (a->method != "ropg-rl" && a->method != "ropg-kd")
-      throw UsageError("unknown --method \"" + a->method + "\" (expected ropg-rl, ropg-kd, rspg-pre, rspg-post, pearl, purple, ium or ium-online)");
+    if (a->method != "ropg-rl" && a->method != "ropg-kd" && a->method != "luf")
+      throw UsageError("unknown --method \"" + a->method + "\" (expected ropg-rl, ropg-kd, luf, rspg-pre, rspg-post, pearl, purple, ium or ium-online)");
     if (a->init.empty())
       throw UsageError("--method " + a->method + " needs --init MODEL_DIR: the dense encoder to start from "
                        "(make one with `attune pretrain-encoder`)");
