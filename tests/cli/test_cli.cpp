@@ -42,6 +42,16 @@ class Cli : public ::testing::Test {
     fs::create_directories((dir_ / name).parent_path());
     std::ofstream(dir_ / name, std::ios::binary) << text;
   }
+  // A tiny encoder in enc (pretrain-encoder on `data`, 2 steps); false when the shared
+  // vocabulary is absent. A failed run is a test failure.
+  bool tiny_encoder(const std::string& data) {
+    const std::string vocab = std::string(ATTUNE_SHARED_DIR) + "/models/bert-base-uncased-vocab";
+    if (!fs::exists(vocab + "/vocab.txt")) return false;
+    auto p = run("pretrain-encoder " + data + " --tokenizer " + vocab +
+                 " --hidden 32 --layers 1 --heads 2 --max-length 32 --batch-size 8 --quiet --seed 3 --steps 2 --out enc");
+    EXPECT_EQ(p.rc, 0) << p.err;
+    return true;
+  }
   // Starts `attune serve-llm --llm SPEC --port 0` in the background (its output in
   // serve.out/serve.err); returns {port, pid}, or empty strings when it did not start.
   std::pair<std::string, std::string> start_serve_llm(const std::string& spec) {
@@ -768,12 +778,8 @@ TEST_F(Cli, PretrainEncoderThenRankAndEvalWithDense) {
 // attune train (ROPG) end to end: doc feedback collected on the way, a --config file, the
 // trained folder usable as a plain retriever spec, resume and bad-input refusals.
 TEST_F(Cli, TrainRopgThenEvalTheTrainedFolder) {
-  const std::string vocab = std::string(ATTUNE_SHARED_DIR) + "/models/bert-base-uncased-vocab";
-  if (!fs::exists(vocab + "/vocab.txt")) GTEST_SKIP() << "needs ../shared/models/bert-base-uncased-vocab (absent in this checkout)";
   const std::string data = "--data " + kSample + " --task commit_subject";
-  auto p = run("pretrain-encoder " + data + " --tokenizer " + vocab +
-               " --hidden 32 --layers 1 --heads 2 --max-length 32 --batch-size 8 --quiet --seed 3 --steps 2 --out enc");
-  ASSERT_EQ(p.rc, 0) << p.err;
+  if (!tiny_encoder(data)) GTEST_SKIP() << "needs ../shared/models/bert-base-uncased-vocab (absent in this checkout)";
   write("kd.toml", "# ROPG-KD, tiny\nmethod = \"ropg-kd\"\nepochs = 2\nbatch_size = 32  # examples per step\nlr = 1e-4\n"
                    "[data]\nlimit = 40\ndev-limit = 10\n");
   auto t = run("train --config kd.toml " + data + " --init enc --out kd --seed 5 --device cpu --threads 1");
@@ -877,12 +883,8 @@ TEST_F(Cli, TrainRopgThenEvalTheTrainedFolder) {
 // store: the second run asks the judge nothing), the ROPG trainer's LUF losses, and the
 // folder as a retriever spec.
 TEST_F(Cli, TrainLufFromAJudgesLabelsThenEvalTheTrainedFolder) {
-  const std::string vocab = std::string(ATTUNE_SHARED_DIR) + "/models/bert-base-uncased-vocab";
-  if (!fs::exists(vocab + "/vocab.txt")) GTEST_SKIP() << "needs ../shared/models/bert-base-uncased-vocab (absent in this checkout)";
   const std::string data = "--data " + kSample + " --task commit_subject";
-  auto p = run("pretrain-encoder " + data + " --tokenizer " + vocab +
-               " --hidden 32 --layers 1 --heads 2 --max-length 32 --batch-size 8 --quiet --seed 3 --steps 2 --out enc");
-  ASSERT_EQ(p.rc, 0) << p.err;
+  if (!tiny_encoder(data)) GTEST_SKIP() << "needs ../shared/models/bert-base-uncased-vocab (absent in this checkout)";
   const std::string common = "train --method luf " + data + " --init enc --llm 'planted:judge?word=fix' --limit 30 "
                              "--dev-limit 10 --epochs 2 --batch-size 8 --top-l 8 --seed 5 --device cpu";
   auto t = run(common + " --out luf");
@@ -908,12 +910,8 @@ TEST_F(Cli, TrainLufFromAJudgesLabelsThenEvalTheTrainedFolder) {
 // attune train --method pearl end to end: likelihood labels, the cross-encoder, dev
 // calibration and selective revision, the folder usable as a plain retriever spec.
 TEST_F(Cli, TrainPearlThenEvalTheTrainedFolder) {
-  const std::string vocab = std::string(ATTUNE_SHARED_DIR) + "/models/bert-base-uncased-vocab";
-  if (!fs::exists(vocab + "/vocab.txt")) GTEST_SKIP() << "needs ../shared/models/bert-base-uncased-vocab (absent in this checkout)";
   const std::string data = "--data " + kSample + " --task commit_subject";
-  auto p = run("pretrain-encoder " + data + " --tokenizer " + vocab +
-               " --hidden 32 --layers 1 --heads 2 --max-length 32 --batch-size 8 --quiet --seed 3 --steps 2 --out enc");
-  ASSERT_EQ(p.rc, 0) << p.err;
+  if (!tiny_encoder(data)) GTEST_SKIP() << "needs ../shared/models/bert-base-uncased-vocab (absent in this checkout)";
   const std::string common = "train --method pearl " + data + " --init enc --limit 30 --dev-limit 10 --epochs 2 "
                              "--batch-size 8 --lr 1e-4 --pearl-max-length 64 --seed 5 --device cpu";
   auto t = run(common + " --out pearl");
