@@ -31,8 +31,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "attune/core/parallel.h"
-#include "attune/models/runtime.h"
 #include "attune/neural/dense.h"
 #include "attune/serve/http.h"
 #include "attune/serve/service.h"
@@ -117,10 +115,7 @@ int main(int argc, char** argv) {
     cfg.retriever = a.retriever;
     cfg.dense_micro_batch = a.micro_batch;
     neural::register_retrievers();
-    models::ensure_torch_runtime();  // as attune serve does (OMP_NUM_THREADS=1: two forward passes at once on 2 cores)
-    const std::size_t groups = std::max<std::size_t>(1, physical_cores() / std::max<std::size_t>(1, models::torch_threads()));
-    neural::set_query_micro_batch(cfg.dense_micro_batch, groups);
-    neural::set_forward_concurrency(groups);
+    neural::configure_for_serving(cfg.dense_micro_batch);  // as attune serve does
     serve::Service service(*st, cfg);
 
     // The data: users' profiles (texts of commit_subject profiles, cycled to --docs each) and

@@ -9,7 +9,9 @@
 
 #include "attune/core/error.h"
 #include "attune/core/sha256.h"
+#include "attune/core/parallel.h"
 #include "attune/models/config.h"
+#include "attune/models/runtime.h"
 
 namespace attune::neural {
 namespace {
@@ -134,6 +136,13 @@ void set_query_micro_batch(std::size_t n, std::size_t concurrency) {
   micro_batch_concurrency = concurrency;
 }
 std::size_t query_micro_batch() { return micro_batch; }
+
+void configure_for_serving(std::size_t n) {
+  models::ensure_torch_runtime();
+  const std::size_t groups = std::max<std::size_t>(1, physical_cores() / std::max<std::size_t>(1, models::torch_threads()));
+  set_query_micro_batch(n, groups);
+  set_forward_concurrency(groups);
+}
 QueryBatchStats query_batch_stats() { return {batched_calls.load(), batched_queries.load()}; }
 
 DenseRetriever::DenseRetriever(std::shared_ptr<const models::TextEncoder> encoder, bool document_dates)

@@ -352,13 +352,18 @@ TEST(Serve, ConfigFileErrorsNameTheKey) {
     return p;
   };
   const auto cfg = serve::read_config(write(R"({"retriever": "bm25", "tenants": {"acme": {"retriever": "recency"}},
-                                                "limits": {"max_k": 7, "requests_per_second": 2.5}})"));
+                                                "limits": {"max_k": 7, "requests_per_second": 2.5},
+                                                "dense_micro_batch": 4})"));
   EXPECT_EQ(cfg.tenants.at("acme").retriever, "recency");
+  EXPECT_EQ(cfg.dense_micro_batch, 4u);
   EXPECT_EQ(cfg.limits.max_k, 7u);
   EXPECT_DOUBLE_EQ(cfg.limits.requests_per_second, 2.5);
   for (const auto& [text, key] : std::vector<std::pair<std::string, std::string>>{
            {R"({"retriver": "bm25"})", "retriver"},
            {R"({"limits": {"max_k": 0}})", "limits.max_k"},
+           {R"({"dense_micro_batch": 0})", "dense_micro_batch"},
+           {R"({"dense_micro_batch": 5000})", "dense_micro_batch"},
+           {R"({"dense_micro_batch": "16"})", "dense_micro_batch"},
            {R"({"limits": {"max_kk": 3}})", "limits.max_kk"},
            {R"({"tenants": {"acme": {"retriever": 3}}})", "tenants.acme.retriever"},
            {R"j({"retriever": "rerank(bm25)"})j", "retriever"},

@@ -1,7 +1,6 @@
 // attune judge: LLM-judged relevance labels (LUF, paper 004) for each query's top k ->
 // JSONL, with multi-level judging (or every document, --exhaustive) and what it cost.
 #include <cstdio>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -18,26 +17,6 @@
 namespace attune::cli {
 
 namespace {
-
-std::vector<std::size_t> parse_groups(const std::string& s) {
-  std::vector<std::size_t> out;
-  std::stringstream in(s);
-  std::string part;
-  while (std::getline(in, part, ',')) {
-    std::size_t v = 0;
-    try {
-      std::size_t used = 0;
-      v = std::stoul(part, &used);
-      if (used != part.size()) throw std::invalid_argument(part);
-    } catch (const std::exception&) {
-      throw UsageError("--groups \"" + s + "\": \"" + part + "\" is not a whole number");
-    }
-    if (v == 0) throw UsageError("--groups \"" + s + "\": a group size is 0");
-    out.push_back(v);
-  }
-  if (out.empty()) throw UsageError("--groups is empty");
-  return out;
-}
 
 struct Tally {
   std::size_t questions = 0, labelled = 0, answer = 0, relevant = 0, irrelevant = 0, failed = 0, found = 0;
@@ -75,7 +54,7 @@ void add_judge(CLI::App& app, int& rc) {
   cmd->add_option("--out", *out, "output JSONL file (\"-\": standard output)")->required();
   cmd->callback([=, &rc] {
     feedback::JudgeOptions o = *exhaustive ? feedback::exhaustive_judging() : feedback::JudgeOptions{};
-    if (!*exhaustive) o.groups = parse_groups(*groups);
+    if (!*exhaustive) o.groups = positive_counts("--groups", *groups);
     o.retries = *retries;
     o.max_docs = *k;
     if (*k == 0) throw UsageError("--k must be at least 1");

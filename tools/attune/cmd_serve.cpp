@@ -1,6 +1,5 @@
 // attune serve: personalized retrieval over HTTP for the tenants of a store (serve/http.h,
 // docs/serve.md). Runs until SIGINT or SIGTERM, then lets the requests in flight finish.
-#include <algorithm>
 #include <condition_variable>
 #include <csignal>
 #include <cstdio>
@@ -10,8 +9,6 @@
 
 #include "attune/core/error.h"
 #include "attune/core/file.h"
-#include "attune/core/parallel.h"
-#include "attune/models/runtime.h"
 #include "attune/neural/dense.h"
 #include "attune/serve/http.h"
 #include "attune/serve/openapi.h"
@@ -36,7 +33,7 @@ class RopgKdLearner final : public serve::Learner {
   serve::LearnOutcome learn(const serve::LearnRound& r) override {
     const auto examples = [](const std::vector<serve::LearnQuery>& qs) {
       std::vector<train::RopgExample> out;
-      for (const auto& q : qs) out.push_back({q.request_id, q.query, q.docs, q.utility, {}});
+      for (const auto& q : qs) out.push_back({q.request_id, q.query, q.docs, q.utility, {}, {}});
       return out;
     };
     train::RopgOptions o;
@@ -159,12 +156,7 @@ void add_serve(CLI::App& app, int& rc) {
       throw UsageError("learning is on but names no encoder to start from: --learn-init DIR or the config's learn.init");
     if (cfg.learn.on && !std::filesystem::is_directory(cfg.learn.init))
       throw UsageError("learn.init " + cfg.learn.init + ": no such model folder");
-    // Before the service makes its retrievers: as many query forward passes at once as torch's
-    // thread groups fit the cores (one with torch on every core; two with --threads 1 on two).
-    models::ensure_torch_runtime();
-    const std::size_t groups = std::max<std::size_t>(1, physical_cores() / std::max<std::size_t>(1, models::torch_threads()));
-    neural::set_query_micro_batch(cfg.dense_micro_batch, groups);
-    neural::set_forward_concurrency(groups);
+    neural::configure_for_serving(cfg.dense_micro_batch);  // before the service makes its retrievers
     auto st = store::open_sqlite(r->store_file());
     serve::Service service(*st, cfg);
     http->openapi = serve::openapi_document();

@@ -162,17 +162,7 @@ void add_train_lm(CLI::App& app, int& rc) {
       // The reader's default samples keep the default run within its budget on 2 cores
       // (docs/RESULTS.md), and 5,000 beat 3,000 on dev for both commit tasks.
       const auto limits = reader_limits(*max_texts, task_names);
-      ro.ks.clear();
-      for (const auto& k : split_commas(*reader_k)) {
-        std::size_t v = 0, used = 0;
-        try {
-          v = std::stoul(k, &used);
-        } catch (const std::exception&) {
-          used = 0;
-        }
-        if (used != k.size() || k.empty() || v == 0) throw UsageError("--reader-k " + *reader_k + ": expected positive whole numbers, e.g. 1,2,4");
-        ro.ks.push_back(v);
-      }
+      ro.ks = positive_counts("--reader-k", *reader_k);
       static const std::vector<std::string> kAllModes = {"none", "bm25", "bm25-shuffled", "random", "recency", "bm25+gold"};
       for (const auto& m : split_commas(*reader_modes)) {
         if (std::find(kAllModes.begin(), kAllModes.end(), m) == kAllModes.end())

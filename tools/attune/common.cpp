@@ -192,6 +192,23 @@ std::vector<std::string> split_commas(const std::string& s) {
   return out;
 }
 
+std::vector<std::size_t> positive_counts(const std::string& option, const std::string& value) {
+  std::vector<std::size_t> out;
+  for (const auto& k : split_commas(value)) {
+    std::size_t v = 0, used = 0;
+    try {
+      v = std::stoul(k, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != k.size() || k.empty() || v == 0)
+      throw UsageError(option + " " + value + ": expected positive whole numbers, e.g. 1,2,4");
+    out.push_back(v);
+  }
+  if (out.empty()) throw UsageError(option + " " + value + ": expected positive whole numbers, e.g. 1,2,4");
+  return out;
+}
+
 bool is_jsonl_file(const fs::path& p) {
   const auto e = p.extension().string();
   return e == ".jsonl" || e == ".ndjson";

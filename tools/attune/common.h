@@ -106,6 +106,9 @@ void add_tenant(CLI::App& app, int& rc);           // cmd_tenant.cpp
 
 // "a,b,c" -> {"a", "b", "c"} (empty pieces kept).
 std::vector<std::string> split_commas(const std::string& s);
+// A comma-separated list of positive whole numbers ("1,2,4"), the value of `option`:
+// UsageError naming the option and the value otherwise (an empty list included).
+std::vector<std::size_t> positive_counts(const std::string& option, const std::string& value);
 // Text training sources (train-tokenizer, train-lm): .jsonl / .ndjson files hold one JSON
 // object a line whose string `fields` are texts; any other file holds one text a line.
 bool is_jsonl_file(const std::filesystem::path& p);

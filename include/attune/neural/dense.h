@@ -57,6 +57,12 @@ std::size_t query_micro_batch();
 // a request, against 0.3 s for one).
 void set_forward_concurrency(std::size_t n);
 
+// What `attune serve` (and bench_serve) set before making their retrievers: dense queries
+// micro-batched up to `micro_batch`, and as many forward passes at once, dense or
+// cross-encoder, as torch's thread groups fit the cores (one with torch on every core; two
+// with --threads 1 on two). Configures torch's threads first if nothing has.
+void configure_for_serving(std::size_t micro_batch);
+
 struct QueryBatchStats {
   std::uint64_t batches = 0, queries = 0;
 };
