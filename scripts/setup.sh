@@ -13,7 +13,12 @@ PACKAGES=(
   libpcre2-dev libicu-dev libtorch-dev libopenblas0-openmp
   libcpp-httplib-dev libssl-dev
   libfaiss-dev
+  libgit2-dev
 )
+# scripts/test.sh adds what only the tests need (python3-pytest for python/, chromium for
+# the report's rendering check).
+read -r -a extra <<<"${ATTUNE_TEST_PACKAGES:-}"
+PACKAGES+=("${extra[@]}")
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -3,5 +3,5 @@
 # Tests that need ../shared (real data and models) skip with a message when it is absent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+ATTUNE_TEST_PACKAGES="python3-pytest chromium" bash scripts/setup.sh
 ctest --preset default "$@"

@@ -5,6 +5,7 @@
 
 #include "attune/core/error.h"
 #include "attune/core/strings.h"
+#include "attune/tasks/commits.h"
 #include "spec_task.h"
 
 namespace attune::tasks::detail {
@@ -122,3 +123,31 @@ TaskSpec commit_spec(std::string_view name) {
 }
 
 }  // namespace attune::tasks::detail
+
+namespace attune::tasks {
+
+std::string commit_subject_area(std::string_view subject) {
+  const auto colon = subject.find(':');
+  if (colon == std::string_view::npos || colon == 0 || colon > 40) return "";
+  const auto area = subject.substr(0, colon);
+  for (char c : area)
+    if (static_cast<unsigned char>(c) <= ' ') return "";
+  return std::string(area);
+}
+
+std::string commit_subject_input(std::string_view description) {
+  return "Generate a subject line for the following commit description: " + std::string(description);
+}
+
+std::string commit_area_input(const std::vector<std::string>& labels, std::string_view description) {
+  return "Which area does this commit belong to among the following areas? Just answer with the area name without "
+         "further explanation. areas: [" + join(labels, ", ") + "] description: " + std::string(description);
+}
+
+std::string commit_pick_input(std::string_view description, std::string_view first, std::string_view second) {
+  return "For an author who wrote the commit described as \"" + std::string(description) +
+         "\", which subject did they write? Just answer with [1] or [2] without explanation. [1]: \"" +
+         std::string(first) + "\" [2]: \"" + std::string(second) + "\"";
+}
+
+}  // namespace attune::tasks

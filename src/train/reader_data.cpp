@@ -67,15 +67,6 @@ constexpr std::size_t kAreaLabels = 15;  // as ../shared/data/git/commit_area
 
 }  // namespace
 
-std::string commit_subject_area(std::string_view subject) {
-  const auto colon = subject.find(':');
-  if (colon == std::string_view::npos || colon == 0 || colon > 40) return "";
-  const auto area = subject.substr(0, colon);
-  for (char c : area)
-    if (static_cast<unsigned char>(c) <= ' ') return "";
-  return std::string(area);
-}
-
 std::vector<std::string> reader_modes(std::string_view task, const std::vector<std::string>& wanted) {
   static const std::vector<std::string> kCommit = {"none", "bm25", "bm25-shuffled", "random", "recency"};
   static const std::vector<std::string> kQa = {"none", "bm25", "bm25-shuffled", "bm25+gold", "random"};
@@ -163,11 +154,10 @@ std::vector<ReaderExample> commit_reader_examples(const std::vector<Commit>& com
     ex.id = (area_task ? "area-" : "") + c.id;
     ex.user = c.repo + "/" + c.author;
     if (area_task) {
-      ex.input = "Which area does this commit belong to among the following areas? Just answer with the area name without "
-                 "further explanation. areas: [" + join(repo_labels.at(c.repo), ", ") + "] description: " + c.text;
+      ex.input = tasks::commit_area_input(repo_labels.at(c.repo), c.text);
       ex.output = area_of(c);
     } else {
-      ex.input = "Generate a subject line for the following commit description: " + c.text;
+      ex.input = tasks::commit_subject_input(c.text);
       ex.output = c.subject;
     }
     for (auto h : q.history) {

@@ -103,6 +103,8 @@ void add_demo(CLI::App& app, int& rc);
 void add_sample(CLI::App& app, int& rc);
 void add_train_tokenizer(CLI::App& app, int& rc);  // cmd_train_tokenizer.cpp
 void add_tenant(CLI::App& app, int& rc);           // cmd_tenant.cpp
+void add_import_git(CLI::App& app, int& rc);       // cmd_import_git.cpp
+void add_report(CLI::App& app, int& rc);           // cmd_report.cpp
 
 // "a,b,c" -> {"a", "b", "c"} (empty pieces kept).
 std::vector<std::string> split_commas(const std::string& s);

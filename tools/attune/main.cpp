@@ -49,6 +49,8 @@ int main(int argc, char** argv) {
   attune::cli::add_serve_llm(app, rc);
   attune::cli::add_serve(app, rc);
   attune::cli::add_tenant(app, rc);
+  attune::cli::add_import_git(app, rc);
+  attune::cli::add_report(app, rc);
   attune::cli::add_pretrain_encoder(app, rc);
   attune::cli::add_train_lm(app, rc);
   attune::cli::add_train(app, rc);

@@ -16,7 +16,7 @@
 namespace {
 
 // The verbs this program runs itself.
-const std::set<std::string> kLight = {"metrics", "import", "sample", "train-tokenizer", "tenant"};
+const std::set<std::string> kLight = {"metrics", "import", "sample", "train-tokenizer", "tenant", "import-git", "report"};
 
 // Replaces this process by attune-torch from this program's folder.
 int hand_over(char** argv) {
@@ -39,6 +39,8 @@ int main(int argc, char** argv) {
   attune::cli::add_metrics(app, rc);
   attune::cli::add_import(app, rc);
   attune::cli::add_tenant(app, rc);
+  attune::cli::add_import_git(app, rc);
+  attune::cli::add_report(app, rc);
   attune::cli::add_sample(app, rc);
   attune::cli::add_train_tokenizer(app, rc);
   return attune::cli::run_app(app, rc, argc, argv);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "attune/core/types.h"
+#include "attune/tasks/commits.h"
 #include "attune/tasks/task.h"
 #include "attune/text/tokenizer.h"
 
@@ -24,10 +25,7 @@ struct ReaderExample {
   std::string mode;
 };
 
-// One commit of a history file (../shared/data/text/commits.jsonl).
-struct Commit {
-  std::string id, repo, author, date, subject, text;
-};
+using tasks::Commit;  // one commit of a history file (tasks/commits.h)
 
 struct ReaderDataOptions {
   std::size_t min_history = 1;           // earlier commits of the author (same repository) a query needs
@@ -45,9 +43,7 @@ struct ReaderDataOptions {
   std::size_t limit = 0;
 };
 
-// The area of a commit subject, "<area>: ...": the text before the first ':' when it is 1
-// to 40 characters without spaces; "" otherwise.
-std::string commit_subject_area(std::string_view subject);
+using tasks::commit_subject_area;  // "<area>: ..." -> area (tasks/commits.h)
 
 // The document modes `task` (commit_subject, commit_area or qa) draws its examples from, in
 // the task's order: those of `wanted` it has (all of a commit task's, bm25 and bm25+gold of
