@@ -10,4 +10,6 @@ apt-get download \
   libpcre2-dev libpcre2-8-0 libpcre2-16-0 libpcre2-32-0 libpcre2-posix3 \
   libicu-dev libicu72 libssl-dev libssl3 \
   libcpp-httplib-dev libcpp-httplib0.11 libbrotli-dev libbrotli1 zlib1g-dev \
-  libfaiss-dev libopenblas0-openmp libgfortran5 libquadmath0
+  libfaiss-dev libopenblas0-openmp libgfortran5 libquadmath0 \
+  libgit2-dev libgit2-1.5 libhttp-parser-dev libhttp-parser2.9 libmbedtls-dev libmbedtls14 libmbedcrypto7 \
+  libmbedx509-1 libssh2-1-dev libssh2-1
