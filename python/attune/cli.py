@@ -283,6 +283,7 @@ class Attune:
         k: Optional[int] = None,
         limit: Optional[int] = None,
         store: Optional[PathLike] = None,
+        out: Optional[PathLike] = None,
         timeout: Optional[float] = None,
         **options: Any,
     ) -> Report:
@@ -296,6 +297,7 @@ class Attune:
             llm: the reader: ``reference``, ``local:DIR``, ``openai:URL#MODEL``...
             k: documents per prompt; limit: only the first N examples.
             store: the store (its generation cache makes a repeated run fast).
+            out: also keep the JSON report in this file (for :meth:`report`).
             **options: any other ``eval`` option, e.g. ``max_length=256``, ``oracle=4``,
                 ``list_overlap=True``, ``seed=1``.
 
@@ -307,10 +309,10 @@ class Attune:
         if not isinstance(retrievers, str):
             retrievers = ",".join(retrievers)
         with tempfile.TemporaryDirectory(prefix="attune-eval-") as tmp:
-            out = os.path.join(tmp, "eval.json")
+            path = os.fspath(self._path(out)) if out is not None else os.path.join(tmp, "eval.json")
             proc = self.run("eval", task=task, data=data, split=split, retrievers=retrievers, llm=llm, k=k, limit=limit,
-                            store=self._store(store), quiet=self._quiet(), out=out, timeout=timeout, **options)
-            with open(out, encoding="utf-8") as f:
+                            store=self._store(store), quiet=self._quiet(), out=path, timeout=timeout, **options)
+            with open(path, encoding="utf-8") as f:
                 report = Report(json.load(f))
         report.stdout, report.stderr = proc.stdout, proc.stderr
         return report
@@ -477,6 +479,54 @@ class Attune:
             args += ["--input", f]
         self.run(*args, out=out, timeout=timeout, **options)
         return train_metadata(self._path(out))
+
+    # --- your own data, and the report ------------------------------------------------------
+
+    def import_git(
+        self,
+        repo: PathLike,
+        out: PathLike,
+        *,
+        timeout: Optional[float] = None,
+        **options: Any,
+    ) -> Dict[str, Any]:
+        """``attune import-git``: the commit tasks (commit_subject, commit_area, commit_pick)
+        from a local git repository, in the layout ``eval`` and ``train`` read with ``data=out``.
+
+        ``options`` e.g. ``min_commits=20, max_train=0, seed=1, author_names=True``
+        (docs/tasks.md, "From your own repository"). ``out`` must be new or empty.
+
+        Returns:
+            ``out/import.json``: ``{"repository", "head", "options", "seed", "commits",
+            "kept_authors", "area_labels", "queries": {task: {split: count}}, ...}``.
+        """
+        self.run("import-git", os.path.expanduser(os.fspath(repo)), out=out, quiet=self._quiet(), timeout=timeout,
+                 **options)
+        with open(self._path(out) / "import.json", encoding="utf-8") as f:
+            return cast(Dict[str, Any], json.load(f))
+
+    def report(
+        self,
+        out: PathLike,
+        *,
+        evals: Sequence[PathLike] = (),
+        trains: Sequence[PathLike] = (),
+        title: Optional[str] = None,
+        timeout: Optional[float] = None,
+    ) -> Path:
+        """``attune report``: one self-contained HTML page (inline SVG, nothing fetched) from
+        ``eval`` JSON files (``Attune.eval(..., out=F)`` or ``attune eval --out F``) and
+        ``train`` folders. Returns the page's path.
+        """
+        if not evals and not trains:
+            raise ValueError("report: give evals=[eval JSON files] and/or trains=[training folders]")
+        args: List[PathLike] = ["report"]
+        for e in evals:
+            args += ["--eval", e]
+        for t in trains:
+            args += ["--train", t]
+        self.run(*args, out=out, title=title, quiet=self._quiet(), timeout=timeout)
+        return self._path(out)
 
     def _path(self, p: PathLike) -> Path:
         path = Path(p)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -133,3 +134,43 @@ def test_no_torch_in_python() -> None:
     code = "import sys, attune; bad = [m for m in sys.modules if m.split('.')[0] in ('torch', 'numpy')]; print(bad)"
     out = subprocess.run([sys.executable, "-c", code], cwd=str(PYTHON_DIR), capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def _git_history(repo: Path) -> None:
+    """A small history with two authors (each with enough eligible commits), trailers and a merge-free line."""
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    words = " ".join(f"word{i}" for i in range(25))
+    t = 1_600_000_000
+    for i in range(12):
+        for who in ("Ann", "Bob"):
+            t += 60
+            area = "net" if i % 2 else "docs"
+            (repo / f"{who}.txt").write_text(f"{i}\n")
+            env = dict(os.environ, GIT_AUTHOR_NAME=who, GIT_AUTHOR_EMAIL=f"{who.lower()}@example.org",
+                       GIT_COMMITTER_NAME=who, GIT_COMMITTER_EMAIL=f"{who.lower()}@example.org",
+                       GIT_AUTHOR_DATE=f"@{t} +0000", GIT_COMMITTER_DATE=f"@{t} +0000")
+            subprocess.run(["git", "-C", str(repo), "add", "-A"], check=True, env=env)
+            msg = f"{area}: {who}'s change {i}\n\n{words} by {who}\n\nSigned-off-by: {who} <{who.lower()}@example.org>\n"
+            subprocess.run(["git", "-C", str(repo), "commit", "-q", "-m", msg], check=True, env=env)
+
+
+def test_import_git_then_eval_then_report(cli: attune.Attune, tmp_path: Path) -> None:
+    if not shutil.which("git"):
+        pytest.skip("needs the git program to build a repository (apt-get install git)")
+    repo = tmp_path / "repo"
+    _git_history(repo)
+    info = cli.import_git(repo, tmp_path / "data", min_commits=10)
+    assert info["kept_authors"] == 2 and info["commits"] == 24
+    assert info["queries"]["commit_subject"] == {"train": 18, "dev": 2, "test": 2}
+    assert sorted(info["area_labels"]) == ["docs", "net"]
+    report = cli.eval("commit_subject", ["none", "bm25"], data=tmp_path / "data", split="test", k=1,
+                      out=tmp_path / "eval.json")
+    assert set(report["results"]) == {"none", "bm25"}
+    page = cli.report(tmp_path / "report.html", evals=[tmp_path / "eval.json"], title="my repo")
+    html = page.read_text(encoding="utf-8")
+    assert html.startswith("<!DOCTYPE html>") and "<svg" in html and "my repo" in html
+    with pytest.raises(attune.CliError) as e:  # an existing dataset folder is never written over
+        cli.import_git(repo, tmp_path / "data", min_commits=10)
+    assert e.value.usage_error and "already exists" in e.value.message
+    with pytest.raises(ValueError):
+        cli.report(tmp_path / "empty.html")
