@@ -389,3 +389,76 @@ TEST(GitImport, CliWritesTheLayoutThatEvalReads) {
     EXPECT_NE(res.out.find("bm25"), std::string::npos) << res.out;
   }
 }
+
+namespace {
+
+// What every import must hold, checked against the history it was read from: queries are
+// commits of kept authors; profiles are the same author's strictly older commits, oldest
+// first; each author's train queries are no newer than their dev ones, and those no newer
+// than their test ones.
+void expect_invariants(const git::History& h, const git::CommitTasks& t, const git::TaskOptions& o) {
+  std::map<std::string, const git::HistoryCommit*> by12;
+  for (const auto& c : h.commits) by12[c.sha.substr(0, 12)] = &c;
+  std::map<std::string, std::map<std::string, std::pair<std::int64_t, std::int64_t>>> span;  // author -> split -> [min, max]
+  for (const auto& [task, splits] : t.tasks)
+    for (const auto& [split, ds] : splits)
+      for (const auto& e : ds.examples) {
+        const auto* q = by12.at(e.id.substr(e.id.size() - 12));
+        const auto who = git::author_pseudonym(*q);
+        EXPECT_LE(q->parents, 1u);
+        if (task == "commit_subject") EXPECT_EQ(e.output, q->subject);
+        ASSERT_FALSE(e.profile.empty()) << e.id;
+        EXPECT_LE(e.profile.size(), o.profile_size);
+        std::int64_t last = INT64_MIN;
+        for (const auto& d : e.profile) {
+          const auto* p = by12.at(d.id);
+          EXPECT_LT(p->time, q->time) << e.id << " has " << d.id << ", not older";
+          EXPECT_EQ(git::author_pseudonym(*p), who) << e.id << " has another author's " << d.id;
+          EXPECT_GE(p->time, last) << e.id << ": profile not oldest first";
+          last = p->time;
+        }
+        auto& s = span[who][split];
+        if (s.first == 0 && s.second == 0) s = {q->time, q->time};
+        s.first = std::min(s.first, q->time);
+        s.second = std::max(s.second, q->time);
+      }
+  for (const auto& [who, s] : span) {
+    if (s.count("train") && s.count("dev")) EXPECT_LE(s.at("train").second, s.at("dev").first) << who;
+    if (s.count("dev") && s.count("test")) EXPECT_LE(s.at("dev").second, s.at("test").first) << who;
+  }
+}
+
+}  // namespace
+
+TEST(GitImport, HoldsItsInvariantsOnSyntheticAndOnThisProjectsOwnHistory) {
+  Tmp tmp;
+  {
+    Repo r(tmp.dir / "repo");
+    build_history(r);
+  }
+  git::TaskOptions o;
+  o.min_commits = 10;
+  const auto h = git::read_git_history(tmp.dir / "repo");
+  expect_invariants(h, git::build_commit_tasks(h, o), o);
+
+  const fs::path self = ATTUNE_SOURCE_DIR;
+  if (!fs::exists(self / ".git")) GTEST_SKIP() << self << " is not a git checkout: its own history cannot be read";
+  if (fs::exists(self / ".git" / "shallow"))
+    GTEST_SKIP() << self << " is a shallow clone (import-git refuses those): its own history is not all there";
+  const auto mine = git::read_git_history(self);
+  ASSERT_GT(mine.commits.size(), 10u);
+  // This project's messages are mostly one long subject line: no description length asked.
+  o.min_words = 0;
+  o.max_train = 0;
+  git::CommitTasks t;
+  try {
+    t = git::build_commit_tasks(mine, o);
+  } catch (const InputError& e) {
+    GTEST_SKIP() << "this checkout's history has no author with 10 commits: " << e.what();
+  }
+  EXPECT_GT(t.tasks.at("commit_subject").at("train").examples.size(), 0u);
+  expect_invariants(mine, t, o);
+  // Read twice, the same bytes.
+  const auto again = git::build_commit_tasks(git::read_git_history(self), o);
+  EXPECT_EQ(ids(again.tasks.at("commit_subject").at("test")), ids(t.tasks.at("commit_subject").at("test")));
+}
