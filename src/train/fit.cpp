@@ -1,5 +1,6 @@
 #include "fit.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -206,6 +207,22 @@ FitResult fit(Learner& learner, const FitOptions& o) {
   }
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;
+}
+
+void record_feedback_spread(const FitOptions& opts, const std::string& kind,
+                            const std::vector<const std::vector<double>*>& utilities) {
+  nlohmann::json spread = nlohmann::json::array();
+  std::size_t flat = 0;
+  for (const auto* u : utilities) {
+    if (!u || u->empty()) continue;
+    const auto [lo, hi] = std::minmax_element(u->begin(), u->end());
+    spread.push_back(*hi - *lo);
+    flat += *hi == *lo;
+  }
+  const auto file = opts.out / "attune_train.json";
+  auto j = models::read_json_file(file);
+  j["feedback"] = {{"kind", kind}, {"queries", spread.size()}, {"flat", flat}, {"spread", std::move(spread)}};
+  models::write_json_file(file, j);
 }
 
 }  // namespace attune::train

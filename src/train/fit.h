@@ -155,4 +155,10 @@ void prepare_out(const FitOptions& opts);
 // the loss is not finite ("training diverged at step N").
 FitResult fit(Learner& learner, const FitOptions& opts);
 
+// Adds the feedback the run learnt from to its attune_train.json (`attune report` draws it):
+// "feedback": {"kind", "queries", "flat", "spread": [per training query, the largest minus
+// the smallest utility of its candidates (documents, or a selector's pool members)]}.
+void record_feedback_spread(const FitOptions& opts, const std::string& kind,
+                            const std::vector<const std::vector<double>*>& utilities);
+
 }  // namespace attune::train

@@ -2,6 +2,8 @@
 #include "attune/train/ropg.h"
 
 #include <algorithm>
+#include <unordered_map>
+#include <unordered_set>
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -51,6 +53,7 @@ struct Tokenized {
   std::vector<double> utility;
   std::vector<double> prior;  // InitialPrior::Learned: initial_prior_z(initial_score)
   std::vector<std::int8_t> judgement;  // LUF
+  std::vector<std::uint64_t> doc_keys;  // a hash of each document's text: the same document in two queries' lists
 };
 
 std::vector<Tokenized> tokenize_examples(const text::SubwordTokenizer& tok, const std::vector<RopgExample>& ex,
@@ -76,7 +79,10 @@ std::vector<Tokenized> tokenize_examples(const text::SubwordTokenizer& tok, cons
   std::size_t at = 0;
   for (std::size_t i = 0; i < ex.size(); ++i) {
     out[i].query = std::move(qt[i]);
-    for (std::size_t j = 0; j < ex[i].docs.size(); ++j) out[i].docs.push_back(std::move(dt[at++]));
+    for (std::size_t j = 0; j < ex[i].docs.size(); ++j) {
+      out[i].docs.push_back(std::move(dt[at++]));
+      out[i].doc_keys.push_back(std::hash<std::string>{}(ex[i].docs[j]));
+    }
     out[i].utility = ex[i].utility;
     out[i].judgement = ex[i].judgement;
     if (o.initial_prior == InitialPrior::Learned) out[i].prior = retrieval::initial_prior_z(ex[i].initial_score);
@@ -113,7 +119,13 @@ struct Model {
     torch::Tensor scores, mask, utility;
     torch::Tensor judgement;  // [b, l] int8: LUF's labels (-1 on padding and unjudged); empty otherwise
   };
-  Batch score(const std::vector<Tokenized>& ex, const std::vector<std::size_t>& idx) {
+  // Every query against every document of the batch: scores [b, N] (N = all candidates of
+  // the batch, concatenated), mask [b, N] (its own judged candidates, and the first copy of
+  // every other document), positive [b, N] (its own answer-containing candidates).
+  struct InBatch {
+    torch::Tensor scores, mask, positive;
+  };
+  Batch score(const std::vector<Tokenized>& ex, const std::vector<std::size_t>& idx, InBatch* in_batch = nullptr) {
     std::vector<const Tokens*> q, d;
     std::size_t l = 0;
     for (auto i : idx) {
@@ -152,6 +164,36 @@ struct Model {
     auto docs = de.index_select(0, g).view({b, L, -1});
     auto scores = torch::bmm(docs, qe.unsqueeze(2)).squeeze(2) / tau;
     if (prior) scores = scores + (prior_start + kPriorStep * theta) * z.to(device);
+    if (in_batch) {
+      const auto N = static_cast<std::int64_t>(d.size());
+      auto m = torch::zeros({b, N}, torch::kBool), pz = torch::zeros({b, N}, torch::kBool);
+      auto zz = torch::zeros({b, N}, torch::kFloat32);
+      auto mA = m.accessor<bool, 2>(), pA = pz.accessor<bool, 2>();
+      auto zA = zz.accessor<float, 2>();
+      std::vector<std::int64_t> start(static_cast<std::size_t>(b) + 1, 0);
+      for (std::int64_t r = 0; r < b; ++r)
+        start[static_cast<std::size_t>(r) + 1] =
+            start[static_cast<std::size_t>(r)] + static_cast<std::int64_t>(ex[idx[static_cast<std::size_t>(r)]].docs.size());
+      for (std::int64_t r = 0; r < b; ++r) {
+        const auto& e = ex[idx[static_cast<std::size_t>(r)]];
+        std::unordered_set<std::uint64_t> seen(e.doc_keys.begin(), e.doc_keys.end());
+        for (std::size_t j = 0; j < e.docs.size(); ++j) {
+          const auto col = start[static_cast<std::size_t>(r)] + static_cast<std::int64_t>(j);
+          mA[r][col] = !judged || e.judgement[j] >= 0;
+          pA[r][col] = judged && e.judgement[j] == 2;
+          if (prior) zA[r][col] = static_cast<float>(e.prior[j]);
+        }
+        for (std::int64_t r2 = 0; r2 < b; ++r2) {
+          if (r2 == r) continue;
+          const auto& o = ex[idx[static_cast<std::size_t>(r2)]];
+          for (std::size_t j = 0; j < o.docs.size(); ++j)
+            if (seen.insert(o.doc_keys[j]).second) mA[r][start[static_cast<std::size_t>(r2)] + static_cast<std::int64_t>(j)] = true;
+        }
+      }
+      auto all = torch::mm(qe, de.t()) / tau;
+      if (prior) all = all + (prior_start + kPriorStep * theta) * zz.to(device);
+      *in_batch = {all, m.to(device), pz.to(device)};
+    }
     return {scores, mask.to(device), util.to(device), judged ? jt.to(device) : torch::Tensor()};
   }
 };
@@ -313,7 +355,8 @@ class RopgLearner final : public DevSelectedLearner {
     if (o.rerank) sig_["rerank"] = {{"initial", o.rerank->initial}, {"top_l", o.rerank->top_l}};
     if (o.objective == RopgObjective::LUF)
       sig_["luf"] = {{"lambda_strict", o.luf.lambda_strict}, {"lambda_flaccid", o.luf.lambda_flaccid},
-                     {"lambda_hard", o.luf.lambda_hard}, {"gamma", o.luf.gamma}};
+                     {"lambda_hard", o.luf.lambda_hard}, {"gamma", o.luf.gamma}, {"in_batch", o.luf.in_batch},
+                     {"relevance_batches", o.luf.relevance_batches}};
     save_.tokenizer_dir = o.init;
     save_.pooling = m_.spec.pooling;
     save_.normalize = m_.spec.normalize;
@@ -323,7 +366,16 @@ class RopgLearner final : public DevSelectedLearner {
   std::string name() const override { return objective_name(o_.objective); }
   std::size_t size() const override { return tr_.size(); }
   std::vector<std::size_t> order(std::size_t epoch) const override {
-    return epoch_order(o_.fit.seed, "ropg-epoch-", epoch, tr_.size());
+    auto base = epoch_order(o_.fit.seed, "ropg-epoch-", epoch, tr_.size());
+    if (o_.objective != RopgObjective::LUF || !o_.luf.relevance_batches) return base;
+    return relevance_batches(base, o_.fit.micro_batch);
+  }
+  std::vector<std::size_t> relevance_batches(const std::vector<std::size_t>& base, std::size_t group) const {
+    std::vector<std::vector<std::uint64_t>> rel(tr_.size());
+    for (std::size_t i = 0; i < tr_.size(); ++i)
+      for (std::size_t j = 0; j < tr_[i].docs.size(); ++j)
+        if (!tr_[i].judgement.empty() && tr_[i].judgement[j] >= 1) rel[i].push_back(tr_[i].doc_keys[j]);
+    return relevance_guided_order(rel, base, group);
   }
   std::vector<torch::Tensor> parameters() override {
     auto p = m_.bert->parameters();
@@ -337,7 +389,9 @@ class RopgLearner final : public DevSelectedLearner {
 
   torch::Tensor loss(const MicroBatch& mb) override {
     const std::vector<std::size_t> idx(mb.items.begin(), mb.items.end());
-    auto b = m_.score(tr_, idx);
+    Model::InBatch ib;
+    const bool in_batch = o_.objective == RopgObjective::LUF && o_.luf.in_batch && o_.luf.lambda_strict > 0;
+    auto b = m_.score(tr_, idx, in_batch ? &ib : nullptr);
     if (o_.objective == RopgObjective::LUF) {
       const auto& w = o_.luf;
       const auto pos = b.judgement == 2, rel = b.judgement == 1, neg = b.judgement == 0;
@@ -346,7 +400,9 @@ class RopgLearner final : public DevSelectedLearner {
       const auto ranks = torch::arange(L, torch::TensorOptions().dtype(torch::kFloat64).device(b.scores.device()));
       const auto weights = (1.0 / (1.0 + ranks)).unsqueeze(0).expand_as(b.scores);
       auto loss = torch::zeros({}, b.scores.options());
-      if (w.lambda_strict > 0) loss = loss + w.lambda_strict * luf_strict_loss(b.scores, pos, b.mask);
+      if (w.lambda_strict > 0)
+        loss = loss + w.lambda_strict * (in_batch ? luf_strict_loss(ib.scores, ib.positive, ib.mask)
+                                                  : luf_strict_loss(b.scores, pos, b.mask));
       if (w.lambda_flaccid > 0) loss = loss + w.lambda_flaccid * luf_flaccid_loss(b.scores, b.utility, rel);
       if (w.lambda_hard > 0) loss = loss + w.lambda_hard * luf_hard_negative_loss(b.scores, pos, neg, weights, w.gamma);
       return loss;
@@ -471,6 +527,11 @@ void RopgOptions::validate() const {
                                                                      ": must be a number, 0 or more");
     if (luf.lambda_strict + luf.lambda_flaccid + luf.lambda_hard == 0)
       throw FieldError<UsageError>("luf", "LUF's three loss weights are all 0: nothing to learn");
+    if (luf.relevance_batches && !luf.in_batch)
+      throw FieldError<UsageError>("luf.relevance_batches", "relevance-guided batches group queries so that their documents "
+                                                            "are each other's in-batch negatives: they need in_batch");
+    if (luf.in_batch && luf.lambda_strict == 0)
+      throw FieldError<UsageError>("luf.in_batch", "in-batch negatives enter the strict loss only, whose weight is 0");
   }
   if (kd_target == KdTarget::Likelihood && objective != RopgObjective::KD)
     throw FieldError<UsageError>("kd_target", "kd_target = likelihood: the likelihood target is ROPG-KD's, not ROPG-RL's "
@@ -532,7 +593,53 @@ RopgResult train_ropg(const std::vector<RopgExample>& train_in, const std::vecto
     res.initial_weight = j.contains("initial_prior") ? j["initial_prior"].value("weight", 0.0) : learner.prior_weight();
   }
   res.flat_skipped = flat;
+  std::vector<const std::vector<double>*> utilities;
+  for (const auto& e : train_in)
+    if (usable(e) >= 2) utilities.push_back(&e.utility);
+  record_feedback_spread(o.fit, o.objective == RopgObjective::LUF ? "judge" : "doc", utilities);
   return res;
+}
+
+std::vector<std::size_t> relevance_guided_order(std::vector<std::vector<std::uint64_t>> rel,
+                                                const std::vector<std::size_t>& base, std::size_t group) {
+  if (group == 0) throw UsageError("relevance_guided_order: a group needs at least one query");
+  std::unordered_map<std::uint64_t, std::vector<std::size_t>> postings;  // relevant document -> queries
+  for (auto i : base) {
+    if (i >= rel.size()) throw UsageError("relevance_guided_order: query " + std::to_string(i) + " has no document list");
+    std::sort(rel[i].begin(), rel[i].end());
+    rel[i].erase(std::unique(rel[i].begin(), rel[i].end()), rel[i].end());
+    for (auto k : rel[i]) postings[k].push_back(i);
+  }
+  std::vector<std::size_t> pos(rel.size(), SIZE_MAX);
+  for (std::size_t p = 0; p < base.size(); ++p) pos[base[p]] = p;
+  std::vector<bool> used(rel.size(), false);
+  std::vector<std::size_t> out;
+  out.reserve(base.size());
+  std::size_t next = 0;
+  while (out.size() < base.size()) {
+    std::unordered_map<std::size_t, std::size_t> overlap;  // candidate -> shared relevant documents with the group
+    const auto add = [&](std::size_t q) {
+      used[q] = true;
+      out.push_back(q);
+      overlap.erase(q);
+      for (auto k : rel[q])
+        for (auto c : postings[k])
+          if (!used[c]) ++overlap[c];
+    };
+    while (used[base[next]]) ++next;
+    add(base[next]);
+    for (std::size_t n = 1; n < group && out.size() < base.size(); ++n) {
+      std::size_t best = SIZE_MAX, best_overlap = 0;
+      for (const auto& [c, v] : overlap)
+        if (v > best_overlap || (v == best_overlap && pos[c] < pos[best])) best = c, best_overlap = v;
+      if (best == SIZE_MAX) {  // no query left shares a document with the group: the next in the order
+        while (used[base[next]]) ++next;
+        best = base[next];
+      }
+      add(best);
+    }
+  }
+  return out;
 }
 
 }  // namespace attune::train

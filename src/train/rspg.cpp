@@ -226,6 +226,9 @@ RspgResult train_rspg(const std::vector<RspgExample>& train, const std::vector<R
   res.init_dev_success = learner.initial("dev_success");
   res.init_dev_utility = learner.initial("dev_utility");
   res.dev_oracle = learner.initial("dev_oracle");
+  std::vector<const std::vector<double>*> utilities;
+  for (const auto& e : train) utilities.push_back(&e.utility);
+  record_feedback_spread(o.fit, "retriever", utilities);
   return res;
 }
 

@@ -894,9 +894,24 @@ TEST_F(Cli, TrainLufFromAJudgesLabelsThenEvalTheTrainedFolder) {
   EXPECT_EQ(meta["options"]["objective"], "luf") << meta.dump();
   EXPECT_EQ(meta["options"]["luf"]["lambda_strict"], 1.0) << meta.dump();
   EXPECT_NE(t.err.find(" model calls (0 cached)"), std::string::npos) << t.err;
-  auto again = run(common + " --out luf2");
+  // What it learnt from, for `attune report`: each training query's spread of judged utilities.
+  ASSERT_TRUE(meta.contains("feedback")) << meta.dump();
+  EXPECT_EQ(meta["feedback"]["kind"], "judge");
+  EXPECT_EQ(meta["feedback"]["spread"].size(), meta["feedback"]["queries"].get<std::size_t>());
+  EXPECT_GT(meta["feedback"]["queries"].get<int>(), 0);
+  auto again = run(common + " --out luf2 --luf-weights 1,0,0.5 --luf-gamma 0.2");
   ASSERT_EQ(again.rc, 0) << again.err;
   EXPECT_EQ(again.err.find(" (0 cached)"), std::string::npos) << again.err;  // the judge's replies came from the store
+  auto meta2 = nlohmann::json::parse(slurp(dir_ / "luf2" / "attune_train.json"));
+  EXPECT_EQ(meta2["options"]["luf"]["lambda_flaccid"], 0.0) << meta2.dump();
+  EXPECT_EQ(meta2["options"]["luf"]["lambda_hard"], 0.5) << meta2.dump();
+  EXPECT_EQ(meta2["options"]["luf"]["gamma"], 0.2) << meta2.dump();
+  for (const char* bad_opt : {"--luf-weights 1,1", "--luf-weights 1,x,1", "--luf-weights 0,0,0", "--luf-weights 1,-1,1",
+                              "--luf-gamma -1", "--luf-gamma nan"}) {
+    auto b = run(common + " --out luf_bad_opt " + bad_opt);
+    EXPECT_EQ(b.rc, 2) << bad_opt << ": " << b.err;
+  }
+  EXPECT_EQ(run("train --method ropg-kd " + data + " --init enc --out kd_luf --luf-gamma 1 --quiet").rc, 2);
   auto e = run("eval " + data + " --split dev --retrievers bm25,luf --llm reference --quiet --limit 10");
   ASSERT_EQ(e.rc, 0) << e.err;
   EXPECT_NE(e.out.find("luf"), std::string::npos) << e.out;

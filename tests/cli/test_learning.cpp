@@ -1,5 +1,5 @@
 // Learning checks (issue 14): a learner counts only when it is shown to learn. Each one
-// (ROPG-KD on utilities and on likelihoods, ROPG-RL, RSPG-Pre, RSPG-Post and Pearl) is
+// (ROPG-KD on utilities and on likelihoods, ROPG-RL, LUF, RSPG-Pre, RSPG-Post and Pearl) is
 // trained, through the command line users run, on feedback from a reader whose preference
 // is planted and known (llm/planted.h `planted:gate?word=test`: an answer that helps only
 // when a document holding "test" is in the prompt, whichever it is), served over HTTP by
@@ -268,6 +268,14 @@ TEST_F(Learning, RopgKdOnLikelihoodsRecoversAPlantedPreferenceAndNotWithLearning
 
 TEST_F(Learning, RopgRlRecoversAPlantedPreferenceAndNotWithLearningOff) {
   check_ropg("ropg-rl", 2500, 4);
+}
+
+// LUF (issue 18): its labels come from a judge, `planted:judge?word=test`, whose rule is
+// the reader's preference (a document holding "test" contains the answer), read
+// in-process; its dev metric is the judged score of the top document, and end to end it is
+// read by the loopback reader like every other learner here.
+TEST_F(Learning, LufRecoversAPlantedJudgesPreferenceAndNotWithLearningOff) {
+  check_ropg("luf", 2500, 4, "luf", "", "'planted:judge?word=test'");
 }
 
 TEST_F(Learning, RspgPreRecoversAPlantedPreferenceAndNotWithLearningOff) { check_rspg("rspg-pre", 500, 3); }

@@ -334,6 +334,42 @@ TEST_F(Ropg, LufLearnsFromJudgedLabelsAndNotWithLearningOff) {
   bad.luf.gamma = -1;
   EXPECT_THROW(train_ropg(train, dev, bad), UsageError);
   EXPECT_EQ(parse_ropg_objective("luf"), RopgObjective::LUF);
+  bad.luf.gamma = 1;
+  bad.luf.relevance_batches = true;  // without in-batch negatives it would change nothing
+  EXPECT_THROW(train_ropg(train, dev, bad), UsageError);
+}
+
+// Paper 004 Eq. 2's B and Eq. 1: in-batch negatives, and micro-batches grouped by shared
+// relevant documents. The synthetic queries share documents, so the grouping is exercised.
+TEST_F(Ropg, LufWithInBatchNegativesAndRelevanceGuidedBatchesLearnsAndRecordsThem) {
+  const auto train = judged(synthetic(64, 1), 5), dev = judged(synthetic(32, 2), 6);
+  auto o = tiny_ropg(root_, "luf_ib", RopgObjective::LUF);
+  o.luf.in_batch = o.luf.relevance_batches = true;
+  const auto res = train_ropg(train, dev, o);
+  ASSERT_GT(res.best_epoch, 0u) << "no epoch beat the start on dev";
+  EXPECT_GT(res.epochs[res.best_epoch - 1].dev_top1, res.init_dev_top1 + 0.2);
+  std::ifstream meta_in(o.fit.out / "attune_train.json");
+  const auto meta = nlohmann::json::parse(meta_in);
+  EXPECT_EQ(meta["options"]["luf"]["in_batch"], true) << meta.dump();
+  EXPECT_EQ(meta["options"]["luf"]["relevance_batches"], true) << meta.dump();
+  auto off = tiny_ropg(root_, "luf_ib0", RopgObjective::LUF);
+  off.luf.in_batch = off.luf.relevance_batches = true;
+  off.fit.lr = 0;
+  off.fit.epochs = 1;
+  EXPECT_EQ(train_ropg(train, dev, off).best_epoch, 0u);
+}
+
+TEST(RelevanceGuidedOrder, GroupsQueriesThatShareRelevantDocuments) {
+  // Queries 0..5; 0, 2 and 4 share document 7; 1 and 5 share 9; 3 shares nothing.
+  const std::vector<std::vector<std::uint64_t>> rel = {{7, 1}, {9}, {7}, {3}, {7, 7}, {9, 2}};
+  const std::vector<std::size_t> base = {0, 1, 2, 3, 4, 5};
+  EXPECT_EQ(relevance_guided_order(rel, base, 3), (std::vector<std::size_t>{0, 2, 4, 1, 5, 3}));
+  // Groups of 2: 0 takes 2 (earlier of the two sharing 7); then 1 takes 5; 3 shares nothing: the next, 4.
+  EXPECT_EQ(relevance_guided_order(rel, base, 2), (std::vector<std::size_t>{0, 2, 1, 5, 3, 4}));
+  // Another base order is followed for seeds and ties.
+  EXPECT_EQ(relevance_guided_order(rel, {5, 4, 3, 2, 1, 0}, 3), (std::vector<std::size_t>{5, 1, 4, 3, 2, 0}));
+  EXPECT_EQ(relevance_guided_order(rel, base, 1), base);
+  EXPECT_THROW(relevance_guided_order(rel, base, 0), UsageError);
 }
 
 TEST_F(Ropg, RlRaisesTheExpectedUtility) {

@@ -42,6 +42,9 @@ struct TrainArgs {
   std::optional<std::string> initial_prior;  // ROPG: learned | none (default: learned with --protocol rerank)
   bool keep_flat = false;                    // ROPG-KD: train on equal-utility queries too (the paper's)
   bool document_dates = false;
+  std::optional<std::string> luf_weights;    // LUF: "STRICT,FLACCID,HARD" loss weights
+  std::optional<double> luf_gamma;           // LUF: the hard-negative margin
+  bool luf_in_batch = false, luf_relevance_batches = false;  // LUF: paper 004 Eq. 2's B and Eq. 1
   std::optional<std::string> kd_target;      // ROPG-KD: utility | likelihood               // ROPG: candidates read with " date: DATE" (000 / LaMP code)
   std::optional<std::size_t> epochs, batch_size, micro_batch, checkpoint_every;
   std::optional<double> lr, warmup, clip;

@@ -117,6 +117,16 @@ void add_train(CLI::App& app, int& rc) {
                "ROPG-KD: what the target distribution is built from on the training queries: utility (default, 000's: "
                "the task metric of the reader's output with each document) or likelihood (REPLUG-LSR's: log p(y | x, d) "
                "- log p(y | x), scoring calls instead of generations); dev picks the kept epoch by utility either way");
+  add_optional(cmd, "--luf-weights", a->luf_weights,
+               "LUF: the weights of its three losses, STRICT,FLACCID,HARD (multi-positive InfoNCE, the KL from the "
+               "judged scores, the rank-weighted hard-negative margin; default 1,1,1, paper 004's sum); 0 turns one off");
+  add_optional(cmd, "--luf-gamma", a->luf_gamma, "LUF: the hard-negative loss's margin gamma (default 1)");
+  cmd->add_flag("--luf-in-batch", a->luf_in_batch,
+                "LUF: the strict loss's denominator is every document of the micro-batch (paper 004 Eq. 2): the other "
+                "queries' candidates are in-batch negatives (by default each query's own candidates only)");
+  cmd->add_flag("--luf-relevance-batches", a->luf_relevance_batches,
+                "LUF, with --luf-in-batch: micro-batches group queries that share relevant documents (paper 004 Eq. 1, "
+                "greedily), so batch-mates' documents are hard negatives");
   cmd->add_flag("--document-dates", a->document_dates,
                 "ROPG: the encoder reads each candidate as its text + \" date: \" + its date, as paper 000's training "
                 "(LaMP's code); the folder records it and retrieves the same way. Every document needs a date");
@@ -146,6 +156,9 @@ void add_train(CLI::App& app, int& rc) {
     if (a->keep_flat && a->method != "ropg-kd") throw UsageError("--keep-flat applies to ropg-kd, not " + a->method);
     if (a->kd_target && a->method != "ropg-kd") throw UsageError("--kd-target applies to ropg-kd, not " + a->method);
     if (a->kd_target) train::parse_kd_target(*a->kd_target);  // a bad value first
+    if ((a->luf_weights || a->luf_gamma || a->luf_in_batch || a->luf_relevance_batches) && a->method != "luf")
+      throw UsageError(std::string(a->luf_weights ? "--luf-weights" : a->luf_gamma ? "--luf-gamma" : a->luf_in_batch ? "--luf-in-batch" : "--luf-relevance-batches") +
+                       " applies to luf, not " + a->method);
     if (a->document_dates && a->method != "ropg-kd" && a->method != "ropg-rl" && a->method != "luf")
       throw UsageError("--document-dates applies to ropg-kd, ropg-rl and luf, not " + a->method);
     if (a->target_normalization && a->method != "ropg-kd" && a->method != "rspg-pre" && a->method != "rspg-post")
@@ -190,6 +203,17 @@ void add_train(CLI::App& app, int& rc) {
     ro->skip_flat = !a->keep_flat;
     ro->document_dates = a->document_dates;
     if (a->kd_target) ro->kd_target = train::parse_kd_target(*a->kd_target);
+    if (a->luf_weights) {
+      const auto w = real_list("--luf-weights", *a->luf_weights);
+      if (w.size() != 3)
+        throw UsageError("--luf-weights " + *a->luf_weights + ": expected three weights, STRICT,FLACCID,HARD (e.g. 1,1,1)");
+      ro->luf.lambda_strict = w[0];
+      ro->luf.lambda_flaccid = w[1];
+      ro->luf.lambda_hard = w[2];
+    }
+    if (a->luf_gamma) ro->luf.gamma = *a->luf_gamma;
+    ro->luf.in_batch = a->luf_in_batch;
+    ro->luf.relevance_batches = a->luf_relevance_batches;
     ro->init = a->init;
     ro->validate();  // option errors before any work
     auto task = load_task(*d);
@@ -201,7 +225,10 @@ void add_train(CLI::App& app, int& rc) {
                            {"dev_split", a->dev_split}, {"llm", llm::redact_url_passwords(a->llm)}, {"out", a->out}, {"init", a->init},
                            {"initial", a->initial}, {"top_l", a->top_l}, {"protocol", a->protocol},
                            {"initial_prior", train::to_string(ro->initial_prior)}, {"document_dates", a->document_dates},
-                           {"kd_target", train::to_string(ro->kd_target)}, {"limit", a->limit}, {"epochs", ro->fit.epochs},
+                           {"kd_target", train::to_string(ro->kd_target)}, {"limit", a->limit},
+                           {"luf", {{"lambda_strict", ro->luf.lambda_strict}, {"lambda_flaccid", ro->luf.lambda_flaccid},
+                                    {"lambda_hard", ro->luf.lambda_hard}, {"gamma", ro->luf.gamma},
+                                    {"in_batch", ro->luf.in_batch}, {"relevance_batches", ro->luf.relevance_batches}}}, {"epochs", ro->fit.epochs},
                            {"batch_size", ro->fit.batch_size}, {"lr", ro->fit.lr}, {"resume", a->resume}};
     const auto tr = load_workflow_split(*d, *task, *st, *r, {a->initial}, a->limit);
     const auto dev = load_dev_split(*d, *a, *task, *st, *r, {a->initial});

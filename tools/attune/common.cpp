@@ -209,6 +209,16 @@ std::vector<std::size_t> positive_counts(const std::string& option, const std::s
   return out;
 }
 
+std::vector<double> real_list(const std::string& option, const std::string& value) {
+  std::vector<double> out;
+  for (const auto& k : split_commas(value)) {
+    if (const auto bad = check_real(k); !bad.empty()) throw UsageError(option + " " + value + ": " + bad);
+    out.push_back(std::strtod(k.c_str(), nullptr));
+  }
+  if (out.empty()) throw UsageError(option + " " + value + ": expected numbers separated by commas, e.g. 1,0.5,1");
+  return out;
+}
+
 bool is_jsonl_file(const fs::path& p) {
   const auto e = p.extension().string();
   return e == ".jsonl" || e == ".ndjson";

@@ -111,6 +111,9 @@ std::vector<std::string> split_commas(const std::string& s);
 // A comma-separated list of positive whole numbers ("1,2,4"), the value of `option`:
 // UsageError naming the option and the value otherwise (an empty list included).
 std::vector<std::size_t> positive_counts(const std::string& option, const std::string& value);
+// A comma list of finite decimal reals ("1,0.5,1"), as check_number_options reads one real;
+// a UsageError naming the option and the value otherwise.
+std::vector<double> real_list(const std::string& option, const std::string& value);
 // Text training sources (train-tokenizer, train-lm): .jsonl / .ndjson files hold one JSON
 // object a line whose string `fields` are texts; any other file holds one text a line.
 bool is_jsonl_file(const std::filesystem::path& p);

@@ -73,11 +73,28 @@ RopgObjective parse_ropg_objective(const std::string& s);  // "ropg-rl" | "ropg-
 
 // LUF's loss: lambda_strict L_s + lambda_flaccid L_f + lambda_hard L_h (METHODS.md §7), the
 // margin gamma on the policy's scale (sim / tau); a negative at rank r (in the initial
-// retriever's order) weighs 1 / (1 + r) in L_h. In-batch negatives and relevance-guided
-// batches are not in yet: each query's candidates are its own.
+// retriever's order) weighs 1 / (1 + r) in L_h.
+// in_batch: L_s's denominator is every document of the micro-batch (paper 004 Eq. 2's B):
+// the other queries' candidates are this query's in-batch negatives (a document that is
+// also one of its own candidates counts once, with its own label; their scores carry no
+// initial prior, which is defined for a query's own candidates only). L_f and L_h read a
+// query's own candidates either way. relevance_batches (with in_batch): micro-batches are
+// grouped by Eq. 1, greedily: each starts from the next query of the epoch's seeded order
+// and adds the query sharing most relevant-or-answer documents (D+ u D^r, by text) with
+// those already in it, so that batch-mates' documents are hard negatives.
+// Paper 004 Eq. 1, greedily: `base` (a permutation of query indices) regrouped into groups
+// of `group` queries. Each group starts from the earliest unused query of `base` and adds,
+// one at a time, the unused query sharing the most documents of `relevant` (per query: its
+// D+ u D^r, as document keys) with the group so far; ties and queries sharing none go in
+// `base` order. Every query of `base` appears once.
+std::vector<std::size_t> relevance_guided_order(std::vector<std::vector<std::uint64_t>> relevant,
+                                                const std::vector<std::size_t>& base, std::size_t group);
+
 struct LufWeights {
   double lambda_strict = 1, lambda_flaccid = 1, lambda_hard = 1;
   double gamma = 1;
+  bool in_batch = false;
+  bool relevance_batches = false;
 };
 
 struct RopgOptions {
