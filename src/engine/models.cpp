@@ -6,6 +6,7 @@
 #include "attune/core/strings.h"
 #include "attune/llm/openai.h"
 #include "attune/feedback/judge.h"
+#include "attune/feedback/user_feedback.h"
 #include "attune/llm/planted.h"
 #include "attune/llm/reference.h"
 #include "attune/models/local_lm.h"
@@ -36,11 +37,13 @@ std::unique_ptr<llm::LanguageModel> make_llm(const std::string& spec, const Data
     return models::LocalModel::load(dir, o);
   }
   if (starts_with(spec, "openai:")) return llm::make_openai_model(spec);  // key from ATTUNE_API_KEY
+  if (starts_with(spec, "planted:curator"))
+    return std::make_unique<feedback::PlantedCurator>(feedback::parse_planted_curator_spec(spec));
   if (starts_with(spec, "planted:judge"))
     return std::make_unique<feedback::PlantedJudge>(feedback::parse_planted_judge_spec(spec));
   if (starts_with(spec, "planted:")) return std::make_unique<llm::PlantedReader>(llm::parse_planted_spec(spec));
   throw UsageError("unknown language model \"" + spec +
-                   "\" (expected reference, local:MODEL_DIR, openai:BASE_URL#MODEL or planted:first|marker|gate|judge)");
+                   "\" (expected reference, local:MODEL_DIR, openai:BASE_URL#MODEL or planted:first|marker|gate|judge|curator)");
 }
 
 std::unique_ptr<text::Tokenizer> budget_tokenizer(const std::string& tokenizer, const std::string& llm_spec) {

@@ -351,6 +351,36 @@ struct HttpServer::Impl {
                  reply(res, 200, {{"deleted", id}});
                }));
 
+    // User feedback (paper 004 §2.3): {"user", "messages": [{"role", "content"}]} or {"user",
+    // "conversation": "..."} -> {"filing", "document_id", "summary", "evidence", "model_calls"}.
+    svr.Post(R"(/v1/conversations/([^/]+)/feedback)",
+             guarded("conversation_feedback", [this, &l](const httplib::Request& req, httplib::Response& res) {
+               const TenantId t = authenticate(req);
+               const std::string id = check_id(req.matches[1], "id", l);
+               const json body = parse_body(req);
+               const std::string user = check_id(string_field(body, "user", "user", true, l.max_id_bytes), "user", l);
+               std::string conversation;
+               if (body.contains("messages")) {
+                 if (body.contains("conversation")) bad("conversation", "give \"messages\" or \"conversation\", not both");
+                 if (!body["messages"].is_array() || body["messages"].empty())
+                   bad("messages", "\"messages\" must be a non-empty array of {\"role\", \"content\"}");
+                 for (const auto& m : body["messages"]) {
+                   if (!m.is_object() || !m.contains("role") || !m["role"].is_string() || !m.contains("content") ||
+                       !m["content"].is_string() || !valid_utf8(m["content"].get<std::string>()))
+                     bad("messages", "each message must be {\"role\": \"user\" | \"assistant\", \"content\": text}");
+                   const auto role = m["role"].get<std::string>();
+                   if (role != "user" && role != "assistant" && role != "system")
+                     bad("messages", "a message's role is \"user\", \"assistant\" or \"system\", not \"" + role + "\"");
+                   conversation += role + ": " + m["content"].get<std::string>() + "\n";
+                 }
+               } else {
+                 conversation = string_field(body, "conversation", "conversation", true, l.max_body_bytes);
+               }
+               const auto r = service.conversation_feedback(t, user, id, conversation);
+               reply(res, 200, {{"conversation_id", id}, {"filing", r.filing}, {"document_id", r.document_id},
+                                {"summary", r.summary}, {"evidence", r.evidence}, {"model_calls", r.model_calls}});
+             }));
+
     // Cohere-style rerank: {"query", "documents": [string | {"text"}], "top_n"?} -> results by relevance.
     svr.Post("/v1/rerank", guarded("rerank", [this, &l](const httplib::Request& req, httplib::Response& res) {
       const TenantId t = authenticate(req);
@@ -467,6 +497,10 @@ struct HttpServer::Impl {
       for (const auto& [tenant, n] : c.backlog)
         out += "attune_feedback_backlog{tenant=\"" + std::to_string(tenant) + "\"} " + std::to_string(n) + "\n";
     }
+    out += "# HELP attune_user_feedback_total Conversations curated (POST /v1/conversations/{id}/feedback), by filing.\n"
+           "# TYPE attune_user_feedback_total counter\n";
+    for (const auto& [filing, n] : service.filings())
+      out += "attune_user_feedback_total{filing=\"" + filing + "\"} " + std::to_string(n) + "\n";
     if (opts.extra_metrics) out += opts.extra_metrics();
     return out;
   }

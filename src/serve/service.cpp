@@ -2,6 +2,8 @@
 // first use and changed only after the store has committed the change.
 #include "attune/serve/service.h"
 
+#include "attune/feedback/user_feedback.h"
+
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -58,6 +60,52 @@ std::uint64_t fnv1a(std::string_view s) {
 }
 
 }  // namespace
+
+void Service::set_curator(std::shared_ptr<llm::LanguageModel> model) {
+  std::lock_guard lock(curator_mu_);
+  curator_ = std::move(model);
+}
+
+std::map<std::string, std::uint64_t> Service::filings() {
+  std::lock_guard lock(curator_mu_);
+  return filings_;
+}
+
+ConversationFeedbackResult Service::conversation_feedback(TenantId tenant, const std::string& user, const std::string& id,
+                                                          const std::string& conversation) {
+  std::lock_guard lock(curator_mu_);
+  if (!curator_)
+    throw ApiError(503, "", "user feedback is off on this server: its config names no user_feedback.llm");
+  feedback::UserFeedbackOptions o;
+  o.evidence_k = config_.user_feedback.evidence_k;
+  o.retries = config_.user_feedback.retries;
+  // Evidence: the tenant's shared corpus only (personal = false): whether feedback may be
+  // shared is judged against what every user of the tenant shares.
+  const auto search = [&](const std::string& text, std::size_t k) {
+    RetrieveRequest r;
+    r.query = text.substr(0, config_.limits.max_query_bytes);
+    r.k = k;
+    r.personal = false;
+    std::vector<feedback::Evidence> ev;
+    for (const auto& d : retrieve(tenant, r).documents) ev.push_back({d.id, d.text});
+    return ev;
+  };
+  const auto d = feedback::curate_user_feedback(*curator_, conversation, search, o);
+  ConversationFeedbackResult res;
+  res.filing = feedback::to_string(d.filing);
+  res.summary = d.summary;
+  res.evidence = d.evidence;
+  res.model_calls = d.model_calls;
+  if (d.filing == feedback::Filing::Shared || d.filing == feedback::Filing::Personal) {
+    store::ServeDocument doc;
+    doc.id = "uf-" + id;
+    doc.text = d.summary.substr(0, config_.limits.max_document_bytes);
+    put_documents(tenant, d.filing == feedback::Filing::Shared ? "" : user, {doc});
+    res.document_id = doc.id;
+  }
+  ++filings_[res.filing];
+  return res;
+}
 
 std::string new_api_key() { return "atk_" + random_hex(20); }
 std::string key_prefix(std::string_view key) { return std::string(key.substr(0, 12)); }
@@ -742,9 +790,24 @@ ServeConfig read_config(const std::filesystem::path& path) {
           throw bad(k, "unknown key (on, method, init, dir, min_new_feedback, interval_seconds, dev_fraction, top_l, "
                        "epochs, lr, positive_at)");
       }
+    } else if (key == "user_feedback") {
+      if (!v.is_object()) throw bad(key, "expected an object");
+      for (const auto& [uk, uv] : v.items()) {
+        const std::string k = "user_feedback." + uk;
+        if (uk == "llm") {
+          if (!uv.is_string() || uv.get<std::string>().empty()) throw bad(k, "expected a language model spec");
+          c.user_feedback.llm = uv.get<std::string>();
+        } else if (uk == "evidence_k") {
+          c.user_feedback.evidence_k = count(uv, k, 1, 100);
+        } else if (uk == "retries") {
+          c.user_feedback.retries = count(uv, k, 0, 10);
+        } else {
+          throw bad(k, "unknown key (llm, evidence_k, retries)");
+        }
+      }
     } else {
       throw bad(key, "unknown key (retriever, retrievers, agents, tenants, corpus_candidates, dense_micro_batch, seed, limits, "
-                    "learn)");
+                    "learn, user_feedback)");
     }
   }
   return c;

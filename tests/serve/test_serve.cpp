@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "attune/feedback/user_feedback.h"
 #include "attune/serve/http.h"
 #include "attune/serve/openapi.h"
 #include "attune/serve/service.h"
@@ -569,4 +570,107 @@ TEST(Serve, AgentsHaveTheirOwnRetrieverVersionAndLearningAndACallMayNameAnAllowe
   auto a2 = f.client(f.key_a);
   EXPECT_EQ(retrieve(a2, {{"agent", "qa-bot"}}).body["model_version"], "recency@v2");
   EXPECT_EQ(retrieve(a2, {{"agent", "writer"}}).body["model_version"], "recency@v1");  // recency beat nothing: not promoted
+}
+
+// User feedback (paper 004 §2.3) through the API, with a curator whose rule is planted and
+// known (feedback/user_feedback.h): the 40/40/20 simulation of correct-shared,
+// correct-personal and incorrect feedback. Counted where each class ends: incorrect
+// feedback never reaches the shared corpus, a user's personal feedback is served to that
+// user only, and a curator whose verdicts never parse files nothing.
+TEST(Serve, UserFeedbackIsFiledSharedPersonalOrNowhereAndIncorrectNeverReachesTheCorpus) {
+  serve::ServeConfig cfg;
+  cfg.user_feedback.llm = "planted:curator";
+  Fixture f(cfg);
+  f.service->set_curator(std::make_shared<feedback::PlantedCurator>());
+  auto a = f.client(f.key_a);
+  // The shared corpus: ten packages, each "NAME: description".
+  const std::vector<std::pair<std::string, std::string>> pkgs = {
+      {"zstdtool", "compresses archives with zstandard at very high speeds using multiple threads"},
+      {"gridcalc", "spreadsheet calculator for terminals supporting formulas charts and macros"},
+      {"netprobe", "measures network latency between hosts and reports jitter statistics"},
+      {"fontsmith", "editor for outline fonts with kerning tables and glyph previews"},
+      {"logsift", "filters system journals by pattern and summarises recurring failures"},
+      {"mapweave", "renders vector street maps from openstreetmap extracts offline"},
+      {"tunebox", "plays music collections with gapless playback and replaygain support"},
+      {"pixelmend", "repairs damaged photographs by inpainting scratches and stains"},
+      {"quillnote", "takes structured notes in markdown with backlinks and tags"},
+      {"cronwatch", "monitors scheduled jobs and alerts when they fail or overrun"}};
+  json corpus = json::array();
+  for (const auto& [name, text] : pkgs) corpus.push_back({{"id", name}, {"text", name + ": " + text}});
+  ASSERT_EQ(call(a, "POST", "/v1/corpus/documents", json{{"documents", corpus}}).status, 200);
+
+  // 40% correct facts (a package's own description), 40% preferences, 20% incorrect facts
+  // (a package named with another's description).
+  struct Case {
+    std::string kind, user, said;
+  };
+  std::vector<Case> cases;
+  for (int i = 0; i < 4; ++i)
+    cases.push_back({"correct-shared", "ann", pkgs[i].first + " " + pkgs[i].second});
+  for (int i = 0; i < 4; ++i)
+    cases.push_back({"correct-personal", "bob", "I prefer " + pkgs[i + 4].first + " for my daily work at home"});
+  for (int i = 0; i < 2; ++i)
+    cases.push_back({"incorrect", "ann", pkgs[i + 8].first + " " + pkgs[(i + 2) % 10].second});
+  std::map<std::string, std::map<std::string, int>> ended;  // class -> filing -> count
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const json body = {{"user", cases[i].user},
+                       {"messages", json::array({{{"role", "assistant"}, {"content", "How can I help?"}},
+                                                 {{"role", "user"}, {"content", cases[i].said}}})}};
+    const auto r = call(a, "POST", "/v1/conversations/c" + std::to_string(i) + "/feedback", body);
+    ASSERT_EQ(r.status, 200) << r.body.dump();
+    ++ended[cases[i].kind][r.body["filing"].get<std::string>()];
+    if (r.body["filing"] == "shared" || r.body["filing"] == "personal")
+      EXPECT_EQ(r.body["document_id"], "uf-c" + std::to_string(i));
+  }
+  EXPECT_EQ(ended["correct-shared"]["shared"], 4) << json(ended).dump();
+  EXPECT_EQ(ended["correct-personal"]["personal"], 4) << json(ended).dump();
+  EXPECT_EQ(ended["incorrect"]["rejected"], 2) << json(ended).dump();
+  EXPECT_EQ(ended["incorrect"]["shared"], 0) << json(ended).dump();
+
+  // Shared facts are served to everyone of the tenant; bob's preference to bob only.
+  const auto search = [&](const std::string& user, const std::string& query) {
+    return ids(call(a, "POST", "/v1/retrieve", json{{"user", user}, {"query", query}, {"k", 20}}));
+  };
+  EXPECT_TRUE(search("carl", "zstdtool compresses archives").count("uf-c0"));
+  EXPECT_TRUE(search("bob", "prefer logsift daily work").count("uf-c4"));
+  EXPECT_FALSE(search("ann", "prefer logsift daily work").count("uf-c4"));
+  EXPECT_FALSE(search("carl", "quillnote gridcalc spreadsheet").count("uf-c8"));  // rejected: nowhere
+  // Another tenant sees none of it.
+  auto b = f.client(f.key_b);
+  EXPECT_TRUE(ids(call(b, "POST", "/v1/retrieve", json{{"user", "bob"}, {"query", "zstdtool prefer logsift"}, {"k", 20}})).empty());
+
+  // A conversation with nothing asserted; bad bodies; the counters.
+  auto r = call(a, "POST", "/v1/conversations/c9/feedback", json{{"user", "ann"}, {"conversation", "user: thanks!"}});
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(r.body["filing"], "no_information");
+  EXPECT_EQ(r.body["document_id"], "");
+  r = call(a, "POST", "/v1/conversations/c10/feedback", json{{"user", "ann"}});
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(r.body["error"]["field"], "conversation") << r.body.dump();
+  r = call(a, "POST", "/v1/conversations/c10/feedback",
+           json{{"user", "ann"}, {"messages", json::array({{{"role", "robot"}, {"content", "x"}}})}});
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(r.body["error"]["field"], "messages") << r.body.dump();
+  const auto metrics = f.client("").Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("attune_user_feedback_total{filing=\"shared\"} 4"), std::string::npos) << metrics->body;
+  EXPECT_NE(metrics->body.find("attune_user_feedback_total{filing=\"rejected\"} 2"), std::string::npos);
+
+  // A curator whose verdicts never parse files nothing; one that errs once is asked again.
+  f.service->set_curator(std::make_shared<feedback::PlantedCurator>(feedback::PlantedCurator::Malformed::Always));
+  r = call(a, "POST", "/v1/conversations/c11/feedback",
+           json{{"user", "ann"}, {"conversation", "user: " + pkgs[5].first + " " + pkgs[5].second}});
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(r.body["filing"], "failed");
+  EXPECT_FALSE(search("carl", pkgs[5].first + " street maps").count("uf-c11"));
+  f.service->set_curator(std::make_shared<feedback::PlantedCurator>(feedback::PlantedCurator::Malformed::First));
+  r = call(a, "POST", "/v1/conversations/c12/feedback",
+           json{{"user", "ann"}, {"conversation", "user: " + pkgs[5].first + " " + pkgs[5].second}});
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(r.body["filing"], "shared");
+  EXPECT_EQ(r.body["model_calls"], 4);  // summary, knowledge, a malformed verdict, the repaired one
+  // Off without a curator: 503.
+  f.service->set_curator(nullptr);
+  EXPECT_EQ(call(a, "POST", "/v1/conversations/c13/feedback", json{{"user", "ann"}, {"conversation", "user: a b c d"}}).status,
+            503);
 }

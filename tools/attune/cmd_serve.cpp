@@ -159,6 +159,12 @@ void add_serve(CLI::App& app, int& rc) {
     neural::configure_for_serving(cfg.dense_micro_batch);  // before the service makes its retrievers
     auto st = store::open_sqlite(r->store_file());
     serve::Service service(*st, cfg);
+    if (!cfg.user_feedback.llm.empty()) {
+      if (cfg.user_feedback.llm == "reference")
+        throw UsageError("user_feedback.llm: the reference reader cannot judge feedback; name a model that follows "
+                         "instructions (openai:URL#MODEL, local:DIR) or planted:curator for checks");
+      service.set_curator(engine::make_llm(cfg.user_feedback.llm, engine::DataSpec{}, nullptr, r->models()));
+    }
     http->openapi = serve::openapi_document();
     http->extra_metrics = [] {
       const auto b = neural::query_batch_stats();

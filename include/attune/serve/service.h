@@ -27,6 +27,9 @@
 namespace attune::retrieval {
 class Retriever;
 }
+namespace attune::llm {
+class LanguageModel;
+}
 
 namespace attune::serve {
 
@@ -89,6 +92,15 @@ struct AgentConfig {
   std::string model;      // the agent's language model, as IUM names it ("" = the agent's name)
 };
 
+// User feedback (paper 004 §2.3; feedback/user_feedback.h): POST /v1/conversations/{id}/feedback
+// files what a user asserted into the tenant's shared corpus, that user's personal documents,
+// or nowhere, as the language model `llm` judges it (off when llm is "").
+struct UserFeedbackConfig {
+  std::string llm;            // a language model spec (the server builds it), e.g. openai:URL#MODEL
+  std::size_t evidence_k = 3; // shared-corpus documents the judgement reads
+  std::size_t retries = 2;    // more asks after a malformed verdict (then: filed nowhere)
+};
+
 struct TenantConfig {
   std::string retriever;                     // "" = the deployment's
   std::map<std::string, AgentConfig> agents; // added to the deployment's (the same name replaces it)
@@ -114,6 +126,16 @@ struct ServeConfig {
   std::uint64_t seed = 0;
   Limits limits;
   LearnConfig learn;
+  UserFeedbackConfig user_feedback;
+};
+
+// What POST /v1/conversations/{id}/feedback did.
+struct ConversationFeedbackResult {
+  std::string filing;       // shared, personal, rejected, no_information or failed
+  std::string document_id;  // the document it became ("" unless shared or personal)
+  std::string summary;      // what the model took the user to assert
+  std::vector<std::string> evidence;  // the shared documents it was judged against
+  std::size_t model_calls = 0;
 };
 // Reads a config file: InputError naming the file and the key for a bad value or an unknown key.
 ServeConfig read_config(const std::filesystem::path& path);
@@ -236,6 +258,16 @@ class Service {
   // without holding any lock, so requests are served meanwhile by the current version; a
   // promoted model is recorded in the store first, then swapped in whole.
   std::vector<LearnReport> learn_step(Learner& learner);
+  // User feedback: the model that curates it (UserFeedbackConfig; attune serve builds it from
+  // the config's spec). Without one, conversation_feedback answers 503.
+  void set_curator(std::shared_ptr<llm::LanguageModel> model);
+  // Summarises `conversation` (user `user`, conversation `id`), judges it against the
+  // tenant's shared corpus and the model's knowledge, and files it: "shared" into the
+  // tenant's corpus, "personal" into the user's documents (both as document "uf-ID", so the
+  // same conversation sent again replaces its document), anything else nowhere. Only a
+  // verdict that parses as "correct, shared" reaches the shared corpus.
+  ConversationFeedbackResult conversation_feedback(TenantId tenant, const std::string& user, const std::string& id,
+                                                   const std::string& conversation);
 
  private:
   struct Tenant;
@@ -253,6 +285,12 @@ class Service {
   std::map<TenantId, std::unique_ptr<Tenant>> tenants_;
   std::mutex learn_mu_;  // guards learned_at_ / learned_total_ (learn_step and counts)
   std::atomic<std::uint64_t> retrieves_{0}, feedback_records_{0}, learn_rounds_{0}, promotions_{0};
+  std::shared_ptr<llm::LanguageModel> curator_;
+  std::mutex curator_mu_;  // one curation at a time: a model need not be thread-safe
+  std::map<std::string, std::uint64_t> filings_;  // by filing (guarded by curator_mu_)
+
+ public:
+  std::map<std::string, std::uint64_t> filings();  // user feedback filed so far, by filing, for /metrics
 };
 
 // A fresh API key: "atk_" and 40 hex digits from the kernel's random source.
