@@ -436,6 +436,31 @@ class Client:
         """``DELETE /v1/corpus/documents/{id}``; NotFound when the corpus has no such document."""
         return cast(DeletedDocument, self.request("DELETE", f"/v1/corpus/documents/{_segment(doc_id, 'doc_id')}"))
 
+    def conversation_feedback(
+        self,
+        conversation_id: str,
+        user: str,
+        messages: Union[str, Sequence[Mapping[str, str]]],
+    ) -> Dict[str, Any]:
+        """``POST /v1/conversations/{id}/feedback``: what ``user`` asserted in a conversation, curated
+        by the server's ``user_feedback.llm`` into the tenant's shared corpus, the user's own
+        documents, or nowhere (paper 004's user feedback; docs/serve.md).
+
+        ``messages``: ``[{"role": "user" | "assistant" | "system", "content": ...}]``, or the
+        conversation as one text of ``role: content`` lines.
+
+        Returns ``{"conversation_id", "filing": "shared" | "personal" | "rejected" |
+        "no_information" | "failed", "document_id", "summary", "evidence", "model_calls"}``.
+        Raises ServerError (503) when the server curates no user feedback.
+        """
+        body: Dict[str, Any] = {"user": user}
+        if isinstance(messages, str):
+            body["conversation"] = messages
+        else:
+            body["messages"] = [dict(m) for m in messages]
+        path = f"/v1/conversations/{_segment(conversation_id, 'conversation_id')}/feedback"
+        return cast(Dict[str, Any], self.request("POST", path, body))
+
     # --- drop-in endpoints -------------------------------------------------------------------
 
     def rerank(

@@ -247,3 +247,20 @@ def test_client_arguments() -> None:
     with pytest.raises(TypeError):
         attune.Client("http://127.0.0.1:9").add_documents("u", ["just a string"])  # type: ignore[list-item]
     assert "atk_01234567..." in repr(attune.Client("http://127.0.0.1:9", "atk_0123456789abcdef"))
+
+
+def test_conversation_feedback_is_filed_by_the_servers_curator(cli: attune.Attune, client: attune.Client) -> None:
+    # The session's server curates no user feedback: 503, typed.
+    with pytest.raises(attune.ServerError) as e:
+        client.conversation_feedback("c1", "ann", "user: zstdtool compresses archives")
+    assert e.value.status == 503
+    # A server with the planted curator files a preference into the user's own documents.
+    key = cli.tenant_add("curated")
+    with cli.serve(config={"user_feedback": {"llm": "planted:curator"}}) as server:
+        c = server.client(key)
+        r = c.conversation_feedback("c2", "bob", [{"role": "user", "content": "I prefer vim for my editing"}])
+        assert r["filing"] == "personal" and r["document_id"] == "uf-c2"
+        assert c.conversation_feedback("c3", "bob", "user: ok")["filing"] == "no_information"
+        got = c.retrieve("bob", "prefer vim editing", k=5)
+        assert any(d["id"] == "uf-c2" for d in got["documents"])
+        assert not any(d["id"] == "uf-c2" for d in c.retrieve("ann", "prefer vim editing", k=5)["documents"])

@@ -186,7 +186,9 @@ std::string PlantedCurator::reply(std::string_view prompt) const {
     const auto close = line.find("] ");
     if (line.empty() || line[0] != '[' || close == std::string::npos) continue;
     const auto doc = words(std::string_view(line).substr(close + 2));
-    if (doc.empty() || !fb.count(doc.front())) continue;
+    // The document's title is what the feedback is about: its first word (a title merely
+    // named inside the claim is not its subject).
+    if (doc.empty() || feedback.empty() || feedback.front() != doc.front()) continue;
     const std::set<std::string> held(doc.begin(), doc.end());
     std::size_t n = 0, in = 0;
     for (const auto& w : fb)

@@ -1310,3 +1310,35 @@ TEST_F(Cli, ServeRefusesABadConfigAtStart) {
   EXPECT_EQ(r.rc, 2) << r.err;
   EXPECT_NE(r.err.find("missing.json"), std::string::npos) << r.err;
 }
+
+// attune user-feedback: a batch file curated into the tenant's corpus, a user's documents or
+// nowhere (the planted curator's rule), every line checked before anything is filed.
+TEST_F(Cli, UserFeedbackFilesABatchOfConversationsAndCountsThemByLabel) {
+  ASSERT_EQ(run("tenant add acme --store uf.db").rc, 0);
+  {
+    std::ofstream f(dir_ / "conv.jsonl");
+    f << R"({"id":"c1","user":"ann","conversation":"user: zstdtool compresses archives","label":"incorrect"})" << "\n"
+      << R"({"id":"c2","user":"bob","messages":[{"role":"user","content":"I prefer vim for my editing"}],"label":"correct-personal"})"
+      << "\n\n"
+      << R"({"id":"c3","user":"bob","conversation":"user: ok"})" << "\n";
+  }
+  auto r = run("user-feedback --store uf.db --tenant acme --llm planted:curator --input conv.jsonl --out res.jsonl");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("3 conversations for tenant acme: no_information 1 personal 1 rejected 1"), std::string::npos) << r.out;
+  const auto res = slurp(dir_ / "res.jsonl");
+  EXPECT_NE(res.find(R"("document_id":"uf-c2","evidence":[],"filing":"personal")"), std::string::npos) << res;
+  EXPECT_NE(res.find(R"("filing":"rejected","id":"c1")"), std::string::npos) << res;
+  // Refused before anything is filed: an unknown tenant, a bad line, the reference reader.
+  EXPECT_EQ(run("user-feedback --store uf.db --tenant nope --llm planted:curator --input conv.jsonl").rc, 2);
+  {
+    std::ofstream f(dir_ / "bad.jsonl");
+    f << R"({"id":"c9","user":"ann","conversation":"user: I prefer nano for my notes"})" << "\n" << R"({"id":"c10"})" << "\n";
+  }
+  r = run("user-feedback --store uf.db --tenant acme --llm planted:curator --input bad.jsonl");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("line 2: field \"user\""), std::string::npos) << r.err;
+  r = run("user-feedback --store uf.db --tenant acme --llm planted:curator --input conv.jsonl --out again.jsonl");
+  ASSERT_EQ(r.rc, 0) << r.err;  // c9 was never filed: the second run files c2 again (replacing it), not c9
+  EXPECT_EQ(slurp(dir_ / "again.jsonl").find("c9"), std::string::npos);
+  EXPECT_EQ(run("user-feedback --store uf.db --tenant acme --llm reference --input conv.jsonl").rc, 2);
+}

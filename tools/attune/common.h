@@ -126,6 +126,7 @@ void add_generate(CLI::App& app, int& rc);
 void add_score(CLI::App& app, int& rc);
 void add_serve_llm(CLI::App& app, int& rc);  // cmd_serve_llm.cpp
 void add_serve(CLI::App& app, int& rc);      // cmd_serve.cpp
+void add_user_feedback(CLI::App& app, int& rc);  // cmd_user_feedback.cpp
 
 // Synthetic sample data (data/sample): LaMP-schema commit_subject data for `users` users.
 void write_sample(const std::filesystem::path& out, std::uint64_t seed, std::size_t users);

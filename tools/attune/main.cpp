@@ -48,6 +48,7 @@ int main(int argc, char** argv) {
   attune::cli::add_score(app, rc);
   attune::cli::add_serve_llm(app, rc);
   attune::cli::add_serve(app, rc);
+  attune::cli::add_user_feedback(app, rc);
   attune::cli::add_tenant(app, rc);
   attune::cli::add_import_git(app, rc);
   attune::cli::add_report(app, rc);
