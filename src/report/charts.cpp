@@ -12,6 +12,22 @@ namespace attune::report {
 
 namespace {
 
+struct Range {
+  double lo = 0, hi = 0;
+  bool any = false;  // false: no value at all
+};
+// The smallest and largest value of every group.
+Range value_range(const std::vector<Group>& groups) {
+  Range r;
+  for (const auto& g : groups)
+    for (double v : g.values) {
+      r.lo = r.any ? std::min(r.lo, v) : v;
+      r.hi = r.any ? std::max(r.hi, v) : v;
+      r.any = true;
+    }
+  return r;
+}
+
 std::string fmt(const char* f, double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, f, v);
@@ -202,14 +218,7 @@ std::string bar_chart(std::string_view title, std::string_view y_label, const st
 }
 
 std::string box_plot(std::string_view title, std::string_view y_label, const std::vector<Group>& groups) {
-  double lo = 0, hi = 0;
-  bool any = false;
-  for (const auto& g : groups)
-    for (double v : g.values) {
-      lo = any ? std::min(lo, v) : v;
-      hi = any ? std::max(hi, v) : v;
-      any = true;
-    }
+  auto [lo, hi, any] = value_range(groups);
   const double slot = 64;
   Frame f{std::max(300.0, 70 + slot * static_cast<double>(groups.size()) + 20), 250, 70, 20, 40, 40, nice_ticks(lo, hi)};
   std::string s = svg_open(f.w, f.h, title) + y_axis(f, y_label);
@@ -244,14 +253,7 @@ std::string box_plot(std::string_view title, std::string_view y_label, const std
 
 std::string histograms(std::string_view title, const std::vector<Group>& groups, std::size_t bins) {
   bins = std::max<std::size_t>(1, bins);
-  double lo = 0, hi = 0;
-  bool any = false;
-  for (const auto& g : groups)
-    for (double v : g.values) {
-      lo = any ? std::min(lo, v) : v;
-      hi = any ? std::max(hi, v) : v;
-      any = true;
-    }
+  auto [lo, hi, any] = value_range(groups);
   if (!(hi > lo)) hi = lo + 1;
   // Shares per group and bin; the panels share one y scale.
   std::vector<std::vector<double>> share(groups.size(), std::vector<double>(bins, 0.0));

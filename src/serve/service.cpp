@@ -775,9 +775,10 @@ ServeConfig read_config(const std::filesystem::path& path) {
           c.learn.on = lv.get<bool>();
         } else if (lk == "method") {
           c.learn.method = text();
-          if (c.learn.method != "ropg-kd" && c.learn.method != "ium")
-            throw bad(k, "the server learns with \"ropg-kd\" or \"ium\"");
+          if (c.learn.method != "ropg-kd" && c.learn.method != "ium" && c.learn.method != "luf")
+            throw bad(k, "the server learns with \"ropg-kd\", \"ium\" or \"luf\"");
         } else if (lk == "init") c.learn.init = text();
+        else if (lk == "judge") c.learn.judge = text();
         else if (lk == "dir") c.learn.dir = text();
         else if (lk == "min_new_feedback") c.learn.min_new_feedback = count(lv, k, 1, 100000000);
         else if (lk == "interval_seconds") c.learn.interval_seconds = number(0.1, 86400);
@@ -788,7 +789,7 @@ ServeConfig read_config(const std::filesystem::path& path) {
         else if (lk == "positive_at") c.learn.positive_at = number(-1e9, 1e9);
         else
           throw bad(k, "unknown key (on, method, init, dir, min_new_feedback, interval_seconds, dev_fraction, top_l, "
-                       "epochs, lr, positive_at)");
+                       "epochs, lr, positive_at, judge)");
       }
     } else if (key == "user_feedback") {
       if (!v.is_object()) throw bad(key, "expected an object");

@@ -1309,6 +1309,18 @@ TEST_F(Cli, ServeRefusesABadConfigAtStart) {
   r = run("serve --store s.db --config missing.json --port 0");
   EXPECT_EQ(r.rc, 2) << r.err;
   EXPECT_NE(r.err.find("missing.json"), std::string::npos) << r.err;
+  // LUF's learner needs its judge, and a judge is LUF's alone; user feedback needs a model that can judge.
+  { std::ofstream(dir_ / "luf.json") << R"({"learn": {"on": true, "method": "luf", "init": "."}})"; }
+  r = run("serve --store s.db --config luf.json --port 0");
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_NE(r.err.find("learn.judge"), std::string::npos) << r.err;
+  { std::ofstream(dir_ / "judge.json") << R"({"learn": {"judge": "planted:judge"}})"; }
+  r = run("serve --store s.db --config judge.json --port 0");
+  EXPECT_EQ(r.rc, 2) << r.err;
+  { std::ofstream(dir_ / "uf.json") << R"({"user_feedback": {"llm": "reference"}})"; }
+  r = run("serve --store s.db --config uf.json --port 0");
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_NE(r.err.find("user_feedback.llm"), std::string::npos) << r.err;
 }
 
 // attune user-feedback: a batch file curated into the tenant's corpus, a user's documents or

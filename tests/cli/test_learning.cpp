@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -460,7 +461,9 @@ struct ServeApp {
 // that document's utility. The server's learner (ROPG-KD from `enc`) must then serve rankings
 // whose top document is liked more often, on queries it learnt nothing from, under a new
 // model version. (The learner itself, with its lr-0 control, is the ROPG-KD check above.)
-TEST_F(Learning, ServeLearnsFromAPlantedReadersFeedbackSentThroughItsApi) {
+// `learn` adds keys to the config's learn object: "" for ROPG-KD (the default learner).
+static void check_serve_learns(const fs::path& dir_, attune::llm::PlantedReader* reader_, const std::string& learn,
+                               const std::function<attune::testing::CliResult(const std::string&)>& run) {
   attune::engine::DataSpec spec;
   spec.data = kGit;
   spec.task = "commit_subject";
@@ -482,7 +485,7 @@ TEST_F(Learning, ServeLearnsFromAPlantedReadersFeedbackSentThroughItsApi) {
   for (std::size_t i = 0; i < kTrain; ++i) expected += std::min<std::size_t>(16, ds.examples[i].profile.size());
   {
     std::ofstream(dir_ / "serve.json") << R"({"retriever": "bm25", "learn": {"on": true, "init": "enc", "dir": "served",
-        "interval_seconds": 1, "top_l": 16, "epochs": 4, "min_new_feedback": )" << expected << "}}";
+        "interval_seconds": 1, "top_l": 16, "epochs": 4, )" << learn << R"("min_new_feedback": )" << expected << "}}";
   }
   ServeApp app;
   ASSERT_NO_FATAL_FAILURE(app.start(dir_, "serve", "serve.db", "serve.json", key));
@@ -540,6 +543,19 @@ TEST_F(Learning, ServeLearnsFromAPlantedReadersFeedbackSentThroughItsApi) {
   EXPECT_NE(after_version.find("@v2"), std::string::npos) << after_version;
   EXPECT_GT(after, before + 0.02) << "the served rankings did not improve";
   app.stop();
+}
+
+TEST_F(Learning, ServeLearnsFromAPlantedReadersFeedbackSentThroughItsApi) {
+  check_serve_learns(dir_, reader_.get(), "", [](const std::string& a) { return run(a); });
+}
+
+// LUF in attune serve (paper 004): the judge labels what was served (its rule is the reader's
+// preference); the users' utilities still decide the promotion.
+TEST_F(Learning, ServeLearnsWithLufFromAJudgesLabelsOfWhatItServed) {
+  for (const char* f : {"served", "serve.db", "serve.db-wal", "serve.db-shm", "port-serve.txt", "pid-serve.txt", "serve.err", "serve.out"})
+    fs::remove_all(dir_ / f);  // the ROPG-KD check's, when both run in one process
+  check_serve_learns(dir_, reader_.get(), R"("method": "luf", "judge": "planted:judge?word=test", )",
+                     [](const std::string& a) { return run(a); });
 }
 
 // Online IUM per agent in attune serve (paper 002 §4): two agents of one tenant, "tests" and

@@ -9,6 +9,7 @@
 
 #include "attune/core/error.h"
 #include "attune/core/file.h"
+#include "attune/feedback/judge.h"
 #include "attune/neural/dense.h"
 #include "attune/serve/http.h"
 #include "attune/serve/openapi.h"
@@ -25,6 +26,35 @@ namespace {
 // that slot's feedback and answers the spec of the trained folder; Service::learn_step
 // measures it on the held-back requests itself before promoting it.
 //
+// One round of the dense reranker (ROPG-KD on the users' utilities, or LUF on a judge's
+// labels), from the configured encoder, into rerank(BASE, top_l, dense:DIR).
+serve::LearnOutcome train_ropg_round(const serve::LearnConfig& c, const serve::LearnRound& r, train::RopgObjective objective,
+                                     const std::vector<train::RopgExample>& train_ex,
+                                     const std::vector<train::RopgExample>& dev_ex) {
+  train::RopgOptions o;
+  o.objective = objective;
+  o.init = c.init;
+  o.rerank = train::RopgOptions::Rerank{r.base, c.top_l};
+  o.fit.out = r.out;
+  o.fit.epochs = c.epochs;
+  o.fit.lr = c.lr;
+  o.fit.batch_size = 16;
+  o.fit.seed = r.seed;
+  o.fit.quiet = true;
+  const bool luf = objective == train::RopgObjective::LUF;
+  o.fit.data_description = std::string("attune serve: ") + (luf ? "judged " : "") + "feedback of tenant " +
+                           std::to_string(r.tenant) + " (" + std::to_string(r.train.size()) + " requests; " +
+                           std::to_string(r.dev.size()) + " held back)";
+  if (std::filesystem::exists(r.out)) remove_tree(r.out);  // a round cut short by a crash starts again
+  const auto res = train::train_ropg(train_ex, dev_ex, o);
+  const double kept = res.best_epoch ? res.epochs.at(res.best_epoch - 1).dev_top1 : res.init_dev_top1;
+  char line[256];
+  std::snprintf(line, sizeof line, "%s: held-back top-1 %s %.4f at the start -> %.4f (epoch %zu of %zu; oracle %.4f)",
+                luf ? "luf" : "ropg-kd", luf ? "judged score" : "utility", res.init_dev_top1, kept, res.best_epoch,
+                res.epochs.size(), res.dev_oracle);
+  return {r.out.string(), line};
+}
+
 // ROPG-KD (paper 000) on the per-document utilities of what was served, from the configured
 // encoder, into rerank(BASE, top_l, dense:DIR) (the trained folder).
 class RopgKdLearner final : public serve::Learner {
@@ -36,29 +66,45 @@ class RopgKdLearner final : public serve::Learner {
       for (const auto& q : qs) out.push_back({q.request_id, q.query, q.docs, q.utility, {}, {}});
       return out;
     };
-    train::RopgOptions o;
-    o.objective = train::RopgObjective::KD;
-    o.init = c_.init;
-    o.rerank = train::RopgOptions::Rerank{r.base, c_.top_l};
-    o.fit.out = r.out;
-    o.fit.epochs = c_.epochs;
-    o.fit.lr = c_.lr;
-    o.fit.batch_size = 16;
-    o.fit.seed = r.seed;
-    o.fit.quiet = true;
-    o.fit.data_description = "attune serve: feedback of tenant " + std::to_string(r.tenant) + " (" +
-                             std::to_string(r.train.size()) + " requests; " + std::to_string(r.dev.size()) + " held back)";
-    if (std::filesystem::exists(r.out)) remove_tree(r.out);  // a round cut short by a crash starts again
-    const auto res = train::train_ropg(examples(r.train), examples(r.dev), o);
-    const double kept = res.best_epoch ? res.epochs.at(res.best_epoch - 1).dev_top1 : res.init_dev_top1;
-    char line[256];
-    std::snprintf(line, sizeof line, "ropg-kd: held-back top-1 utility %.4f at the start -> %.4f (epoch %zu of %zu; oracle %.4f)",
-                  res.init_dev_top1, kept, res.best_epoch, res.epochs.size(), res.dev_oracle);
-    return {r.out.string(), line};
+    return train_ropg_round(c_, r, train::RopgObjective::KD, examples(r.train), examples(r.dev));
   }
 
  private:
   serve::LearnConfig c_;
+};
+
+// LUF (paper 004 §2): every rated request's served documents judged by learn.judge (one
+// document a prompt, feedback/judge.h: answer / relevant with a score / irrelevant; a
+// document whose replies stay malformed is left out), then the dense encoder trained on
+// LUF's losses from the configured encoder, into rerank(BASE, top_l, dense:DIR). The
+// server still promotes by the users' own utilities on the held-back requests.
+class LufLearner final : public serve::Learner {
+ public:
+  LufLearner(serve::LearnConfig c, std::shared_ptr<llm::LanguageModel> judge) : c_(std::move(c)), judge_(std::move(judge)) {}
+  serve::LearnOutcome learn(const serve::LearnRound& r) override {
+    const auto examples = [&](const std::vector<serve::LearnQuery>& qs) {
+      std::vector<std::string> questions;
+      std::vector<std::vector<std::string>> docs;
+      for (const auto& q : qs) questions.push_back(q.query), docs.push_back(q.docs);
+      feedback::Judge judge(*judge_, feedback::exhaustive_judging());
+      const auto res = judge.judge(questions, docs);
+      std::vector<train::RopgExample> out;
+      for (std::size_t i = 0; i < qs.size(); ++i) {
+        train::RopgExample e{qs[i].request_id, qs[i].query, qs[i].docs, {}, {}, {}};
+        for (const auto& l : res[i].docs) {
+          e.judgement.push_back(!l ? -1 : l->label == feedback::JudgeLabel::Answer ? 2 : l->label == feedback::JudgeLabel::Relevant ? 1 : 0);
+          e.utility.push_back(l ? l->score : 0.0);
+        }
+        out.push_back(std::move(e));
+      }
+      return out;
+    };
+    return train_ropg_round(c_, r, train::RopgObjective::LUF, examples(r.train), examples(r.dev));
+  }
+
+ private:
+  serve::LearnConfig c_;
+  std::shared_ptr<llm::LanguageModel> judge_;
 };
 
 // Online IUM (paper 002 §4): a cross-encoder that reads the agent's task and model tokens,
@@ -156,6 +202,12 @@ void add_serve(CLI::App& app, int& rc) {
       throw UsageError("learning is on but names no encoder to start from: --learn-init DIR or the config's learn.init");
     if (cfg.learn.on && !std::filesystem::is_directory(cfg.learn.init))
       throw UsageError("learn.init " + cfg.learn.init + ": no such model folder");
+    if (cfg.learn.on && cfg.learn.method == "luf" && cfg.learn.judge.empty())
+      throw UsageError("learn.method luf needs learn.judge: the language model that judges what was served");
+    if (!cfg.learn.judge.empty() && cfg.learn.method != "luf")
+      throw UsageError("learn.judge is luf's judge; learn.method is " + cfg.learn.method);
+    std::shared_ptr<llm::LanguageModel> judge;
+    if (cfg.learn.on && cfg.learn.method == "luf") judge = engine::make_llm(cfg.learn.judge, engine::DataSpec{}, nullptr, r->models());
     neural::configure_for_serving(cfg.dense_micro_batch);  // before the service makes its retrievers
     auto st = store::open_sqlite(r->store_file());
     serve::Service service(*st, cfg);
@@ -193,6 +245,8 @@ void add_serve(CLI::App& app, int& rc) {
         std::unique_ptr<serve::Learner> learner;
         if (cfg.learn.method == "ium")
           learner = std::make_unique<IumLearner>(cfg.learn);
+        else if (cfg.learn.method == "luf")
+          learner = std::make_unique<LufLearner>(cfg.learn, judge);
         else
           learner = std::make_unique<RopgKdLearner>(cfg.learn);
         std::unique_lock lock(learn_mu);

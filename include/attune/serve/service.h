@@ -69,8 +69,9 @@ struct Limits {
 struct LearnConfig {
   bool on = false;
   // The learner (tools/attune/cmd_serve.cpp builds it): "ropg-kd" (paper 000: a dense
-  // reranker distilled from the utilities) or "ium" (paper 002: a cross-encoder that reads
-  // the agent's task and model tokens, trained pointwise on useful / not useful).
+  // reranker distilled from the utilities), "ium" (paper 002: a cross-encoder that reads
+  // the agent's task and model tokens, trained pointwise on useful / not useful) or "luf"
+  // (paper 004: the dense reranker trained on the judge's labels of what was served).
   std::string method = "ropg-kd";
   std::string init;                 // the encoder every round starts from (a dense: model folder)
   std::string dir = "serve-models"; // where each round's model folder goes: DIR/TENANT_ID[/AGENT]/vN
@@ -81,6 +82,10 @@ struct LearnConfig {
   std::size_t epochs = 5;
   double lr = 1e-3;
   double positive_at = 0.5;         // ium: a document is useful (label 1) when its utility reaches this
+  // luf (paper 004): the language model that judges each rated request's served documents
+  // (answer / relevant with a score / irrelevant, feedback/judge.h); LUF's losses train the
+  // dense reranker on those labels. The users' utilities still decide promotion.
+  std::string judge;
 };
 
 // An agent (paper 002): an application of the tenant with its own task and language model,
