@@ -24,19 +24,9 @@ std::string utc_date(std::int64_t t) {
   std::time_t tt = static_cast<std::time_t>(t);
   std::tm tm{};
   gmtime_r(&tt, &tm);
-  char buf[16];
+  char buf[40];  // room for any int, so the compiler sees no truncation
   std::snprintf(buf, sizeof buf, "%04d-%02d-%02d", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday);
   return buf;
-}
-
-std::string first_words(std::string_view s, std::size_t n) {
-  const auto w = split_whitespace_views(s);
-  std::string out;
-  for (std::size_t i = 0; i < w.size() && (n == 0 || i < n); ++i) {
-    if (i) out += ' ';
-    out.append(w[i]);
-  }
-  return out;
 }
 
 std::string lower(std::string s) {
@@ -206,11 +196,11 @@ CommitTasks build_commit_tasks(const History& history, const TaskOptions& o) {
             d.date = utc_date(C[h].time);
             if (task == "commit_area") {
               const auto ar = area_of(h);
-              d.fields["description"] = first_words(C[h].description, o.profile_words);
+              d.fields["description"] = tasks::first_words(C[h].description, o.profile_words);
               d.fields["tag"] = ar.empty() ? "other" : ar;
             } else {
               d.fields["title"] = C[h].subject;
-              d.fields["text"] = first_words(C[h].description, o.profile_words);
+              d.fields["text"] = tasks::first_words(C[h].description, o.profile_words);
             }
             ex.profile.push_back(std::move(d));
           }
@@ -237,7 +227,7 @@ CommitTasks build_commit_tasks(const History& history, const TaskOptions& o) {
             cp.id = o.id_prefix + "-cp-" + sha12;
             Rng rng(derive_seed(o.seed, "import-git-pick-" + c.sha));
             const bool gold_first = rng.below(2) == 0;
-            const auto desc = first_words(c.description, o.pick_words);
+            const auto desc = tasks::first_words(c.description, o.pick_words);
             cp.input = gold_first ? tasks::commit_pick_input(desc, c.subject, other->subject)
                                   : tasks::commit_pick_input(desc, other->subject, c.subject);
             cp.output = gold_first ? "[1]" : "[2]";

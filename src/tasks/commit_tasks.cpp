@@ -135,6 +135,17 @@ std::string commit_subject_area(std::string_view subject) {
   return std::string(area);
 }
 
+std::string first_words(std::string_view s, std::size_t n) {
+  if (n == 0) return std::string(s);
+  const auto w = split_whitespace_views(s);
+  std::string out;
+  for (std::size_t i = 0; i < w.size() && i < n; ++i) {
+    if (i) out += ' ';
+    out.append(w[i]);
+  }
+  return out;
+}
+
 std::string commit_subject_input(std::string_view description) {
   return "Generate a subject line for the following commit description: " + std::string(description);
 }

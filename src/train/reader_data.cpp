@@ -21,14 +21,6 @@ void check_ks(const ReaderDataOptions& o) {
     throw FieldError<UsageError>("ks", "the documents per prompt must be positive numbers");
 }
 
-std::string first_words(std::string_view s, std::size_t n) {
-  if (n == 0) return std::string(s);
-  const auto w = split_whitespace(s);
-  std::string out;
-  for (std::size_t i = 0; i < w.size() && i < n; ++i) out += (i ? " " : "") + w[i];
-  return out;
-}
-
 template <class T>
 void shuffle(std::vector<T>& v, Rng& rng) {
   for (std::size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[rng.below(i)]);
@@ -165,12 +157,12 @@ std::vector<ReaderExample> commit_reader_examples(const std::vector<Commit>& com
       d.id = commits[h].id;
       d.owner = ex.user;
       if (area_task) {
-        d.fields["description"] = first_words(commits[h].text, o.profile_words);
+        d.fields["description"] = tasks::first_words(commits[h].text, o.profile_words);
         const auto a = area_of(commits[h]);
         d.fields["tag"] = a.empty() ? "other" : a;
       } else {
         d.fields["title"] = commits[h].subject;
-        d.fields["text"] = first_words(commits[h].text, o.profile_words);
+        d.fields["text"] = tasks::first_words(commits[h].text, o.profile_words);
       }
       d.date = commits[h].date;
       d.text = task.document_text(d);

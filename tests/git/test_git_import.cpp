@@ -133,6 +133,12 @@ Built build_history(Repo& r) {
   return b;
 }
 
+// build_history() written into a new repository at `path` (closed again when it returns).
+Built build_repo(const fs::path& path) {
+  Repo r(path);
+  return build_history(r);
+}
+
 std::vector<std::string> ids(const data::Dataset& ds) {
   std::vector<std::string> v;
   for (const auto& e : ds.examples) v.push_back(e.id);
@@ -182,11 +188,7 @@ TEST(GitImport, ReadsCommitsMergesMailmapFreeAuthorsAndLatin1) {
 
 TEST(GitImport, SplitsEachAuthorByTimeWithStrictlyOlderProfiles) {
   Tmp tmp;
-  Built b;
-  {
-    Repo r(tmp.dir / "repo");
-    b = build_history(r);
-  }
+  Built b = build_repo(tmp.dir / "repo");
   const auto h = git::read_git_history(tmp.dir / "repo");
   git::TaskOptions o;
   o.min_commits = 10;
@@ -268,11 +270,7 @@ TEST(GitImport, SplitsEachAuthorByTimeWithStrictlyOlderProfiles) {
 
 TEST(GitImport, CapsTrainWithASeededSampleAndDevTestWithTheNewest) {
   Tmp tmp;
-  Built b;
-  {
-    Repo r(tmp.dir / "repo");
-    b = build_history(r);
-  }
+  Built b = build_repo(tmp.dir / "repo");
   const auto h = git::read_git_history(tmp.dir / "repo");
   git::TaskOptions o;
   o.min_commits = 10;
@@ -352,10 +350,7 @@ TEST(GitImport, RefusesWhatCannotGiveAnHonestHistory) {
 
 TEST(GitImport, CliWritesTheLayoutThatEvalReads) {
   Tmp tmp;
-  {
-    Repo r(tmp.dir / "repo");
-    build_history(r);
-  }
+  build_repo(tmp.dir / "repo");
   auto res = attune::testing::run_attune(tmp.dir, "import-git repo --out data --min-commits 10 --area-labels 2 --quiet");
   ASSERT_EQ(res.rc, 0) << res.err;
   EXPECT_NE(res.out.find("commit_subject  train 16, dev 2, test 2"), std::string::npos) << res.out;
@@ -406,7 +401,9 @@ void expect_invariants(const git::History& h, const git::CommitTasks& t, const g
         const auto* q = by12.at(e.id.substr(e.id.size() - 12));
         const auto who = git::author_pseudonym(*q);
         EXPECT_LE(q->parents, 1u);
-        if (task == "commit_subject") EXPECT_EQ(e.output, q->subject);
+        if (task == "commit_subject") {
+          EXPECT_EQ(e.output, q->subject);
+        }
         ASSERT_FALSE(e.profile.empty()) << e.id;
         EXPECT_LE(e.profile.size(), o.profile_size);
         std::int64_t last = INT64_MIN;
@@ -423,8 +420,12 @@ void expect_invariants(const git::History& h, const git::CommitTasks& t, const g
         s.second = std::max(s.second, q->time);
       }
   for (const auto& [who, s] : span) {
-    if (s.count("train") && s.count("dev")) EXPECT_LE(s.at("train").second, s.at("dev").first) << who;
-    if (s.count("dev") && s.count("test")) EXPECT_LE(s.at("dev").second, s.at("test").first) << who;
+    if (s.count("train") && s.count("dev")) {
+      EXPECT_LE(s.at("train").second, s.at("dev").first) << who;
+    }
+    if (s.count("dev") && s.count("test")) {
+      EXPECT_LE(s.at("dev").second, s.at("test").first) << who;
+    }
   }
 }
 
@@ -432,10 +433,7 @@ void expect_invariants(const git::History& h, const git::CommitTasks& t, const g
 
 TEST(GitImport, HoldsItsInvariantsOnSyntheticAndOnThisProjectsOwnHistory) {
   Tmp tmp;
-  {
-    Repo r(tmp.dir / "repo");
-    build_history(r);
-  }
+  build_repo(tmp.dir / "repo");
   git::TaskOptions o;
   o.min_commits = 10;
   const auto h = git::read_git_history(tmp.dir / "repo");

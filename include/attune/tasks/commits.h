@@ -3,6 +3,7 @@
 // area, and the inputs of commit_subject, commit_area and commit_pick exactly as
 // ../shared/data/git writes them. Used by `attune import-git` (git/import.h) and by the
 // reader's fine-tuning examples (train/reader.h).
+#include <cstddef>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,6 +18,10 @@ struct Commit {
 // The area of a commit subject, "<area>: ...": the text before the first ':' when it is 1
 // to 40 characters without spaces; "" otherwise.
 std::string commit_subject_area(std::string_view subject);
+
+// The first n words of s joined by single spaces (profile texts and commit_pick's quoted
+// description are cut so, as in ../shared/data/git); s itself when n is 0.
+std::string first_words(std::string_view s, std::size_t n);
 
 // "Generate a subject line for the following commit description: " + description.
 std::string commit_subject_input(std::string_view description);
