@@ -76,16 +76,20 @@ void open_repository(Repo& repo, const fs::path& path) {
 bool to_utf8(std::string& s, const char* declared) {
   if (valid_utf8(s)) return false;
   const char* from = declared && *declared ? declared : "ISO-8859-1";
+  const auto bad = reinterpret_cast<iconv_t>(-1);
   iconv_t cd = iconv_open("UTF-8", from);
-  if (cd == reinterpret_cast<iconv_t>(-1)) cd = iconv_open("UTF-8", "ISO-8859-1");
+  if (cd == bad) cd = iconv_open("UTF-8", "ISO-8859-1");
   std::string out(s.size() * 4 + 16, '\0');
-  char* in = s.data();
-  std::size_t in_left = s.size();
-  char* o = out.data();
-  std::size_t out_left = out.size();
-  const auto rc = iconv(cd, &in, &in_left, &o, &out_left);
-  iconv_close(cd);
-  out.resize(out.size() - out_left);
+  std::size_t rc = static_cast<std::size_t>(-1);
+  if (cd != bad) {
+    char* in = s.data();
+    std::size_t in_left = s.size();
+    char* o = out.data();
+    std::size_t out_left = out.size();
+    rc = iconv(cd, &in, &in_left, &o, &out_left);
+    iconv_close(cd);
+    out.resize(out.size() - out_left);
+  }
   if (rc == static_cast<std::size_t>(-1) || !valid_utf8(out)) {
     // Not in that encoding either: keep the ASCII bytes, drop the rest.
     std::string ascii;
