@@ -79,33 +79,25 @@ std::string redact_url_passwords(std::string_view text) {
   return out;
 }
 
-OpenAIOptions parse_openai_spec(std::string_view spec_in) {
-  const std::string where = "language model \"" + redact_url_passwords(spec_in) + "\": ";
-  OpenAIOptions o;
-  // USER:PASSWORD@ goes to basic auth; the spec parsed below (and every message) has none.
-  std::string stripped(spec_in);
+namespace {
+
+// One BASE_URL of the spec: http(s)://[USER:PASSWORD@]HOST[:PORT][/PATH]. The userinfo goes to
+// basic auth; the URL kept (and every message) has none.
+OpenAIEndpoint parse_base_url(std::string_view url_in, const std::string& where) {
+  OpenAIEndpoint e;
+  std::string stripped(url_in);
   if (const auto scheme = stripped.find("://"); scheme != std::string::npos) {
     const std::size_t start = scheme + 3;
     const std::size_t end = std::min(stripped.find_first_of("/?#", start), stripped.size());
     const auto at = stripped.rfind('@', end - 1);
     if (end > start && at != std::string::npos && at >= start) {
-      o.userinfo = stripped.substr(start, at - start);
-      if (o.userinfo.empty()) throw UsageError(where + "empty user name before '@' in the base URL");
+      e.userinfo = stripped.substr(start, at - start);
+      if (e.userinfo.empty()) throw UsageError(where + "empty user name before '@' in the base URL");
       stripped.erase(start, at - start + 1);
     }
   }
-  const std::string_view spec = stripped;
-  std::string_view s = spec;
-  if (starts_with(s, "openai:")) s.remove_prefix(7);
-  const auto hash = s.find('#');
-  if (hash == std::string_view::npos)
-    throw UsageError(where + "expected openai:BASE_URL#MODEL (no '#' before the model name)");
-  std::string_view url = s.substr(0, hash), rest = s.substr(hash + 1);
-  const auto q = rest.find('?');
-  o.model = std::string(rest.substr(0, q));
-  if (o.model.empty()) throw UsageError(where + "no model name after '#' (expected openai:BASE_URL#MODEL)");
-
-  // BASE_URL: http(s)://HOST[:PORT][/PATH]
+  const std::string_view url = stripped;
+  if (url.empty()) throw UsageError(where + "an empty base URL (expected openai:BASE_URL[,BASE_URL...]#MODEL)");
   std::string_view after;
   if (starts_with(url, "http://")) {
     after = url.substr(7);
@@ -139,8 +131,39 @@ OpenAIOptions parse_openai_spec(std::string_view spec_in) {
   }
   if (url.find_first_of("? \t") != std::string_view::npos)
     throw UsageError(where + "base URL \"" + std::string(url) + "\" may not contain a query or spaces");
-  o.base_url = std::string(url);
-  while (!o.base_url.empty() && o.base_url.back() == '/') o.base_url.pop_back();
+  e.base_url = std::string(url);
+  while (!e.base_url.empty() && e.base_url.back() == '/') e.base_url.pop_back();
+  return e;
+}
+
+}  // namespace
+
+OpenAIOptions parse_openai_spec(std::string_view spec_in) {
+  const std::string where = "language model \"" + redact_url_passwords(spec_in) + "\": ";
+  OpenAIOptions o;
+  std::string_view s = spec_in;
+  if (starts_with(s, "openai:")) s.remove_prefix(7);
+  const auto hash = s.find('#');
+  if (hash == std::string_view::npos)
+    throw UsageError(where + "expected openai:BASE_URL#MODEL (no '#' before the model name)");
+  std::string_view urls = s.substr(0, hash), rest = s.substr(hash + 1);
+  const auto q = rest.find('?');
+  o.model = std::string(rest.substr(0, q));
+  if (o.model.empty()) throw UsageError(where + "no model name after '#' (expected openai:BASE_URL#MODEL)");
+
+  // BASE_URL[,BASE_URL...]: servers of the same model.
+  std::set<std::string> distinct;
+  for (;;) {
+    const auto comma = urls.find(',');
+    auto e = parse_base_url(urls.substr(0, comma), where);
+    if (!distinct.insert(e.base_url).second)
+      throw UsageError(where + "base URL \"" + e.base_url + "\" is listed twice");
+    o.endpoints.push_back(std::move(e));
+    if (comma == std::string_view::npos) break;
+    urls.remove_prefix(comma + 1);
+  }
+  o.base_url = o.endpoints.front().base_url;
+  o.userinfo = o.endpoints.front().userinfo;
 
   if (q != std::string_view::npos) {
     std::string_view settings = rest.substr(q + 1);
@@ -305,14 +328,26 @@ class Deadlines {
 
 struct OpenAIModel::Impl {
   OpenAIOptions o;
-  std::string host;    // scheme://host[:port]
-  std::string prefix;  // the base URL's path ("/v1"), no trailing '/'
 
-  // Concurrency slots and idle keep-alive connections, shared by all threads.
+  // One server of the model; its state (but the counters) under `mu`.
+  struct Endpoint {
+    std::string base_url;
+    std::string host;    // scheme://host[:port]
+    std::string prefix;  // the base URL's path ("/v1"), no trailing '/'
+    std::string userinfo;
+    std::vector<std::unique_ptr<httplib::Client>> idle;  // keep-alive connections
+    std::size_t outstanding = 0;
+    int failures_in_a_row = 0;
+    Clock::time_point back_at{};  // set aside until then after a failure
+    std::atomic<std::uint64_t> requests{0}, errors{0};
+  };
+  std::vector<std::unique_ptr<Endpoint>> endpoints;
+
+  // Concurrency slots, shared by all threads and endpoints.
   std::mutex mu;
   std::condition_variable cv;
   std::size_t in_use = 0;
-  std::vector<std::unique_ptr<httplib::Client>> idle;
+  std::size_t turn = 0;  // where the search for the least loaded endpoint starts (ties rotate)
 
   std::mutex rng_mu;
   std::mt19937_64 rng{0x6f70656e6169ULL};
@@ -322,39 +357,95 @@ struct OpenAIModel::Impl {
   Deadlines deadlines;  // declared after the pool: destroyed (joined) before the clients
   std::atomic<double> request_seconds{0}, backoff_seconds{0}, queue_seconds{0};
 
-  std::unique_ptr<httplib::Client> acquire() {
+  // An attempt's endpoint and connection.
+  struct Lease {
+    Endpoint* endpoint = nullptr;
+    std::unique_ptr<httplib::Client> client;
+  };
+
+  // Under `mu`: the available endpoint with the fewest requests outstanding, the search
+  // starting one further each time (so ties rotate); when every one is set aside, the one
+  // back first.
+  Endpoint* pick() {
+    const auto now = Clock::now();
+    const std::size_t n = endpoints.size();
+    Endpoint* best = nullptr;
+    for (std::size_t k = 0; k < n; ++k) {
+      Endpoint* e = endpoints[(turn + k) % n].get();
+      if (e->back_at > now) continue;
+      if (!best || e->outstanding < best->outstanding) best = e;
+    }
+    if (!best)
+      for (const auto& e : endpoints)
+        if (!best || e->back_at < best->back_at) best = e.get();
+    turn = (turn + 1) % n;
+    return best;
+  }
+
+  Lease acquire() {
     const auto t0 = Clock::now();
     std::unique_lock<std::mutex> lock(mu);
     cv.wait(lock, [&] { return in_use < o.concurrency; });
     ++in_use;
     queue_seconds.fetch_add(seconds_since(t0));
-    if (!idle.empty()) {
-      auto c = std::move(idle.back());
-      idle.pop_back();
-      return c;
+    Lease l;
+    l.endpoint = pick();
+    ++l.endpoint->outstanding;
+    if (!l.endpoint->idle.empty()) {
+      l.client = std::move(l.endpoint->idle.back());
+      l.endpoint->idle.pop_back();
+      return l;
     }
     lock.unlock();
-    auto c = std::make_unique<httplib::Client>(host);
+    auto c = std::make_unique<httplib::Client>(l.endpoint->host);
     const auto t = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::duration<double>(o.timeout));
     c->set_connection_timeout(t);
     c->set_read_timeout(t);
     c->set_write_timeout(t);
     c->set_keep_alive(true);
     c->set_tcp_nodelay(true);  // headers and body go in separate writes: no Nagle delay
-    if (!o.userinfo.empty()) {
-      const auto colon = o.userinfo.find(':');
-      c->set_basic_auth(o.userinfo.substr(0, colon), colon == std::string::npos ? "" : o.userinfo.substr(colon + 1));
+    const std::string& user = l.endpoint->userinfo;
+    if (!user.empty()) {
+      const auto colon = user.find(':');
+      c->set_basic_auth(user.substr(0, colon), colon == std::string::npos ? "" : user.substr(colon + 1));
     }
-    return c;
+    l.client = std::move(c);
+    return l;
   }
   // keep = false drops the connection (after an error its state is unknown).
-  void release(std::unique_ptr<httplib::Client> c, bool keep) {
+  void release(Lease& l, bool keep) {
     {
       std::lock_guard<std::mutex> lock(mu);
       --in_use;
-      if (keep && c) idle.push_back(std::move(c));
+      --l.endpoint->outstanding;
+      if (keep && l.client) l.endpoint->idle.push_back(std::move(l.client));
     }
+    l.client.reset();
     cv.notify_one();
+  }
+  // After an attempt: a success ends the endpoint's cool-down; a failure of the server
+  // (not of the request) sets it aside, with several endpoints, for `retry_after` seconds
+  // when the server said, else 1 s doubling with each failure in a row, at most 30 s.
+  void settle(Endpoint* e, bool ok, double retry_after) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (ok) {
+      e->failures_in_a_row = 0;
+      e->back_at = {};
+      return;
+    }
+    ++e->errors;
+    if (endpoints.size() == 1) return;  // one server: the backoff below is the whole policy
+    const int f = ++e->failures_in_a_row;
+    const double cool = retry_after >= 0 ? retry_after : std::min(30.0, std::ldexp(1.0, std::min(f - 1, 5)));
+    e->back_at = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(cool));
+  }
+  // Whether an endpoint is available now (a retry can go there without waiting).
+  bool any_available() {
+    std::lock_guard<std::mutex> lock(mu);
+    const auto now = Clock::now();
+    for (const auto& e : endpoints)
+      if (e->back_at <= now) return true;
+    return false;
   }
 
   double jitter(int retry) {
@@ -363,16 +454,20 @@ struct OpenAIModel::Impl {
     return std::uniform_real_distribution<double>(0.0, 1.0)(rng) * ceiling;
   }
 
-  // POSTs body to BASE_URL + endpoint with retries; the parsed JSON of a 2xx answer.
-  json post(const std::string& endpoint, const json& body) {
-    const std::string url = o.base_url + endpoint, path = prefix + endpoint;
+  // POSTs body to BASE_URL + endpoint with retries; the parsed JSON of a 2xx answer, and in
+  // `served_by` the base URL of the server that gave it.
+  json post(const std::string& endpoint, const json& body, std::string& served_by) {
     const std::string payload = body.dump(-1, ' ', false, json::error_handler_t::replace);
     httplib::Headers headers;
     if (!o.api_key.empty()) headers.emplace("Authorization", "Bearer " + o.api_key);
     std::string last;
     for (int attempt = 0;; ++attempt) {
-      auto client = acquire();
+      auto lease = acquire();
+      Endpoint* ep = lease.endpoint;
+      const std::string url = ep->base_url + endpoint, path = ep->prefix + endpoint;
+      auto& client = lease.client;
       ++requests;
+      ++ep->requests;
       const auto t0 = Clock::now();
       httplib::Request req;
       req.method = "POST";
@@ -399,13 +494,13 @@ struct OpenAIModel::Impl {
       double retry_after = -1;
       bool retryable = true;
       if (too_large) {
-        release(std::move(client), false);
+        release(lease, false);
         ++oversized;
         throw Error(url + ": the answer is larger than max_response=" + std::to_string(o.max_response) +
                     " bytes (raise it in the spec: ...?max_response=BYTES)");
       }
       if (!res || expired) {
-        release(std::move(client), false);
+        release(lease, false);
         const auto err = res ? httplib::Error::Read : res.error();
         const bool timed_out = expired || err == httplib::Error::ConnectionTimeout ||
                                ((err == httplib::Error::Read || err == httplib::Error::Write) && dt >= 0.9 * o.timeout);
@@ -424,8 +519,10 @@ struct OpenAIModel::Impl {
         const int status = res->status;
         std::string text = std::move(received);
         const std::string ra = res->get_header_value("Retry-After");
-        release(std::move(client), true);
+        release(lease, true);
         if (status >= 200 && status < 300) {
+          settle(ep, true, -1);
+          served_by = ep->base_url;
           try {
             return json::parse(text);
           } catch (const json::exception&) {
@@ -446,9 +543,11 @@ struct OpenAIModel::Impl {
           throw Error(url + ": " + last);
         }
       }
+      if (retryable) settle(ep, false, retry_after);
       if (!retryable || attempt >= o.retries)
         throw Error(url + ": " + last + " (" + std::to_string(attempt + 1) + (attempt ? " attempts)" : " attempt)"));
       ++retries;
+      if (endpoints.size() > 1 && any_available()) continue;  // another server takes it at once
       const double delay = retry_after >= 0 ? retry_after : jitter(attempt);
       backoff_seconds.fetch_add(delay);
       std::this_thread::sleep_for(std::chrono::duration<double>(delay));
@@ -466,8 +565,9 @@ struct OpenAIModel::Impl {
     }
   }
 
-  [[noreturn]] void malformed(const std::string& endpoint, const std::string& field, const std::string& what) {
-    throw Error(o.base_url + endpoint + ": malformed response: field \"" + field + "\" " + what);
+  // `url`: the server's base URL and the endpoint that answered.
+  [[noreturn]] void malformed(const std::string& url, const std::string& field, const std::string& what) {
+    throw Error(url + ": malformed response: field \"" + field + "\" " + what);
   }
 
   void count_usage(const json& r) {
@@ -479,12 +579,12 @@ struct OpenAIModel::Impl {
       completion_tokens += u["completion_tokens"].get<std::uint64_t>();
   }
 
-  const json& first_choice(const std::string& endpoint, const json& r) {
-    if (!r.is_object()) malformed(endpoint, "(top level)", "is not an object");
-    if (!r.contains("choices")) malformed(endpoint, "choices", "is missing");
+  const json& first_choice(const std::string& url, const json& r) {
+    if (!r.is_object()) malformed(url, "(top level)", "is not an object");
+    if (!r.contains("choices")) malformed(url, "choices", "is missing");
     const auto& c = r["choices"];
-    if (!c.is_array() || c.empty()) malformed(endpoint, "choices", "is not a non-empty array");
-    if (!c[0].is_object()) malformed(endpoint, "choices[0]", "is not an object");
+    if (!c.is_array() || c.empty()) malformed(url, "choices", "is not a non-empty array");
+    if (!c[0].is_object()) malformed(url, "choices[0]", "is not an object");
     return c[0];
   }
 
@@ -505,17 +605,19 @@ struct OpenAIModel::Impl {
       body["messages"] = json::array({{{"role", "user"}, {"content", text}}});
     else
       body["prompt"] = text;
-    const json r = post(endpoint, body);
+    std::string served;
+    const json r = post(endpoint, body, served);
+    const std::string at = served + endpoint;
     count_usage(r);
-    const auto& c = first_choice(endpoint, r);
+    const auto& c = first_choice(at, r);
     if (o.chat) {
-      if (!c.contains("message") || !c["message"].is_object()) malformed(endpoint, "choices[0].message", "is missing");
+      if (!c.contains("message") || !c["message"].is_object()) malformed(at, "choices[0].message", "is missing");
       const auto& m = c["message"];
       if (!m.contains("content") || !m["content"].is_string())
-        malformed(endpoint, "choices[0].message.content", "is missing or not a string");
+        malformed(at, "choices[0].message.content", "is missing or not a string");
       return m["content"].get<std::string>();
     }
-    if (!c.contains("text") || !c["text"].is_string()) malformed(endpoint, "choices[0].text", "is missing or not a string");
+    if (!c.contains("text") || !c["text"].is_string()) malformed(at, "choices[0].text", "is missing or not a string");
     return c["text"].get<std::string>();
   }
 
@@ -524,25 +626,27 @@ struct OpenAIModel::Impl {
     const std::string endpoint = "/completions";
     const json body = {{"model", o.model}, {"prompt", req.prompt + req.target}, {"echo", true}, {"logprobs", 1},
                        {"max_tokens", 1}, {"temperature", 0.0}, {"n", 1}};
-    const json r = post(endpoint, body);
+    std::string served;
+    const json r = post(endpoint, body, served);
+    const std::string at = served + endpoint;
     count_usage(r);
-    const auto& c = first_choice(endpoint, r);
+    const auto& c = first_choice(at, r);
     auto cannot = [&](const std::string& field) {
-      return Error(o.base_url + endpoint +
+      return Error(at +
                    ": the server cannot return prompt log-probabilities (echo+logprobs, as vLLM serves them): field \"" +
                    field + "\" is missing or null");
     };
     if (!c.contains("logprobs") || c["logprobs"].is_null()) throw cannot("choices[0].logprobs");
     const auto& lp = c["logprobs"];
-    if (!lp.is_object()) malformed(endpoint, "choices[0].logprobs", "is not an object");
+    if (!lp.is_object()) malformed(at, "choices[0].logprobs", "is not an object");
     for (const char* f : {"token_logprobs", "text_offset"})
       if (!lp.contains(f) || lp[f].is_null()) throw cannot(std::string("choices[0].logprobs.") + f);
     const auto& lps = lp["token_logprobs"];
     const auto& offs = lp["text_offset"];
-    if (!lps.is_array()) malformed(endpoint, "choices[0].logprobs.token_logprobs", "is not an array");
-    if (!offs.is_array()) malformed(endpoint, "choices[0].logprobs.text_offset", "is not an array");
+    if (!lps.is_array()) malformed(at, "choices[0].logprobs.token_logprobs", "is not an array");
+    if (!offs.is_array()) malformed(at, "choices[0].logprobs.text_offset", "is not an array");
     if (lps.size() != offs.size())
-      malformed(endpoint, "choices[0].logprobs.text_offset", "has " + std::to_string(offs.size()) +
+      malformed(at, "choices[0].logprobs.text_offset", "has " + std::to_string(offs.size()) +
                                                                   " entries but token_logprobs has " +
                                                                   std::to_string(lps.size()));
     const std::size_t P = utf8_code_points(req.prompt);
@@ -551,41 +655,41 @@ struct OpenAIModel::Impl {
     // generated token), else the tokens' texts joined.
     const json* toks = lp.contains("tokens") && lp["tokens"].is_array() ? &lp["tokens"] : nullptr;
     if (toks && toks->size() != lps.size())
-      malformed(endpoint, "choices[0].logprobs.tokens", "has " + std::to_string(toks->size()) +
+      malformed(at, "choices[0].logprobs.tokens", "has " + std::to_string(toks->size()) +
                                                             " entries but token_logprobs has " + std::to_string(lps.size()));
     const std::string sent = req.prompt + req.target;
     if (c.contains("text") && c["text"].is_string()) {
       if (!starts_with(c["text"].get_ref<const std::string&>(), sent))
-        malformed(endpoint, "choices[0].text", "does not begin with the prompt and target that were sent (is echo ignored?)");
+        malformed(at, "choices[0].text", "does not begin with the prompt and target that were sent (is echo ignored?)");
     } else if (toks) {
       std::string joined;
       for (const auto& t : *toks) {
-        if (!t.is_string()) malformed(endpoint, "choices[0].logprobs.tokens", "holds a non-string token");
+        if (!t.is_string()) malformed(at, "choices[0].logprobs.tokens", "holds a non-string token");
         joined += t.get<std::string>();
         if (joined.size() >= sent.size()) break;
       }
       if (!starts_with(joined, sent))
-        malformed(endpoint, "choices[0].logprobs.tokens", "do not spell the prompt and target that were sent");
+        malformed(at, "choices[0].logprobs.tokens", "do not spell the prompt and target that were sent");
     }
     std::vector<std::size_t> off(offs.size());
     for (std::size_t i = 0; i < offs.size(); ++i) {
       const std::string field = "choices[0].logprobs.text_offset[" + std::to_string(i) + "]";
       if (!offs[i].is_number_integer() || offs[i].get<long long>() < 0)
-        malformed(endpoint, field, "is not a non-negative integer");
+        malformed(at, field, "is not a non-negative integer");
       off[i] = offs[i].get<std::size_t>();
-      if (i && off[i] < off[i - 1]) malformed(endpoint, field, "decreases");
+      if (i && off[i] < off[i - 1]) malformed(at, field, "decreases");
       // Two tokens at one offset: only a text-less piece (a byte-fallback fragment) may
       // share its successor's offset.
       if (i && off[i] == off[i - 1]) {
         const bool empty_piece = toks && (*toks)[i - 1].is_string() && (*toks)[i - 1].get_ref<const std::string&>().empty();
         if (!empty_piece && !(i == 1 && lps[0].is_null()))
-          malformed(endpoint, field, "repeats the offset of token " + std::to_string(i - 1));
+          malformed(at, field, "repeats the offset of token " + std::to_string(i - 1));
       }
-      if (off[i] > T + 1024) malformed(endpoint, field, "lies past the end of the echoed text");
+      if (off[i] > T + 1024) malformed(at, field, "lies past the end of the echoed text");
     }
     for (std::size_t i = 0; i < lps.size(); ++i)
       if (lps[i].is_number() && !(lps[i].get<double>() <= 0.0))
-        malformed(endpoint, "choices[0].logprobs.token_logprobs[" + std::to_string(i) + "]",
+        malformed(at, "choices[0].logprobs.token_logprobs[" + std::to_string(i) + "]",
                   "is " + lps[i].dump() + ": a log-probability must be <= 0");
     double total = 0;
     std::size_t counted = 0, straddles = 0;
@@ -597,18 +701,18 @@ struct OpenAIModel::Impl {
       if (lps[i].is_null()) {
         if (i == 0 && end == start) continue;  // a text-less first token (BOS): no probability, no text
         if (i == 0 || start == 0)
-          throw Error(o.base_url + endpoint +
+          throw Error(at +
                       ": the server gives no probability for the first token of a text, so score needs a non-empty "
                       "prompt");
         throw cannot(field);
       }
-      if (!lps[i].is_number()) malformed(endpoint, field, "is not a number");
+      if (!lps[i].is_number()) malformed(at, field, "is not a number");
       if (start < P) ++straddles;
       total += lps[i].get<double>();
       ++counted;
     }
     if (counted == 0)
-      throw Error(o.base_url + endpoint +
+      throw Error(at +
                   ": no echoed token lies in the target (choices[0].logprobs.text_offset does not cover the prompt "
                   "text; does the server echo the prompt?)");
     straddling += straddles;
@@ -617,26 +721,33 @@ struct OpenAIModel::Impl {
 };
 
 OpenAIModel::OpenAIModel(OpenAIOptions opts) : opts_(std::move(opts)), impl_(std::make_unique<Impl>()) {
+  if (opts_.endpoints.empty()) opts_.endpoints.push_back({opts_.base_url, opts_.userinfo});
   impl_->o = opts_;
-  const bool https = starts_with(opts_.base_url, "https://");
-  if (!https && !starts_with(opts_.base_url, "http://"))
-    throw UsageError("openai base URL \"" + opts_.base_url + "\" must start with http:// or https://");
-#ifndef CPPHTTPLIB_OPENSSL_SUPPORT
-  if (https)
-    throw UsageError("openai base URL \"" + opts_.base_url +
-                     "\": https is not supported by this build (cpp-httplib without OpenSSL); use http://");
-#endif
-  const std::size_t scheme_end = opts_.base_url.find("://") + 3;
-  const std::size_t slash = opts_.base_url.find('/', scheme_end);
-  impl_->host = opts_.base_url.substr(0, slash);
-  impl_->prefix = slash == std::string::npos ? "" : opts_.base_url.substr(slash);
   if (opts_.concurrency == 0) impl_->o.concurrency = 1;
+  for (const auto& e : opts_.endpoints) {
+    const bool https = starts_with(e.base_url, "https://");
+    if (!https && !starts_with(e.base_url, "http://"))
+      throw UsageError("openai base URL \"" + e.base_url + "\" must start with http:// or https://");
+#ifndef CPPHTTPLIB_OPENSSL_SUPPORT
+    if (https)
+      throw UsageError("openai base URL \"" + e.base_url +
+                       "\": https is not supported by this build (cpp-httplib without OpenSSL); use http://");
+#endif
+    auto ep = std::make_unique<Impl::Endpoint>();
+    ep->base_url = e.base_url;
+    ep->userinfo = e.userinfo;
+    const std::size_t scheme_end = e.base_url.find("://") + 3;
+    const std::size_t slash = e.base_url.find('/', scheme_end);
+    ep->host = e.base_url.substr(0, slash);
+    ep->prefix = slash == std::string::npos ? "" : e.base_url.substr(slash);
+    httplib::Client probe(ep->host);
+    if (!probe.is_valid()) throw UsageError("openai base URL \"" + e.base_url + "\": cannot use this host");
+    impl_->endpoints.push_back(std::move(ep));
+  }
   // cpp-httplib's client writes with plain send(): a server that closes a keep-alive
   // connection would kill the process with SIGPIPE. Ignore it unless someone handles it.
   struct sigaction old {};
   if (sigaction(SIGPIPE, nullptr, &old) == 0 && old.sa_handler == SIG_DFL) std::signal(SIGPIPE, SIG_IGN);
-  httplib::Client probe(impl_->host);
-  if (!probe.is_valid()) throw UsageError("openai base URL \"" + opts_.base_url + "\": cannot use this host");
 }
 
 OpenAIModel::~OpenAIModel() = default;
@@ -657,12 +768,20 @@ std::vector<double> OpenAIModel::score(std::span<const ScoreRequest> requests) {
 }
 
 ModelInfo OpenAIModel::info() const {
-  return {"openai:" + opts_.base_url + "#" + opts_.model + "?api=" + (opts_.chat ? "chat" : "completions")};
+  // Replicas of one model give the same answers: the id names them all, sorted, so the
+  // order they are listed in does not change the cache key (one server: its URL, as always).
+  std::vector<std::string> urls;
+  for (const auto& e : opts_.endpoints) urls.push_back(e.base_url);
+  if (urls.empty()) urls.push_back(opts_.base_url);
+  std::sort(urls.begin(), urls.end());
+  std::string joined;
+  for (const auto& u : urls) joined += (joined.empty() ? "" : ",") + u;
+  return {"openai:" + joined + "#" + opts_.model + "?api=" + (opts_.chat ? "chat" : "completions")};
 }
 
 std::vector<std::pair<std::string, double>> OpenAIModel::counters() const {
   const Impl& m = *impl_;
-  return {{"requests", static_cast<double>(m.requests)},
+  std::vector<std::pair<std::string, double>> out = {{"requests", static_cast<double>(m.requests)},
           {"retries", static_cast<double>(m.retries)},
           {"failures", static_cast<double>(m.failures)},
           {"timeouts", static_cast<double>(m.timeouts)},
@@ -673,6 +792,13 @@ std::vector<std::pair<std::string, double>> OpenAIModel::counters() const {
           {"request_seconds", m.request_seconds.load()},
           {"backoff_seconds", m.backoff_seconds.load()},
           {"queue_seconds", m.queue_seconds.load()}};
+  if (m.endpoints.size() > 1)
+    for (std::size_t i = 0; i < m.endpoints.size(); ++i) {
+      const std::string n = "endpoint_" + std::to_string(i + 1);
+      out.emplace_back(n + "_requests", static_cast<double>(m.endpoints[i]->requests));
+      out.emplace_back(n + "_errors", static_cast<double>(m.endpoints[i]->errors));
+    }
+  return out;
 }
 
 }  // namespace attune::llm

@@ -3,7 +3,9 @@
 #include <httplib.h>
 
 #include <cmath>
+#include <chrono>
 #include <mutex>
+#include <thread>
 #include <nlohmann/json.hpp>
 #include <limits>
 #include <stdexcept>
@@ -67,6 +69,10 @@ OpenAIServer::OpenAIServer(LanguageModel& model, ServeOptions o)
   auto& svr = impl_->svr;
   svr.set_tcp_nodelay(true);
   svr.set_keep_alive_timeout(1);  // seconds an idle connection holds a worker: stop() waits for it
+  // A keep-alive connection holds a worker thread while it lasts, so a client with more
+  // connections than workers (cpp-httplib's default: 8) would have the rest wait for one to
+  // close. Model calls are one at a time anyway; the workers only hold connections.
+  svr.new_task_queue = [] { return new httplib::ThreadPool(64); };
 
   // The options every generation request shares; refuses what the server cannot honour.
   auto generate_options = [this](const json& body) {
@@ -93,7 +99,11 @@ OpenAIServer::OpenAIServer(LanguageModel& model, ServeOptions o)
   };
   auto run_model = [this, &model](const std::vector<Prompt>& prompts, const GenerateOptions& g) {
     std::lock_guard<std::mutex> lock(impl_->model_mu);
-    return model.generate(prompts, g);
+    const auto until = std::chrono::steady_clock::now() +
+                       std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(o_.latency));
+    auto out = model.generate(prompts, g);
+    std::this_thread::sleep_until(until);
+    return out;
   };
   // Runs `body` and turns refusals and model errors into OpenAI-style error replies.
   auto guarded = [this](auto body) {

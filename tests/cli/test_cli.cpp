@@ -755,6 +755,26 @@ TEST_F(Cli, PretrainEncoderThenRankAndEvalWithDense) {
   auto bad = run("pretrain-encoder " + common + " --steps 2 --out bad --add-source " + kSample);
   EXPECT_EQ(bad.rc, 2);
   EXPECT_NE(bad.err.find("expected DIR:TASK"), std::string::npos) << bad.err;
+  // --add-texts: a commits.jsonl-like file, subject and description joined into one text a
+  // line; a repeated line is one text, a line with neither field is counted, not guessed.
+  write("commits.jsonl",
+        "{\"id\": \"c1\", \"subject\": \"fix the parser\", \"text\": \"the parser read one byte too many\"}\n"
+        "{\"id\": \"c2\", \"subject\": \"add a test\", \"text\": \"covers the empty input\"}\n"
+        "{\"id\": \"c1\", \"subject\": \"fix the parser\", \"text\": \"the parser read one byte too many\"}\n"
+        "{\"id\": \"c3\", \"author\": \"x\"}\n");
+  auto texts = run("pretrain-encoder " + common + " --steps 2 --out texts --add-texts commits.jsonl");
+  ASSERT_EQ(texts.rc, 0) << texts.err;
+  const std::string with_texts = nlohmann::json::parse(slurp(dir_ / "texts" / "attune_train.json"))["data"];
+  EXPECT_NE(with_texts.find("commits.jsonl (2 texts, 1 repeats left out, 1 lines without a field)"), std::string::npos)
+      << with_texts;
+  for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
+           {"--add-texts nope.jsonl", "--add-texts nope.jsonl: no such file"},
+           {"--add-texts commits.jsonl --text-fields missing", "no line has a non-empty string among --text-fields missing"},
+           {"--add-texts commits.jsonl --text-fields ,", "--text-fields: name at least one field"}}) {
+    auto refused = run("pretrain-encoder " + common + " --steps 2 --out refused " + args);
+    EXPECT_NE(refused.rc, 0) << args;
+    EXPECT_NE(refused.err.find(message), std::string::npos) << args << ": " << refused.err;
+  }
   auto r = run("rank --data " + kSample + " --task commit_subject --split dev --retriever dense:enc --k 3 --out ranks.jsonl --quiet");
   ASSERT_EQ(r.rc, 0) << r.err;
   std::ifstream in(dir_ / "ranks.jsonl");

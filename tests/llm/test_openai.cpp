@@ -602,3 +602,138 @@ TEST_F(OpenAI, UrlPasswordsGoToBasicAuthAndAreNeverPrinted) {
   }
   EXPECT_EQ(llm::redact_url_passwords("see http://u:pw@h:1/v1 and https://a:b@c"), "see http://u:***@h:1/v1 and https://a:***@c");
 }
+
+// Several servers of one model: openai:URL1,URL2,...#MODEL.
+namespace {
+
+// A port that nothing listens on any more.
+int dead_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  const int port = ntohs(a.sin_port);
+  ::close(fd);
+  return port;
+}
+
+std::string url_of(int port) { return "http://127.0.0.1:" + std::to_string(port) + "/v1"; }
+
+std::vector<llm::Prompt> prompts(int n) {
+  std::vector<llm::Prompt> ps;
+  for (int i = 0; i < n; ++i) ps.push_back({"p" + std::to_string(i)});
+  return ps;
+}
+
+}  // namespace
+
+TEST(OpenAISpec, SeveralUrlsAreServersOfOneModel) {
+  const auto o = llm::parse_openai_spec("openai:http://a:1/v1/,http://u:secret@b:2/v1#m?concurrency=4");
+  ASSERT_EQ(o.endpoints.size(), 2u);
+  EXPECT_EQ(o.endpoints[0].base_url, "http://a:1/v1");
+  EXPECT_EQ(o.endpoints[1].base_url, "http://b:2/v1");
+  EXPECT_EQ(o.endpoints[1].userinfo, "u:secret");
+  EXPECT_EQ(o.base_url, "http://a:1/v1");
+  EXPECT_EQ(o.model, "m");
+  EXPECT_EQ(o.concurrency, 4u);
+  // The id lists the servers sorted: their order does not change the cache key; one
+  // server's id is what it always was.
+  llm::OpenAIModel ab(llm::parse_openai_spec("openai:http://127.0.0.1:9/v1,http://127.0.0.1:8/v1#m"));
+  llm::OpenAIModel ba(llm::parse_openai_spec("openai:http://127.0.0.1:8/v1,http://127.0.0.1:9/v1#m"));
+  EXPECT_EQ(ab.info().id, "openai:http://127.0.0.1:8/v1,http://127.0.0.1:9/v1#m?api=completions");
+  EXPECT_EQ(ab.info().id, ba.info().id);
+  for (const auto& [spec, message] : std::vector<std::pair<std::string, std::string>>{
+           {"openai:http://a:1/v1,http://a:1/v1/#m", "listed twice"},
+           {"openai:http://a:1/v1,#m", "an empty base URL"},
+           {"openai:http://a:1/v1,ftp://b/v1#m", "must start with http:// or https://"},
+           {"openai:http://a:1/v1,http://b:0/v1#m", "bad port"},
+           {"openai:http://a:1/v1,http://@b:2/v1#m", "empty user name"}}) {
+    try {
+      llm::parse_openai_spec(spec);
+      ADD_FAILURE() << spec << " was accepted";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << spec << ": " << e.what();
+      EXPECT_EQ(std::string(e.what()).find("secret"), std::string::npos);
+    }
+  }
+}
+
+// Least outstanding requests: a server that answers 10 times faster gets most of the work.
+TEST(OpenAIEndpoints, TheFasterServerTakesMoreOfTheLoad) {
+  FakeServer fast, slow;
+  fast.delay_ms = 2;
+  slow.delay_ms = 40;
+  auto m = llm::make_openai_model("openai:" + url_of(slow.port()) + "," + url_of(fast.port()) + "#tiny-model?concurrency=4");
+  const auto out = m->generate(prompts(120), {});
+  for (int i = 0; i < 120; ++i) EXPECT_EQ(out[i].text, "gen:p" + std::to_string(i));
+  EXPECT_EQ(fast.hits + slow.hits, 120);
+  EXPECT_GT(fast.hits.load(), 4 * slow.hits.load()) << "fast " << fast.hits << ", slow " << slow.hits;
+  EXPECT_GT(slow.hits.load(), 0) << "the slow server was never used";
+  EXPECT_EQ(counter(*m, "endpoint_1_requests"), slow.hits.load());
+  EXPECT_EQ(counter(*m, "endpoint_2_requests"), fast.hits.load());
+  EXPECT_EQ(counter(*m, "retries"), 0);
+}
+
+// Equal servers share the load evenly.
+TEST(OpenAIEndpoints, EqualServersShareTheLoad) {
+  FakeServer a, b;
+  a.delay_ms = b.delay_ms = 5;
+  auto m = llm::make_openai_model("openai:" + url_of(a.port()) + "," + url_of(b.port()) + "#tiny-model?concurrency=4");
+  m->generate(prompts(100), {});
+  EXPECT_EQ(a.hits + b.hits, 100);
+  EXPECT_GE(a.hits.load(), 35) << a.hits << " / " << b.hits;
+  EXPECT_GE(b.hits.load(), 35) << a.hits << " / " << b.hits;
+}
+
+// A dead server delays nothing: its requests go to the live one at once (no backoff
+// sleep), it is set aside after its first refusals, and every answer arrives.
+TEST(OpenAIEndpoints, ADeadServerIsSetAsideAndSlowsNothing) {
+  FakeServer live;
+  const int dead = dead_port();
+  // backoff=5: a retry that waited would take seconds.
+  auto m = llm::make_openai_model("openai:" + url_of(dead) + "," + url_of(live.port()) + "#tiny-model?concurrency=4&backoff=5");
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto out = m->generate(prompts(200), {});
+  const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (int i = 0; i < 200; ++i) EXPECT_EQ(out[i].text, "gen:p" + std::to_string(i));
+  EXPECT_EQ(live.hits, 200);
+  EXPECT_LT(dt, 4.0) << "a retry waited for the backoff";
+  EXPECT_EQ(counter(*m, "backoff_seconds"), 0);
+  EXPECT_EQ(counter(*m, "failures"), 0);
+  // Set aside for a second after its first refusals: a handful of attempts, not one per prompt.
+  EXPECT_GE(counter(*m, "endpoint_1_errors"), 1);
+  EXPECT_LE(counter(*m, "endpoint_1_errors"), 8);
+  EXPECT_EQ(counter(*m, "endpoint_1_requests"), counter(*m, "endpoint_1_errors"));
+}
+
+// A server that errors (5xx) is set aside the same way; one that comes back is used again.
+TEST(OpenAIEndpoints, AnErroringServerIsRetriedElsewhereAndUsedAgainOnceBack) {
+  FakeServer flaky, steady;
+  flaky.fail_500 = 3;
+  auto m = llm::make_openai_model("openai:" + url_of(flaky.port()) + "," + url_of(steady.port()) + "#tiny-model?concurrency=1&backoff=5");
+  const auto first = m->generate(prompts(6), {});
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(first[i].text, "gen:p" + std::to_string(i));
+  EXPECT_EQ(counter(*m, "backoff_seconds"), 0);
+  EXPECT_GE(counter(*m, "endpoint_1_errors"), 1);
+  // After its cool-down (1 s after one failure in a row, 2 s after two) it is asked again.
+  flaky.fail_500 = 0;
+  std::this_thread::sleep_for(std::chrono::milliseconds(2100));
+  const int before = flaky.hits;
+  m->generate(prompts(6), {});
+  EXPECT_GT(flaky.hits.load(), before) << "the server that came back was not used again";
+}
+
+// Every server down: the request waits and fails as with one server, naming the last one tried.
+TEST(OpenAIEndpoints, AllServersDownIsAnErrorAfterTheRetries) {
+  const int d1 = dead_port(), d2 = dead_port();
+  auto m = llm::make_openai_model("openai:" + url_of(d1) + "," + url_of(d2) + "#m?retries=3&backoff=0.001");
+  const auto e = error_of([&] { m->generate(prompts(1), {}); });
+  EXPECT_NE(e.find("4 attempts"), std::string::npos) << e;
+  EXPECT_EQ(counter(*m, "requests"), 4);
+  EXPECT_EQ(counter(*m, "endpoint_1_requests") + counter(*m, "endpoint_2_requests"), 4);
+  EXPECT_GE(counter(*m, "endpoint_1_requests"), 1);
+  EXPECT_GE(counter(*m, "endpoint_2_requests"), 1);
+}

@@ -1,6 +1,6 @@
 // attune pretrain-encoder: Contriever-style contrastive pretraining of a small BERT encoder
 // from scratch on datasets' text (a corpus, or the training split's profile documents);
-// --add-source mixes more datasets in.
+// --add-source mixes more datasets in, --add-texts plain text files (JSONL or a text a line).
 #include <cstdio>
 #include <unordered_set>
 
@@ -55,6 +55,8 @@ void add_pretrain_encoder(CLI::App& app, int& rc) {
   auto o = std::make_shared<train::PretrainOptions>();
   auto limit = std::make_shared<std::size_t>(0);
   auto more = std::make_shared<std::vector<std::string>>();
+  auto text_files = std::make_shared<std::vector<std::string>>();
+  auto text_fields = std::make_shared<std::string>("title,subject,text");
   auto out = std::make_shared<std::string>();
   auto tokenizer = std::make_shared<std::string>();
   auto no_normalize = std::make_shared<bool>(false);
@@ -66,6 +68,12 @@ void add_pretrain_encoder(CLI::App& app, int& rc) {
   cmd->add_option("--add-source", *more,
                   "DIR:TASK: also pretrain on this dataset's text (repeatable; e.g. ../shared/data/debian:qa mixes the "
                   "Debian corpus into git profiles)");
+  cmd->add_option("--add-texts", *text_files,
+                  "FILE: also pretrain on this file's texts (repeatable): .jsonl/.ndjson, one document a line (its "
+                  "--text-fields joined, e.g. a commit's subject and description in ../shared/data/text/commits.jsonl), "
+                  "or one text a line");
+  cmd->add_option("--text-fields", *text_fields, "--add-texts JSONL: the string fields of one document, in order")
+      ->capture_default_str();
   cmd->add_option("--out", *out, "output model folder (Hugging Face + sentence-transformers layout)")->required();
   cmd->add_option("--tokenizer", *tokenizer,
                   "tokenizer folder (vocab.txt / tokenizer.json); default ../shared/models/bert-base-uncased-vocab when it exists");
@@ -106,10 +114,37 @@ void add_pretrain_encoder(CLI::App& app, int& rc) {
       opts.tokenizer = def;
     }
     if (!fs::exists(opts.tokenizer)) throw UsageError("--tokenizer " + opts.tokenizer.string() + ": no such folder");
+    for (const auto& f : *text_files)
+      if (!fs::is_regular_file(f)) throw UsageError("--add-texts " + f + ": no such file");
+    std::vector<std::string> fields;
+    for (auto& f : split_commas(*text_fields))
+      if (!f.empty()) fields.push_back(std::move(f));
+    if (fields.empty()) throw UsageError("--text-fields: name at least one field");
     opts.validate();                    // option errors, a bad --out or --resume fail before the texts are read
     train::prepare_pretrain_out(opts);
     std::string described;
     auto texts = pretraining_texts(*d, *limit, described);
+    // The same text from two sources is one text (no false negatives within a batch).
+    std::unordered_set<std::uint64_t> seen;
+    for (const auto& t : texts) seen.insert(hash64(t));
+    for (const auto& f : *text_files) {
+      std::size_t added = 0, kept = 0;
+      const std::size_t none = read_text_source(
+          f, fields, *limit,
+          [&](std::string_view t) {
+            std::string text(t);
+            if (seen.insert(hash64(text)).second) {
+              texts.push_back(std::move(text));
+              ++kept;
+            }
+          },
+          added, /*join=*/true);
+      if (added == 0)
+        throw InputError(f, "", "", "no text in it (JSONL: no line has a non-empty string among --text-fields " + *text_fields + ")");
+      described += " + " + f + " (" + std::to_string(kept) + " texts" +
+                   (kept < added ? ", " + std::to_string(added - kept) + " repeats left out" : "") +
+                   (none ? ", " + std::to_string(none) + " lines without a field" : "") + ")";
+    }
     for (const auto& src : *more) {
       const auto colon = src.rfind(':');
       if (colon == std::string::npos || colon == 0 || colon + 1 == src.size())
@@ -119,9 +154,6 @@ void add_pretrain_encoder(CLI::App& app, int& rc) {
       extra.task = src.substr(colon + 1);
       std::string what;
       auto add = pretraining_texts(extra, *limit, what);
-      // The same text from two sources is one text (no false negatives within a batch).
-      std::unordered_set<std::uint64_t> seen;
-      for (const auto& t : texts) seen.insert(hash64(t));
       for (auto& t : add)
         if (seen.insert(hash64(t)).second) texts.push_back(std::move(t));
       described += " + " + what;

@@ -31,6 +31,12 @@ void add_serve_llm(CLI::App& app, int& rc) {
   cmd->add_option("--max-tokens-cap", so->max_tokens_cap, "refuse requests for more new tokens than this")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
+  cmd->add_option_function<double>(
+         "--latency-ms", [so](double ms) { so->latency = ms / 1000.0; },
+         "answer each request no sooner than this (the server answers one at a time): a stand-in for a slower model, "
+         "for benchmarks of clients that balance several servers")
+      ->check(CLI::Range(0.0, 60000.0))
+      ->default_str("0");
   cmd->add_option("--port-file", *port_file, "write the port listened on to this file once listening");
   d->add(*cmd, false, false);
   r->add(*cmd);

@@ -225,7 +225,7 @@ bool is_jsonl_file(const fs::path& p) {
 }
 
 std::size_t read_text_source(const fs::path& path, const std::vector<std::string>& fields, std::size_t room,
-                        const std::function<void(std::string_view)>& add, std::size_t& added) {
+                        const std::function<void(std::string_view)>& add, std::size_t& added, bool join) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(path.string(), "", "", "cannot be read");
   std::string line;
@@ -243,13 +243,23 @@ std::size_t read_text_source(const fs::path& path, const std::vector<std::string
     if (j.is_discarded() || !j.is_object())
       throw InputError(path.string(), "line " + std::to_string(lineno), "", "not a JSON object (a .jsonl file holds one a line)");
     bool any = false;
+    std::string joined;
     for (const auto& f : fields) {
       auto it = j.find(f);
       if (it == j.end() || !it->is_string() || it->get_ref<const std::string&>().empty()) continue;
-      add(it->get_ref<const std::string&>());
       any = true;
+      if (join) {
+        if (!joined.empty()) joined += ' ';
+        joined += it->get_ref<const std::string&>();
+        continue;
+      }
+      add(it->get_ref<const std::string&>());
       ++added;
       if (room && added >= room) break;
+    }
+    if (join && any) {
+      add(joined);
+      ++added;
     }
     empty += !any;
   }

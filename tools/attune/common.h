@@ -118,10 +118,13 @@ std::vector<double> real_list(const std::string& option, const std::string& valu
 // object a line whose string `fields` are texts; any other file holds one text a line.
 bool is_jsonl_file(const std::filesystem::path& p);
 // Feeds every text of `path` to `add`, counting them in `added`, until `added` reaches `room`
-// (0 = no limit); returns how many JSONL lines held none of the fields. InputError naming
-// the file and line for a JSONL line that is not a JSON object, or a file that cannot be read.
+// (0 = no limit); returns how many JSONL lines held none of the fields. With `join`, a JSONL
+// line's present fields are one text, joined by a space in `fields` order (a commit's subject
+// and description as one document); without, each field is a text of its own. InputError
+// naming the file and line for a JSONL line that is not a JSON object, or a file that cannot
+// be read.
 std::size_t read_text_source(const std::filesystem::path& path, const std::vector<std::string>& fields, std::size_t room,
-                             const std::function<void(std::string_view)>& add, std::size_t& added);
+                             const std::function<void(std::string_view)>& add, std::size_t& added, bool join = false);
 void add_generate(CLI::App& app, int& rc);
 void add_score(CLI::App& app, int& rc);
 void add_serve_llm(CLI::App& app, int& rc);  // cmd_serve_llm.cpp

@@ -3,11 +3,21 @@
 // server (vLLM, llama.cpp server, OpenAI, ...). No torch; the HTTP client (cpp-httplib)
 // stays out of this header.
 //
-// Spec: openai:BASE_URL#MODEL[?key=value&key=value...]
+// Spec: openai:BASE_URL[,BASE_URL...]#MODEL[?key=value&key=value...]
 //   BASE_URL     http://[USER:PASSWORD@]HOST[:PORT][/PATH] or https://... (e.g.
 //                http://127.0.0.1:8000/v1); requests go to BASE_URL/completions and
 //                BASE_URL/chat/completions. USER:PASSWORD is sent as HTTP basic auth and
-//                never printed: messages and the model id show the URL without it
+//                never printed: messages and the model id show the URL without it.
+//                Several comma-separated URLs are servers of the same model (replicas):
+//                each request goes to the one with the fewest requests outstanding from
+//                this model object (ties: the next in turn). An endpoint whose attempt
+//                fails (connection error, timeout, 429, 5xx) is set aside for a cool-down,
+//                1 s doubling with each failure in a row up to 30 s (or the server's
+//                Retry-After), and the request is retried at once on another endpoint:
+//                one dead or slow server delays nothing else. When every endpoint is set
+//                aside, a retry waits as with one server and goes to the one back first.
+//                A success ends an endpoint's cool-down. The model id (the cache key)
+//                lists the URLs sorted, so their order does not matter.
 //   MODEL        the server's model name (the request's "model")
 //   api          completions (default) | chat — the endpoint generate() uses; score()
 //                always uses /completions (echo + logprobs)
@@ -51,8 +61,15 @@
 
 namespace attune::llm {
 
+// One server of the model.
+struct OpenAIEndpoint {
+  std::string base_url;  // without a trailing '/' or the userinfo
+  std::string userinfo;  // "USER:PASSWORD" from the URL (basic auth); never printed
+};
+
 struct OpenAIOptions {
-  std::string base_url;  // without a trailing '/'
+  std::string base_url;  // the first endpoint's, without a trailing '/'
+  std::vector<OpenAIEndpoint> endpoints;  // every BASE_URL, in spec order (at least one)
   std::string model;
   bool chat = false;     // api=chat
   std::size_t concurrency = 8;
@@ -61,7 +78,7 @@ struct OpenAIOptions {
   double backoff = 0.5;  // seconds
   double backoff_cap = 30;
   std::size_t max_response = std::size_t{16} << 20;  // bytes of one answer body
-  std::string userinfo;  // "USER:PASSWORD" from the URL (basic auth); never printed
+  std::string userinfo;  // the first endpoint's "USER:PASSWORD" (basic auth); never printed
   std::string api_key;   // from ATTUNE_API_KEY (make_openai_model / parse_openai_spec do not read it)
 };
 
@@ -83,7 +100,8 @@ class OpenAIModel final : public LanguageModel {
   // "openai:BASE_URL#MODEL?api=API": what changes the answers, not the key or the limits.
   ModelInfo info() const override;
   // requests, retries, failures, timeouts, oversized, prompt_tokens, completion_tokens,
-  // straddling_tokens, request_seconds, backoff_seconds, queue_seconds.
+  // straddling_tokens, request_seconds, backoff_seconds, queue_seconds; with several
+  // endpoints also endpoint_N_requests and endpoint_N_errors (N from 1, in spec order).
   std::vector<std::pair<std::string, double>> counters() const override;
   const OpenAIOptions& options() const { return opts_; }
 

@@ -28,6 +28,10 @@ struct ServeOptions {
   int port = 0;                     // 0: any free port (OpenAIServer::port() says which)
   std::string model_name;           // the name clients put in "model" (empty: the model's id)
   std::size_t max_tokens_cap = 4096;  // a request asking for more is refused
+  // Seconds each model call takes at least (held while answering, so the server answers at
+  // most 1/latency requests a second): a stand-in for a slower model, for benchmarks and
+  // tests of clients that balance several servers. 0 = as fast as the model.
+  double latency = 0;
 };
 
 class OpenAIServer {
