@@ -223,6 +223,20 @@ std::string error_of(const std::function<void()>& f) {
   return "(no error)";
 }
 
+// A port that nothing listens on any more.
+int dead_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  const int port = ntohs(a.sin_port);
+  ::close(fd);
+  return port;
+}
+
 class OpenAI : public ::testing::Test {
  protected:
   void SetUp() override { unsetenv("ATTUNE_API_KEY"); }
@@ -411,18 +425,7 @@ TEST_F(OpenAI, ServerErrorsUntilTheLastRetry) {
 }
 
 TEST(OpenAIConnection, RefusedIsRetriedThenAnError) {
-  int port;
-  {  // a port that nothing listens on any more
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-    socklen_t len = sizeof a;
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    port = ntohs(a.sin_port);
-    ::close(fd);
-  }
+  const int port = dead_port();
   auto m = llm::make_openai_model("openai:http://127.0.0.1:" + std::to_string(port) + "/v1#m?retries=2&backoff=0.001");
   std::vector<llm::Prompt> ps = {{"x"}};
   const auto e = error_of([&] { m->generate(ps, {}); });
@@ -605,20 +608,6 @@ TEST_F(OpenAI, UrlPasswordsGoToBasicAuthAndAreNeverPrinted) {
 
 // Several servers of one model: openai:URL1,URL2,...#MODEL.
 namespace {
-
-// A port that nothing listens on any more.
-int dead_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  const int port = ntohs(a.sin_port);
-  ::close(fd);
-  return port;
-}
 
 std::string url_of(int port) { return "http://127.0.0.1:" + std::to_string(port) + "/v1"; }
 
