@@ -22,6 +22,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <csignal>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -59,11 +61,37 @@ class Learning : public ::testing::Test {
     reader_ = std::make_unique<attune::llm::PlantedReader>(attune::llm::parse_planted_spec(kReader));
     server_ = std::make_unique<attune::llm::OpenAIServer>(*reader_, attune::llm::ServeOptions{});
     server_->start();
-    // A small encoder from scratch (about 2 s), long enough to read whole documents.
-    const auto p = run("pretrain-encoder --data " + kGit + " --task commit_subject --tokenizer " + kVocab +
-                       " --hidden 32 --layers 1 --heads 2 --max-length 128 --steps 100 --batch-size 32 --seed 1 "
-                       "--quiet --out enc");
-    ASSERT_EQ(p.rc, 0) << p.err;
+    ASSERT_NO_FATAL_FAILURE(starting_encoder());
+  }
+  // A small encoder from scratch (about 5 s), long enough to read whole documents, in
+  // dir_/enc. It is the same for every test (seeded): the first test process of a build
+  // trains it into the build folder, keyed by the binary's time, and the others copy it.
+  static void starting_encoder() {
+    const fs::path bin = fs::path(ATTUNE_BINARY_DIR) / "tools/attune/attune-torch";
+    const auto stamp = std::to_string(static_cast<std::uint64_t>(fs::last_write_time(bin).time_since_epoch().count()));
+    const fs::path shared = fs::path(ATTUNE_BINARY_DIR) / "tests" / ("learning-enc-" + stamp);
+    const fs::path lock_file = fs::path(ATTUNE_BINARY_DIR) / "tests" / "learning-enc.lock";
+    const int fd = ::open(lock_file.c_str(), O_CREAT | O_RDWR, 0644);
+    ASSERT_GE(fd, 0) << lock_file;
+    ::flock(fd, LOCK_EX);
+    if (!fs::exists(shared / "model.safetensors")) {
+      const auto p = run("pretrain-encoder --data " + kGit + " --task commit_subject --tokenizer " + kVocab +
+                         " --hidden 32 --layers 1 --heads 2 --max-length 128 --steps 100 --batch-size 32 --seed 1 "
+                         "--quiet --out enc");
+      if (p.rc == 0) {
+        for (const auto& e : fs::directory_iterator(shared.parent_path()))  // an older build's
+          if (e.path().filename().string().rfind("learning-enc-", 0) == 0 && e.is_directory()) fs::remove_all(e.path());
+        fs::copy(dir_ / "enc", shared.string() + ".tmp", fs::copy_options::recursive);
+        fs::rename(shared.string() + ".tmp", shared);
+      }
+      ::flock(fd, LOCK_UN);
+      ::close(fd);
+      ASSERT_EQ(p.rc, 0) << p.err;
+      return;
+    }
+    ::flock(fd, LOCK_UN);
+    ::close(fd);
+    fs::copy(shared, dir_ / "enc", fs::copy_options::recursive);
   }
   static void TearDownTestSuite() {
     if (server_) server_->stop();
