@@ -3,10 +3,12 @@
 #include <httplib.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -1057,6 +1059,77 @@ TEST_F(Cli, TrainRspgThenEvalTheSelector) {
 }
 
 // The openai: backend against a loopback server in this process that answers like vLLM.
+// Several servers of one model (openai:URL1,URL2,...#MODEL) through `eval`: a dead server
+// listed first slows nothing, the live ones share the generations, and the results are
+// those of one server (the answers do not depend on which replica gave them).
+TEST_F(Cli, EvalAcrossSeveralServersOfOneModelGivesOneServersResults) {
+  struct Replica {
+    httplib::Server svr;
+    std::atomic<int> hits{0};
+    std::thread th;
+    int port = 0;
+    Replica() {
+      svr.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+        ++hits;
+        const auto body = nlohmann::json::parse(req.body);
+        const std::string prompt = body["prompt"];
+        // A deterministic answer: the prompt's last three words.
+        std::istringstream in(prompt);
+        std::vector<std::string> words{std::istream_iterator<std::string>(in), {}};
+        std::string text;
+        for (std::size_t i = words.size() > 3 ? words.size() - 3 : 0; i < words.size(); ++i) text += " " + words[i];
+        res.set_content(nlohmann::json({{"choices", {{{"text", text}}}}}).dump(), "application/json");
+      });
+      port = svr.bind_to_any_port("127.0.0.1");
+      th = std::thread([this] { svr.listen_after_bind(); });
+    }
+    ~Replica() {
+      svr.stop();
+      th.join();
+    }
+    std::string url() const { return "http://127.0.0.1:" + std::to_string(port) + "/v1"; }
+  };
+  Replica a, b;
+  // A server that is gone (its port refuses connections), and one that hangs: it accepts
+  // connections (the kernel's backlog) and never answers.
+  int dead = 0;
+  {
+    httplib::Server gone;
+    dead = gone.bind_to_any_port("127.0.0.1");
+    gone.stop();  // closes the listening socket
+  }
+  httplib::Server hung;
+  const int hung_port = hung.bind_to_any_port("127.0.0.1");  // listening, never accepting
+  const std::string eval = "eval --data " + kSample + " --task commit_subject --split dev --k 1 --retrievers bm25 ";
+  auto one = run(eval + "--llm 'openai:" + a.url() + "#m' --store one.db --out one.json");
+  ASSERT_EQ(one.rc, 0) << one.err;
+  const int one_server_calls = a.hits;
+  a.hits = 0;
+  // backoff=5: a retry that waited would show; timeout=1 bounds what the hung server holds.
+  const auto t0 = std::chrono::steady_clock::now();
+  auto several = run(eval + "--llm 'openai:http://127.0.0.1:" + std::to_string(dead) + "/v1,http://127.0.0.1:" +
+                     std::to_string(hung_port) + "/v1," + a.url() + "," + b.url() +
+                     "#m?backoff=5&timeout=1' --store several.db --out several.json");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_EQ(several.rc, 0) << several.err;
+  EXPECT_EQ(a.hits + b.hits, one_server_calls);
+  EXPECT_GT(a.hits.load(), 0);
+  EXPECT_GT(b.hits.load(), 0);
+  // Counters per server, in the order given: the gone one refused and the hung one timed
+  // out, each a few times before it was set aside; the live ones never failed.
+  for (const char* live : {" endpoint 3 requests, 0 endpoint 3 errors", " endpoint 4 requests, 0 endpoint 4 errors",
+                           " 0 backoff seconds"})
+    EXPECT_NE(several.err.find(live), std::string::npos) << live << "\n" << several.err;
+  EXPECT_EQ(several.err.find(" 0 endpoint 1 errors"), std::string::npos) << several.err;
+  EXPECT_EQ(several.err.find(" 0 endpoint 2 errors"), std::string::npos) << several.err;
+  EXPECT_NE(several.err.find(" 0 failures"), std::string::npos) << several.err;
+  EXPECT_LT(seconds, 8.0) << "the requests on the hung server took more than a timeout and a retry\n" << several.err;
+  const auto r1 = nlohmann::json::parse(slurp(dir_ / "one.json"))["results"];
+  const auto r2 = nlohmann::json::parse(slurp(dir_ / "several.json"))["results"];
+  EXPECT_EQ(r1.dump(), r2.dump());
+  hung.stop();
+}
+
 TEST_F(Cli, OpenAIBackendGeneratesAndScoresAgainstALoopbackServer) {
   httplib::Server svr;
   svr.set_tcp_nodelay(true);

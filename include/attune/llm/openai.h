@@ -14,7 +14,8 @@
 //                fails (connection error, timeout, 429, 5xx) is set aside for a cool-down,
 //                1 s doubling with each failure in a row up to 30 s (or the server's
 //                Retry-After), and the request is retried at once on another endpoint:
-//                one dead or slow server delays nothing else. When every endpoint is set
+//                one dead server delays nothing else (one that accepts connections and
+//                never answers holds what was sent to it for one timeout). When every endpoint is set
 //                aside, a retry waits as with one server and goes to the one back first.
 //                A success ends an endpoint's cool-down. The model id (the cache key)
 //                lists the URLs sorted, so their order does not matter.
