@@ -81,6 +81,7 @@ class Learning : public ::testing::Test {
       if (p.rc == 0) {
         for (const auto& e : fs::directory_iterator(shared.parent_path()))  // an older build's
           if (e.path().filename().string().rfind("learning-enc-", 0) == 0 && e.is_directory()) fs::remove_all(e.path());
+        fs::remove_all(shared.string() + ".tmp");  // a process killed while copying
         fs::copy(dir_ / "enc", shared.string() + ".tmp", fs::copy_options::recursive);
         fs::rename(shared.string() + ".tmp", shared);
       }

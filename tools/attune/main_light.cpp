@@ -21,7 +21,7 @@ const std::set<std::string> kLight = {"metrics", "import", "sample", "train-toke
 
 // Replaces this process by attune-torch from this program's folder.
 //
-// Its OpenMP and BLAS threads wait passively unless the user says otherwise: spinning
+// Its OpenMP threads (torch's operators) wait passively unless the user says otherwise: spinning
 // threads only pay when they have the cores to themselves, and attune often shares them (a
 // server that learns beside its request handlers, an eval beside a training run). Two
 // 30-step encoder pretrainings beside a third run on 2 cores took 23.9 s each with the
