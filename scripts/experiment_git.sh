@@ -144,7 +144,9 @@ done
 evals=() trained=()
 for T in $TASKS; do
   evals+=(--eval "$OUT/$T/eval_$EVAL_SPLIT.json")
-  for f in "$OUT/$T"/*/; do [ -f "$f/attune_train.json" ] && trained+=(--train "${f%/}"); done
+  for f in "$OUT/$T"/*/; do
+    if [ -f "$f/attune_train.json" ]; then trained+=(--train "${f%/}"); fi
+  done
 done
 run "$ATTUNE" report "${evals[@]}" "${trained[@]}" --title "paper 000 on shared/data/git, $LLM ($SCHEDULE schedule)" \
   --out "$OUT/report.html"
