@@ -1210,6 +1210,12 @@ TEST_F(Cli, ServeLlmServesAModelToTheOpenAIBackendUntilInterrupted) {
   // A remote model is not proxied; a port that is taken is a usage error.
   r = run("serve-llm --llm 'openai:http://127.0.0.1:1/v1#m'");
   EXPECT_EQ(r.rc, 2) << r.err;
+  // --latency-ms is a duration in 0..60000.
+  for (const char* bad : {"-5", "60001", "soon"}) {
+    r = run(std::string("serve-llm --llm reference --port 0 --latency-ms ") + bad);
+    EXPECT_EQ(r.rc, 2) << bad << ": " << r.err;
+    EXPECT_NE(r.err.find("--latency-ms"), std::string::npos) << bad << ": " << r.err;
+  }
 }
 
 // attune judge (LUF labels): the planted judge served over the OpenAI API labels the sample's
