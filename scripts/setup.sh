@@ -14,6 +14,7 @@ PACKAGES=(
   libcpp-httplib-dev libssl-dev
   libfaiss-dev
   libgit2-dev
+  libpq-dev postgresql
 )
 # scripts/test.sh adds what only the tests need (python3-pytest for python/, chromium for
 # the report's rendering check).

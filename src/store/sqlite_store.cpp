@@ -4,7 +4,9 @@
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <thread>
 #include <mutex>
 #include <unordered_map>
 
@@ -22,8 +24,8 @@ namespace {
 
 // Bump when the schema changes, and add a migration from the previous version in migrate().
 // 1: datasets, cache, feedback, runs, blobs. 2: + the server's tables (kServeSchema).
-// 3: + serve_requests.agent (kAgentColumn).
-constexpr int kSchemaVersion = 3;
+// 3: + serve_requests.agent (kAgentColumn). 4: + replicas (kReplicaSchema).
+constexpr int kSchemaVersion = 4;
 // PRAGMA application_id of an attune store: "ATUN". Stores from before it was set have 0
 // and attune's tables (kTables); they are accepted and marked on the next open.
 constexpr std::int64_t kApplicationId = 0x4154554e;
@@ -165,6 +167,28 @@ CREATE INDEX serve_feedback_by_request ON serve_feedback (tenant_id, request_id)
 
 // Schema version 3: the agent (config's "agents") a request was served for; '' = none.
 constexpr const char* kAgentColumn = "ALTER TABLE serve_requests ADD COLUMN agent TEXT NOT NULL DEFAULT ''";
+
+// Schema version 4: what replicas sharing the store need. The tenant's document change
+// counter and the change log replicas replay (tenant_store.h: DocumentChange), and leases.
+constexpr const char* kReplicaSchema = R"sql(
+ALTER TABLE tenants ADD COLUMN doc_seq INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE serve_changes (
+  tenant_id INTEGER NOT NULL REFERENCES tenants(id) ON DELETE CASCADE,
+  seq       INTEGER NOT NULL,                   -- tenants.doc_seq of the write
+  op        TEXT NOT NULL,                      -- put, delete, delete_user
+  user      TEXT NOT NULL,
+  doc_id    TEXT NOT NULL                       -- '' for delete_user
+);
+CREATE INDEX serve_changes_by_seq ON serve_changes (tenant_id, seq);
+CREATE TABLE leases (
+  name    TEXT PRIMARY KEY,
+  holder  TEXT NOT NULL,
+  expires REAL NOT NULL                         -- Unix seconds, by the store's clock
+);
+)sql";
+
+// The store's clock in Unix seconds (milliseconds kept).
+constexpr const char* kEpoch = "((julianday('now') - 2440587.5) * 86400.0)";
 
 constexpr const char* kNow = "strftime('%Y-%m-%dT%H:%M:%fZ','now')";
 
@@ -330,8 +354,17 @@ class SqliteStore final : public Store {
     } catch (const Error&) {  // e.g. "file is not a database"
       throw Error("cannot open store " + db_.path().string() + ": " + sqlite3_errmsg(db_.handle()));
     }
-    check_file();  // another program's database is refused before anything is written to it
-    db_.exec("PRAGMA journal_mode=WAL");
+    (void)check_file_snapshot();  // another program's database is refused before anything is written to it
+    // Switching to WAL needs a moment alone with the file and does not wait on the busy
+    // timeout: a second connection opening a new store at the same time is told "locked" at
+    // once. Retried for as long as the busy timeout would wait.
+    for (int attempt = 0;; ++attempt) {
+      const int rc = sqlite3_exec(db_.handle(), "PRAGMA journal_mode=WAL", nullptr, nullptr, nullptr);
+      if (rc == SQLITE_OK) break;
+      if ((rc & 0xff) != SQLITE_BUSY && (rc & 0xff) != SQLITE_LOCKED) db_.fail("cannot switch to WAL");
+      if (attempt >= 1000) db_.fail("cannot switch to WAL: another connection keeps the file busy");
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
     db_.exec("PRAGMA foreign_keys=ON");
     db_.exec("PRAGMA synchronous=NORMAL");
     migrate();
@@ -700,9 +733,13 @@ class SqliteStore final : public Store {
     Transaction tx(db_);
     Stmt ins(db_, std::string("INSERT OR REPLACE INTO serve_documents (tenant_id, user, doc_id, text, date, updated) "
                               "VALUES (?,?,?,?,?,") + kNow + ")");
+    const std::int64_t seq = next_seq(tenant);
+    Stmt log(db_, "INSERT INTO serve_changes (tenant_id, seq, op, user, doc_id) VALUES (?,?,'put',?,?)");
     for (const auto& d : docs) {
       ins.bind(1, tenant).bind(2, d.user).bind(3, d.id).bind(4, d.text).bind(5, d.date);
       ins.run();
+      log.bind(1, tenant).bind(2, seq).bind(3, d.user).bind(4, d.id);
+      log.run();
     }
     tx.commit();
   }
@@ -714,6 +751,11 @@ class SqliteStore final : public Store {
     del.bind(1, tenant).bind(2, user).bind(3, id);
     del.run();
     const bool gone = db_.changes() > 0;
+    if (gone) {
+      Stmt log(db_, "INSERT INTO serve_changes (tenant_id, seq, op, user, doc_id) VALUES (?,?,'delete',?,?)");
+      log.bind(1, tenant).bind(2, next_seq(tenant)).bind(3, user).bind(4, id);
+      log.run();
+    }
     tx.commit();
     return gone;
   }
@@ -732,6 +774,9 @@ class SqliteStore final : public Store {
       del.run();
       n += static_cast<std::size_t>(db_.changes());
     }
+    Stmt log(db_, "INSERT INTO serve_changes (tenant_id, seq, op, user, doc_id) VALUES (?,?,'delete_user',?,'')");
+    log.bind(1, tenant).bind(2, next_seq(tenant)).bind(3, user);
+    log.run();
     tx.commit();
     return n;
   }
@@ -743,6 +788,54 @@ class SqliteStore final : public Store {
     std::vector<ServeDocument> out;
     while (q.step()) out.push_back({q.text(0), q.text(1), q.text(2), q.text(3)});
     return out;
+  }
+
+  std::uint64_t document_seq(TenantId tenant) override {
+    std::lock_guard lock(mu_);
+    Stmt q(db_, "SELECT doc_seq FROM tenants WHERE id=?");
+    q.bind(1, tenant);
+    return q.step() ? static_cast<std::uint64_t>(q.int64(0)) : 0;
+  }
+
+  std::vector<DocumentChange> document_changes(TenantId tenant, std::uint64_t after) override {
+    std::lock_guard lock(mu_);
+    Stmt q(db_, "SELECT c.seq, c.op, c.user, c.doc_id, d.text, d.date FROM serve_changes c LEFT JOIN serve_documents d "
+                "ON d.tenant_id=c.tenant_id AND d.user=c.user AND d.doc_id=c.doc_id "
+                "WHERE c.tenant_id=? AND c.seq>? ORDER BY c.seq, c.rowid");
+    q.bind(1, tenant).bind(2, static_cast<std::int64_t>(after));
+    std::vector<DocumentChange> out;
+    while (q.step()) {
+      DocumentChange c;
+      c.seq = static_cast<std::uint64_t>(q.int64(0));
+      const std::string op = q.text(1);
+      c.op = op == "put" ? DocumentChange::Op::Put : op == "delete" ? DocumentChange::Op::Delete : DocumentChange::Op::DeleteUser;
+      if (c.op == DocumentChange::Op::Put && q.is_null(4)) continue;  // removed since
+      c.doc = {q.text(2), q.text(3), q.text(4), q.text(5)};
+      out.push_back(std::move(c));
+    }
+    return out;
+  }
+
+  bool lease_acquire(const std::string& name, const std::string& holder, double ttl_seconds) override {
+    std::lock_guard lock(mu_);
+    Transaction tx(db_);
+    Stmt up(db_, std::string("INSERT INTO leases (name, holder, expires) VALUES (?1, ?2, ") + kEpoch +
+                     " + ?3) ON CONFLICT(name) DO UPDATE SET holder=excluded.holder, expires=excluded.expires "
+                     "WHERE leases.holder=excluded.holder OR leases.expires < " + kEpoch);
+    up.bind(1, name).bind(2, holder).bind(3, ttl_seconds);
+    up.run();
+    const bool have = db_.changes() > 0;
+    tx.commit();
+    return have;
+  }
+
+  void lease_release(const std::string& name, const std::string& holder) override {
+    std::lock_guard lock(mu_);
+    Transaction tx(db_);
+    Stmt del(db_, "DELETE FROM leases WHERE name=? AND holder=?");
+    del.bind(1, name).bind(2, holder);
+    del.run();
+    tx.commit();
   }
 
   void request_put(TenantId tenant, const ServeRequest& r) override {
@@ -798,6 +891,16 @@ class SqliteStore final : public Store {
   }
 
  private:
+  // The tenant's next change counter, taken inside the caller's write transaction.
+  std::int64_t next_seq(TenantId tenant) {
+    Stmt up(db_, "UPDATE tenants SET doc_seq = doc_seq + 1 WHERE id=? RETURNING doc_seq");
+    up.bind(1, tenant);
+    if (!up.step()) throw Error("store " + db_.path().string() + ": no tenant " + std::to_string(tenant));
+    const std::int64_t seq = up.int64(0);
+    up.run();
+    return seq;
+  }
+
   // The first column of the first row of a query with one text parameter; nothing without a row.
   std::optional<std::int64_t> first_int(const char* sql, const std::string& arg) {
     std::lock_guard lock(mu_);
@@ -861,18 +964,28 @@ class SqliteStore final : public Store {
     return app != kApplicationId || v != kSchemaVersion;
   }
 
+  // check_file's reads in one snapshot: another connection creating the schema meanwhile
+  // commits its tables, version and mark at once, and a check must not see only some of them.
+  bool check_file_snapshot() {
+    Transaction tx(db_, /*write=*/false);
+    const bool need = check_file();
+    tx.commit();
+    return need;
+  }
+
   // Creates the schema in a fresh file and marks it as attune's (PRAGMA application_id),
   // under a write lock so two processes opening a new store at once do not both create it;
   // marks a store of an earlier attune that has the schema but no mark. Refuses another
   // program's database and a store from a newer attune (check_file).
   void migrate() {
-    if (!check_file()) return;
+    if (!check_file_snapshot()) return;
     Transaction tx(db_);
     if (!check_file()) return;  // another process did it meanwhile (the transaction rolls back)
     const int v = user_version();
     if (v == 0) db_.exec(kSchema);
     if (v < 2) db_.exec(kServeSchema);  // a fresh file, or a version-1 store upgraded in place
     if (v < 3) db_.exec(kAgentColumn);   // and a version-2 one
+    if (v < 4) db_.exec(kReplicaSchema);
     if (v != kSchemaVersion) db_.exec(("PRAGMA user_version=" + std::to_string(kSchemaVersion)).c_str());
     db_.exec(("PRAGMA application_id=" + std::to_string(kApplicationId)).c_str());
     tx.commit();

@@ -25,4 +25,18 @@ class Store : public DatasetStore, public LlmCache, public FeedbackLog, public R
 // Opens (creating if needed) a SQLite store; Error naming the path when it cannot.
 std::unique_ptr<Store> open_sqlite(const std::filesystem::path& path);
 
+// Opens a PostgreSQL store (libpq): `url` is a connection URI, postgresql://[user[:password]@]
+// host[:port]/dbname[?param=value...] (postgres:// too), the store several `attune serve`
+// replicas share. Creates the schema in a database that has no tables; refuses another
+// program's database and a schema newer than this attune's. Error (the URL with any password
+// left out) when it cannot connect.
+std::unique_ptr<Store> open_postgresql(const std::string& url);
+
+// True for a spec open_store opens with PostgreSQL: one starting postgresql:// or postgres://.
+bool is_postgresql_url(const std::string& spec);
+// A PostgreSQL URL (is_postgresql_url) or a SQLite file's path.
+std::unique_ptr<Store> open_store(const std::string& spec);
+// The spec as logs may show it: a PostgreSQL URL without any password; a path as it is.
+std::string store_display_name(const std::string& spec);
+
 }  // namespace attune::store

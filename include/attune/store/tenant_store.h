@@ -59,6 +59,16 @@ struct ServeFeedback {
   std::string output, reference;
 };
 
+// One change to a tenant's documents, as replicas sharing a store replay them
+// (Service::sync): every write of documents_put, document_delete and user_delete adds its
+// rows under one new value of the tenant's change counter.
+struct DocumentChange {
+  enum class Op { Put, Delete, DeleteUser };
+  std::uint64_t seq = 0;  // the tenant's change counter of the write
+  Op op = Op::Put;
+  ServeDocument doc;      // user and id (id "" for DeleteUser); for Put, the document's text and date now
+};
+
 class TenantStore {
  public:
   virtual ~TenantStore() = default;
@@ -85,6 +95,12 @@ class TenantStore {
   virtual std::size_t user_delete(TenantId tenant, const std::string& user) = 0;
   // Every document of the tenant (users' and corpus), for loading the server's index.
   virtual std::vector<ServeDocument> documents_of(TenantId tenant) = 0;
+  // The tenant's change counter (0 before its first document write). Writes take it in
+  // commit order: a reader that has seen counter n has seen every write numbered below n.
+  virtual std::uint64_t document_seq(TenantId tenant) = 0;
+  // The changes written after counter `after`, in counter order. A Put whose document was
+  // removed since is left out (its removal follows); a Put carries the document as it is now.
+  virtual std::vector<DocumentChange> document_changes(TenantId tenant, std::uint64_t after) = 0;
 
   virtual void request_put(TenantId tenant, const ServeRequest& r) = 0;
   // The tenant's request with that id; nothing for another tenant's or an unknown id.
@@ -93,6 +109,13 @@ class TenantStore {
   virtual void feedback_add(TenantId tenant, const std::vector<ServeFeedback>& records) = 0;
   // The tenant's feedback records, in the order they came.
   virtual std::vector<ServeFeedback> feedback_of(TenantId tenant) = 0;
+
+  // Leases: work exactly one of several replicas may do (the online learner). Takes or renews
+  // the lease `name` for `holder` until ttl_seconds from now by the store's clock, when it is
+  // free, expired or already holder's; true when holder has it now.
+  virtual bool lease_acquire(const std::string& name, const std::string& holder, double ttl_seconds) = 0;
+  // Ends holder's lease (nothing when another holds it).
+  virtual void lease_release(const std::string& name, const std::string& holder) = 0;
 };
 
 }  // namespace attune::store
