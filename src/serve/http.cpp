@@ -482,6 +482,10 @@ struct HttpServer::Impl {
     metric("attune_feedback_records_total", "counter", "Feedback records committed.", c.feedback_records);
     metric("attune_learn_rounds_total", "counter", "Learning rounds trained.", c.learn_rounds);
     metric("attune_model_promotions_total", "counter", "Models promoted (each a new model version).", c.promotions);
+    metric("attune_replica_synced_changes_total", "counter",
+           "Document changes other replicas wrote that this one applied (sync_seconds).", c.synced_changes);
+    metric("attune_learner_lease", "gauge", "1 while this replica holds the store's learner lease (it alone learns).",
+           c.learner_lease ? 1 : 0);
     metric("attune_tenants_loaded", "gauge", "Tenants whose documents are in memory.", c.tenants_loaded);
     metric("attune_user_documents", "gauge", "Users' documents in memory.", c.documents);
     metric("attune_corpus_documents", "gauge", "Corpus documents in memory.", c.corpus_documents);

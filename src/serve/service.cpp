@@ -4,8 +4,12 @@
 
 #include "attune/feedback/user_feedback.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <shared_mutex>
 #include <unordered_map>
@@ -49,6 +53,14 @@ std::string model_blob_key(TenantId id, const std::string& agent) {
 // What a call served with a spec it named in "retriever" records as its model version;
 // learning skips such requests (another policy ranked them).
 constexpr std::string_view kFixedSuffix = "@request";
+
+// The store's lease that decides which replica learns.
+constexpr const char* kLearnerLease = "serve-learner";
+
+// Where a slot's learning progress is kept: the "doc" feedback records its last round read.
+std::string learned_blob_key(TenantId id, const std::string& agent) {
+  return "serve/learned/" + std::to_string(id) + (agent.empty() ? "" : "/" + agent);
+}
 
 std::string canonical(const std::string& spec) { return retrieval::to_string(retrieval::parse_retriever_spec(spec)); }
 
@@ -135,9 +147,15 @@ struct Service::Tenant {
   // bm25 (exactly as bm25 over them would); dropped when their documents change.
   std::unordered_map<std::string, std::shared_ptr<const retrieval::ProfileBm25>> profile_bm25;
   std::map<std::string, Slot> slots;  // by agent; "" always present
+  std::uint64_t seq = 0;  // the store's document change counter this state has applied (sync)
 };
 
 Service::Service(store::Store& store, ServeConfig config) : store_(store), config_(std::move(config)) {
+  {
+    char host[256] = {};
+    if (gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "unknown-host");
+    replica_id_ = std::string(host) + ":" + std::to_string(getpid()) + ":" + random_hex(4);
+  }
   // Parse every spec now, so a typo stops the server at start, not at its first request.
   const auto check = [&](const std::string& spec) {
     (void)retrieval::make_retriever(retrieval::parse_retriever_spec(spec), config_.seed);
@@ -153,6 +171,206 @@ Service::Service(store::Store& store, ServeConfig config) : store_(store), confi
   for (const auto& spec : config_.retrievers)
     allowed_[canonical(spec)] = std::shared_ptr<const retrieval::Retriever>(
         retrieval::make_retriever(retrieval::parse_retriever_spec(spec), config_.seed));
+  // The replica thread: syncs with the store every sync_seconds and, while learning is on,
+  // keeps (or tries to take) the learner lease every lease_seconds / 3.
+  if (config_.sync_seconds > 0 || config_.learn.on) {
+    const double sync_every = config_.sync_seconds > 0 ? config_.sync_seconds : 1e9;
+    const double lease_every = config_.learn.on ? config_.learn.lease_seconds / 3 : 1e9;
+    bg_ = std::thread([this, sync_every, lease_every] {
+      using clock = std::chrono::steady_clock;
+      auto next_sync = clock::now() + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(sync_every));
+      // With learning off a replica never takes the lease (learn_step, called by hand, still does).
+      auto next_lease = config_.learn.on ? clock::now() : clock::time_point::max();
+      std::unique_lock lock(bg_mu_);
+      while (!bg_stop_) {
+        bg_cv_.wait_until(lock, std::min(next_sync, next_lease), [&] { return bg_stop_; });
+        if (bg_stop_) break;
+        lock.unlock();
+        const auto now = clock::now();
+        try {
+          if (now >= next_lease) {
+            (void)renew_learner_lease();
+            next_lease = now + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(lease_every));
+          }
+          if (now >= next_sync) {
+            (void)sync();
+            next_sync = now + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(sync_every));
+          }
+        } catch (const std::exception& e) {  // a store briefly unreachable: tried again at the next tick
+          std::fprintf(stderr, "serve: replica sync failed (tried again in %.3g s): %s\n", std::min(sync_every, lease_every),
+                       e.what());
+          next_sync = std::max(next_sync, now + std::chrono::seconds(1));
+          next_lease = std::max(next_lease, now + std::chrono::seconds(1));
+        }
+        lock.lock();
+      }
+    });
+  }
+}
+
+void Service::stop_background(bool release) {
+  {
+    std::lock_guard lock(bg_mu_);
+    bg_stop_ = true;
+  }
+  bg_cv_.notify_all();
+  if (bg_.joinable()) bg_.join();
+  if (release && leader_) {
+    try {
+      store_.lease_release(kLearnerLease, replica_id_);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "serve: could not give the learner lease up (it expires by itself): %s\n", e.what());
+    }
+    leader_ = false;
+  }
+}
+
+bool Service::renew_learner_lease() {
+  const bool have = store_.lease_acquire(kLearnerLease, replica_id_, config_.learn.lease_seconds);
+  if (leader_.exchange(have) != have && config_.learn.on)
+    std::fprintf(stderr, "serve: replica %s %s the learner lease\n", replica_id_.c_str(), have ? "holds" : "lost");
+  return have;
+}
+
+std::size_t Service::sync() {
+  std::vector<Tenant*> loaded;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [id, t] : tenants_) loaded.push_back(t.get());  // tenants are never unloaded
+  }
+  std::size_t applied = 0;
+  for (Tenant* t : loaded) {
+    std::uint64_t at = 0;
+    {
+      std::shared_lock lock(t->mu);
+      at = t->seq;
+    }
+    if (store_.document_seq(t->id) > at) {
+      // Read and applied under the exclusive lock: this replica's own writes (which take it
+      // too) cannot fall between the read and the apply, so what memory holds after is
+      // exactly the store's state at the read.
+      std::unique_lock lock(t->mu);
+      const auto changes = store_.document_changes(t->id, t->seq);
+      const std::uint64_t before = synced_changes_;
+      apply_changes(*t, changes);
+      applied += synced_changes_ - before;
+    }
+    sync_models(*t);
+  }
+  return applied;
+}
+
+// Replays changes in counter order. A change this replica made itself (memory already has
+// it) changes nothing, so the corpus index is only rebuilt when another replica changed the corpus.
+void Service::apply_changes(Tenant& t, const std::vector<store::DocumentChange>& changes) {
+  using Op = store::DocumentChange::Op;
+  std::unordered_map<std::string, std::size_t> corpus_at;  // id -> position, built at the first corpus change
+  bool mapped = false;
+  const auto map_corpus = [&] {
+    if (mapped) return;
+    corpus_at.clear();
+    corpus_at.reserve(t.corpus.size());
+    for (std::size_t i = 0; i < t.corpus.size(); ++i) corpus_at.emplace(t.corpus[i].id, i);
+    mapped = true;
+  };
+  for (const auto& c : changes) {
+    t.seq = std::max(t.seq, c.seq);
+    const auto& d = c.doc;
+    bool changed = false;
+    if (c.op == Op::DeleteUser) {
+      changed = t.users.erase(d.user) > 0;
+      t.profile_bm25.erase(d.user);
+    } else if (d.user.empty()) {
+      map_corpus();
+      const auto it = corpus_at.find(d.id);
+      if (c.op == Op::Delete) {
+        if (it != corpus_at.end()) {
+          t.corpus.erase(t.corpus.begin() + static_cast<std::ptrdiff_t>(it->second));
+          mapped = false;  // positions after it moved
+          changed = true;
+        }
+      } else if (it == corpus_at.end() || t.corpus[it->second].text != d.text ||
+                 t.corpus[it->second].date.value_or("") != d.date) {
+        Document doc;
+        doc.id = d.id;
+        doc.text = d.text;
+        if (!d.date.empty()) doc.date = d.date;
+        if (it != corpus_at.end()) {
+          t.corpus[it->second] = std::move(doc);
+        } else {
+          corpus_at.emplace(d.id, t.corpus.size());
+          t.corpus.push_back(std::move(doc));
+        }
+        changed = true;
+      }
+      if (changed) t.corpus_index.reset();
+    } else {
+      const auto u = t.users.find(d.user);
+      std::vector<Document>* list = u == t.users.end() ? nullptr : &u->second;
+      const auto pos = list ? std::find_if(list->begin(), list->end(), [&](const Document& x) { return x.id == d.id; })
+                            : std::vector<Document>::iterator{};
+      const bool present = list && pos != list->end();
+      if (c.op == Op::Delete) {
+        if (present) {
+          list->erase(pos);
+          if (list->empty()) t.users.erase(u);
+          changed = true;
+        }
+      } else if (!present || pos->text != d.text || pos->date.value_or("") != d.date) {
+        Document doc;
+        doc.id = d.id;
+        doc.text = d.text;
+        if (!d.date.empty()) doc.date = d.date;
+        doc.owner = t.scope + d.user;
+        if (present) *pos = std::move(doc);
+        else t.users[d.user].push_back(std::move(doc));
+        changed = true;
+      }
+      if (changed) t.profile_bm25.erase(d.user);
+    }
+    if (changed) ++synced_changes_;
+  }
+}
+
+// Swaps in a model version another replica promoted (newer than the one served, on the same base).
+void Service::sync_models(Tenant& t) {
+  std::vector<std::pair<std::string, std::uint64_t>> served;  // agent, version
+  {
+    std::shared_lock lock(t.mu);
+    for (const auto& [agent, sl] : t.slots) served.emplace_back(agent, sl.version);
+  }
+  for (const auto& [agent, version] : served) {
+    const auto blob = store_.blob_get(model_blob_key(t.id, agent));
+    if (!blob) continue;
+    const json m = json::parse(*blob, nullptr, false);
+    if (m.is_discarded() || !m.contains("spec") || !m.contains("version") || !m.contains("base")) continue;
+    const auto v = m["version"].get<std::uint64_t>();
+    if (v <= version) continue;
+    std::string base;
+    {
+      std::shared_lock lock(t.mu);
+      base = t.slots.at(agent).base;
+    }
+    if (m["base"] != base) continue;  // learnt on another base retriever: does not apply here
+    const std::string spec = m["spec"].get<std::string>();
+    std::shared_ptr<const retrieval::Retriever> next;
+    try {  // made without a lock: loading a model folder takes a while
+      next = std::shared_ptr<const retrieval::Retriever>(
+          retrieval::make_retriever(retrieval::parse_retriever_spec(spec), config_.seed));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "serve: tenant %lld%s%s: cannot load the model version %llu another replica promoted (%s), "
+                           "still serving version %llu: %s\n",
+                   static_cast<long long>(t.id), agent.empty() ? "" : ", agent ", agent.c_str(),
+                   static_cast<unsigned long long>(v), spec.c_str(), static_cast<unsigned long long>(version), e.what());
+      continue;
+    }
+    std::unique_lock lock(t.mu);
+    Slot& sl = t.slots.at(agent);
+    if (sl.version >= v) continue;
+    sl.spec = spec;
+    sl.version = v;
+    sl.retriever = std::move(next);
+  }
 }
 
 Service::Slot& Service::slot(Tenant& t, const std::string& agent) {
@@ -167,7 +385,7 @@ Service::Slot& Service::slot(Tenant& t, const std::string& agent) {
                                                            : "this tenant's agents: " + names) + ")");
 }
 
-Service::~Service() = default;
+Service::~Service() { stop_background(true); }
 
 std::optional<TenantId> Service::authenticate(std::string_view key) {
   if (key.empty() || key.size() > 256) return std::nullopt;
@@ -212,6 +430,9 @@ Service::Tenant& Service::tenant(TenantId id) {
     sl.retriever = retrieval::make_retriever(retrieval::parse_retriever_spec(sl.spec), config_.seed);
     t->slots.emplace(agent, std::move(sl));
   }
+  // The counter first: a change made between the two reads is replayed by the next sync
+  // (replaying a change memory already has changes nothing).
+  t->seq = store_.document_seq(id);
   for (auto& d : store_.documents_of(id)) {
     Document doc;
     doc.id = std::move(d.id);
@@ -495,6 +716,8 @@ Counts Service::counts() {
   c.feedback_records = feedback_records_;
   c.learn_rounds = learn_rounds_;
   c.promotions = promotions_;
+  c.synced_changes = synced_changes_;
+  c.learner_lease = leader_;
   return c;
 }
 
@@ -517,6 +740,8 @@ double Service::top1(const retrieval::Retriever& ret, const std::vector<LearnQue
 std::vector<LearnReport> Service::learn_step(Learner& learner) {
   std::vector<LearnReport> reports;
   const LearnConfig& lc = config_.learn;
+  if (!renew_learner_lease()) return reports;  // another replica learns
+  (void)sync();  // what other replicas changed and promoted: rounds build on the versions served now
   for (const auto& info : store_.tenant_list()) {
     // All records new since the last read bound the new "doc" ones: fewer than any slot
     // still needs, and the tenant's feedback is not even read.
@@ -547,7 +772,14 @@ std::vector<LearnReport> Service::learn_step(Learner& learner) {
     }
     for (auto& [agent, by_request] : by_agent) {
       const auto key = std::make_pair(info.id, agent);
-      if (docs[agent] < learned_at_[key] + lc.min_new_feedback) continue;
+      // How far learning got, as the store records it: this replica's or the one before it.
+      std::size_t at = 0;
+      if (const auto b = store_.blob_get(learned_blob_key(info.id, agent))) at = std::stoull(*b);
+      {
+        std::lock_guard ll(learn_mu_);
+        learned_at_[key] = at;
+      }
+      if (docs[agent] < at + lc.min_new_feedback) continue;
       const auto slot_it = t.slots.find(agent);
       if (slot_it == t.slots.end()) continue;  // an agent the config no longer declares
       Slot& sl = slot_it->second;
@@ -592,10 +824,14 @@ std::vector<LearnReport> Service::learn_step(Learner& learner) {
           (dev ? round.dev : round.train).push_back(std::move(q));
         }
       }
-      {
-        std::lock_guard ll(learn_mu_);
-        learned_at_[key] = docs[agent];
-      }
+      // Recorded once the round is over (below): a replica killed mid-round leaves it to the next learner.
+      const auto record_progress = [&] {
+        {
+          std::lock_guard ll(learn_mu_);
+          learned_at_[key] = docs[agent];
+        }
+        store_.blob_put(learned_blob_key(info.id, agent), std::to_string(docs[agent]));
+      };
       LearnReport rep;
       rep.tenant = info.id;
       rep.agent = agent;
@@ -607,6 +843,7 @@ std::vector<LearnReport> Service::learn_step(Learner& learner) {
       if (round.train.empty() || round.dev.empty()) {
         rep.report = "too few queries with two or more rated documents (" + std::to_string(rep.train) + " train, " +
                      std::to_string(rep.dev) + " held back)";
+        record_progress();
         reports.push_back(rep);
         continue;
       }
@@ -626,10 +863,19 @@ std::vector<LearnReport> Service::learn_step(Learner& learner) {
         }
       } catch (const std::exception& e) {
         rep.report = std::string("the learner failed: ") + e.what();
+        if (renew_learner_lease()) record_progress();
         reports.push_back(rep);
         continue;
       }
       rep.report = out.report;
+      // A replica that lost the lease while it trained (stalled past lease_seconds) records
+      // and promotes nothing: the replica that holds it now learns this feedback.
+      if (!renew_learner_lease()) {
+        rep.report += "; lost the learner lease meanwhile: nothing promoted or recorded";
+        reports.push_back(rep);
+        return reports;
+      }
+      record_progress();
       // Promote only a model that beats what is served on the held-back feedback.
       if (next && rep.new_dev_top1 > rep.served_dev_top1) {
         std::unique_lock lock(t.mu);
@@ -733,6 +979,10 @@ ServeConfig read_config(const std::filesystem::path& path) {
       }
     } else if (key == "corpus_candidates") {
       c.corpus_candidates = count(v, key, 1, 10000);
+    } else if (key == "sync_seconds") {
+      if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0 || v.get<double>() > 86400)
+        throw bad(key, "expected a number of seconds from 0 (never) to 86400");
+      c.sync_seconds = v.get<double>();
     } else if (key == "dense_micro_batch") {
       c.dense_micro_batch = count(v, key, 1, 1024);
     } else if (key == "seed") {
@@ -782,6 +1032,7 @@ ServeConfig read_config(const std::filesystem::path& path) {
         else if (lk == "dir") c.learn.dir = text();
         else if (lk == "min_new_feedback") c.learn.min_new_feedback = count(lv, k, 1, 100000000);
         else if (lk == "interval_seconds") c.learn.interval_seconds = number(0.1, 86400);
+        else if (lk == "lease_seconds") c.learn.lease_seconds = number(0.3, 86400);
         else if (lk == "dev_fraction") c.learn.dev_fraction = number(0.01, 0.9);
         else if (lk == "top_l") c.learn.top_l = count(lv, k, 2, 1000);
         else if (lk == "epochs") c.learn.epochs = count(lv, k, 1, 1000);
@@ -789,7 +1040,7 @@ ServeConfig read_config(const std::filesystem::path& path) {
         else if (lk == "positive_at") c.learn.positive_at = number(-1e9, 1e9);
         else
           throw bad(k, "unknown key (on, method, init, dir, min_new_feedback, interval_seconds, dev_fraction, top_l, "
-                       "epochs, lr, positive_at, judge)");
+                       "epochs, lr, positive_at, judge, lease_seconds)");
       }
     } else if (key == "user_feedback") {
       if (!v.is_object()) throw bad(key, "expected an object");
@@ -807,7 +1058,7 @@ ServeConfig read_config(const std::filesystem::path& path) {
         }
       }
     } else {
-      throw bad(key, "unknown key (retriever, retrievers, agents, tenants, corpus_candidates, dense_micro_batch, seed, limits, "
+      throw bad(key, "unknown key (retriever, retrievers, agents, tenants, corpus_candidates, dense_micro_batch, sync_seconds, seed, limits, "
                     "learn, user_feedback)");
     }
   }

@@ -20,6 +20,7 @@
 
 #include "attune/store/store.h"
 #include "cli_run.h"
+#include "fixtures/postgres.h"
 
 namespace fs = std::filesystem;
 
@@ -1384,6 +1385,93 @@ TEST_F(Cli, ServeLosesNoAcknowledgedFeedbackWhenKilled) {
   EXPECT_NE(slurp(dir_ / "serve.err").find("stopped (SIGTERM)"), std::string::npos) << slurp(dir_ / "serve.err");
   std::printf("kill -9 after %zu acknowledged feedback calls: %zu stored, %zu lost\n", acknowledged.size(), stored.size(),
               lost);
+}
+
+// Two `attune serve` processes on one PostgreSQL database, as two machines behind a load
+// balancer would run: a document added through one is served by the other, exactly one holds
+// the learner lease, and when that one is killed (kill -9: no clean stop) the other takes it.
+// (What the lease decides, one learner that goes on where the last stopped, is checked in
+// Serve.TwoReplicasOnOnePostgresql...; here the processes, the URL and the real kill.)
+TEST_F(Cli, TwoServeProcessesOnOnePostgresqlShareDocumentsAndTheLearnerLeaseSurvivesAKill) {
+  const auto db = attune::fixtures::postgres_database();
+  if (!db) GTEST_SKIP() << attune::fixtures::kNoPostgres;
+  auto r = run("tenant add acme --store '" + db->url() + "'");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const std::string key = r.out.substr(0, r.out.find('\n'));
+  fs::create_directories(dir_ / "enc");  // learning on needs a folder; no round runs (min_new_feedback)
+  {
+    std::ofstream(dir_ / "serve.json") << R"({"sync_seconds": 0.2, "learn": {"on": true, "init": "enc",
+        "min_new_feedback": 1000000, "lease_seconds": 1.5}})";
+  }
+  const std::string bin = std::string(ATTUNE_BINARY_DIR) + "/tools/attune/attune";
+  const auto start = [&](const std::string& tag) {
+    const std::string cmd = "cd '" + dir_.string() + "' && ('" + bin + "' serve --store '" + db->url() +
+                            "' --config serve.json --port 0 --port-file port-" + tag + ".txt >" + tag + ".out 2>" + tag +
+                            ".err & echo $! >pid-" + tag + ".txt)";
+    EXPECT_EQ(std::system(cmd.c_str()), 0);
+    const fs::path pf = dir_ / ("port-" + tag + ".txt");
+    for (int i = 0; i < 400 && !fs::exists(pf); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    EXPECT_TRUE(fs::exists(pf)) << slurp(dir_ / (tag + ".err"));
+    const auto p = slurp(pf);
+    return std::stoi(p.substr(0, p.find('\n')));
+  };
+  const int pa = start("a"), pb = start("b");
+  const auto client = [&](int p) {
+    auto c = std::make_unique<httplib::Client>("127.0.0.1", p);
+    c->set_default_headers({{"Authorization", "Bearer " + key}});
+    c->set_connection_timeout(2);
+    c->set_read_timeout(5);
+    return c;
+  };
+  auto ca = client(pa), cb = client(pb);
+  const auto served = [&](httplib::Client& c, const std::string& query) {
+    auto res = c.Post("/v1/retrieve", nlohmann::json{{"user", "ann"}, {"query", query}}.dump(), "application/json");
+    return res && res->status == 200 ? res->body : std::string("no answer");
+  };
+  // b has loaded the tenant before a's write: what it serves later comes from syncing.
+  EXPECT_EQ(served(*cb, "parser").find("\"a1\""), std::string::npos);
+  auto put = ca->Put("/v1/users/ann/documents", R"({"documents": [{"id": "a1", "text": "fix the parser crash"}]})",
+                     "application/json");
+  ASSERT_TRUE(put);
+  ASSERT_EQ(put->status, 200) << put->body;
+  bool seen = false;
+  for (int i = 0; i < 200 && !seen; ++i) {
+    seen = served(*cb, "parser crash").find("\"a1\"") != std::string::npos;
+    if (!seen) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(seen) << "a document put through one replica was never served by the other: " << slurp(dir_ / "b.err");
+  const auto holds = [&](httplib::Client& c) {
+    auto m = c.Get("/metrics");
+    return m && m->body.find("\nattune_learner_lease 1\n") != std::string::npos;
+  };
+  // Exactly one holds the lease.
+  bool one = false;
+  for (int i = 0; i < 100 && !one; ++i) {
+    one = holds(*ca) != holds(*cb);
+    if (!one) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(one) << slurp(dir_ / "a.err") << slurp(dir_ / "b.err");
+  const bool a_held = holds(*ca);
+  auto& survivor = a_held ? *cb : *ca;
+  const std::string killed = a_held ? "a" : "b", kept = a_held ? "b" : "a";
+  const auto pid = slurp(dir_ / ("pid-" + killed + ".txt"));
+  ASSERT_EQ(std::system(("kill -9 " + pid.substr(0, pid.find('\n'))).c_str()), 0);
+  const auto killed_at = std::chrono::steady_clock::now();
+  bool took = false;
+  for (int i = 0; i < 200 && !took; ++i) {
+    took = holds(survivor);
+    if (!took) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  const double after = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
+  EXPECT_TRUE(took) << slurp(dir_ / (kept + ".err"));
+  EXPECT_LT(after, 1.5 + 1.5 / 3 + 2) << "the lease passed only after " << after << " s";  // lease + a renewal + slack
+  EXPECT_NE(slurp(dir_ / (kept + ".err")).find("holds the learner lease"), std::string::npos);
+  EXPECT_EQ(served(survivor, "parser crash").find("\"a1\"") != std::string::npos, true);
+  const auto pid2 = slurp(dir_ / ("pid-" + kept + ".txt"));
+  ASSERT_EQ(std::system(("kill -TERM " + pid2.substr(0, pid2.find('\n'))).c_str()), 0);
+  for (int i = 0; i < 200 && slurp(dir_ / (kept + ".err")).find("stopped (SIGTERM)") == std::string::npos; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  std::printf("the learner lease passed %.2f s after the kill (lease_seconds 1.5)\n", after);
 }
 
 // attune serve refuses a bad deployment before it listens: the file and key named.

@@ -9,6 +9,8 @@
 #include <functional>
 #include <memory>
 #include <set>
+#include <thread>
+#include <chrono>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -18,6 +20,7 @@
 #include "attune/serve/openapi.h"
 #include "attune/serve/service.h"
 #include "attune/store/store.h"
+#include "fixtures/postgres.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -619,8 +622,9 @@ TEST(Serve, UserFeedbackIsFiledSharedPersonalOrNowhereAndIncorrectNeverReachesTh
     const auto r = call(a, "POST", "/v1/conversations/c" + std::to_string(i) + "/feedback", body);
     ASSERT_EQ(r.status, 200) << r.body.dump();
     ++ended[cases[i].kind][r.body["filing"].get<std::string>()];
-    if (r.body["filing"] == "shared" || r.body["filing"] == "personal")
+    if (r.body["filing"] == "shared" || r.body["filing"] == "personal") {
       EXPECT_EQ(r.body["document_id"], "uf-c" + std::to_string(i));
+    }
   }
   EXPECT_EQ(ended["correct-shared"]["shared"], 4) << json(ended).dump();
   EXPECT_EQ(ended["correct-personal"]["personal"], 4) << json(ended).dump();
@@ -673,4 +677,144 @@ TEST(Serve, UserFeedbackIsFiledSharedPersonalOrNowhereAndIncorrectNeverReachesTh
   f.service->set_curator(nullptr);
   EXPECT_EQ(call(a, "POST", "/v1/conversations/c13/feedback", json{{"user", "ann"}, {"conversation", "user: a b c d"}}).status,
             503);
+}
+
+// Replicas: two servers on one store (here two connections to one SQLite file, as two
+// processes on one machine would have; the PostgreSQL instance below runs the same check).
+namespace {
+
+struct Replica {
+  std::unique_ptr<store::Store> st;
+  std::unique_ptr<serve::Service> service;
+  std::unique_ptr<serve::HttpServer> server;
+  Replica(const std::string& spec, const serve::ServeConfig& cfg) {
+    st = store::open_store(spec);
+    service = std::make_unique<serve::Service>(*st, cfg);
+    serve::HttpOptions o;
+    o.port = 0;
+    server = std::make_unique<serve::HttpServer>(*service, o);
+    server->start();
+  }
+  httplib::Client client(const std::string& key) const {
+    httplib::Client c("127.0.0.1", server->port());
+    c.set_default_headers({{"Authorization", "Bearer " + key}});
+    return c;
+  }
+};
+
+// Users first..first+n-1 as feed() makes them: documents put and retrieved through `serving`,
+// the utilities sent through `rating` (any replica takes feedback on any replica's request).
+void feed_replicas(Replica& serving, Replica& rating, const std::string& key, int first, int n) {
+  auto s = serving.client(key), f = rating.client(key);
+  for (int i = first; i < first + n; ++i) {
+    const std::string u = "u" + std::to_string(i);
+    json d = json::array();
+    for (int j = 0; j < 4; ++j)
+      d.push_back({{"id", "d" + std::to_string(j)},
+                   {"text", (j ? "memo " : "note ") + std::to_string(j) + " of " + u},
+                   {"date", "2026-01-0" + std::to_string(j + 1)}});
+    ASSERT_EQ(call(s, "PUT", "/v1/users/" + u + "/documents", json{{"documents", d}}).status, 200);
+    const auto r = call(s, "POST", "/v1/retrieve", json{{"user", u}, {"query", "note"}, {"k", 4}});
+    ASSERT_EQ(r.status, 200) << r.body.dump();
+    json utils = json::object();
+    for (const auto& doc : r.body["documents"]) utils[doc["id"].get<std::string>()] = doc["id"] == "d3" ? 1.0 : 0.0;
+    ASSERT_EQ(call(f, "POST", "/v1/feedback", json{{"request_id", r.body["request_id"]}, {"utilities", utils}}).status, 200);
+  }
+}
+
+// Polls `ok` for up to 10 s (the replicas sync every 0.2 s).
+bool eventually(const std::function<bool()>& ok) {
+  for (int i = 0; i < 200; ++i) {
+    if (ok()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return ok();
+}
+
+void replicas_share_documents_models_and_one_learner(const std::string& spec, const fs::path& models) {
+  std::string key;
+  {
+    auto admin = store::open_store(spec);
+    const auto t = admin->tenant_create("acme");
+    key = serve::new_api_key();
+    admin->key_add(t, serve::key_prefix(key), serve::key_hash(key));
+  }
+  serve::ServeConfig cfg;
+  cfg.sync_seconds = 0.2;
+  cfg.learn.min_new_feedback = 100;
+  cfg.learn.dev_fraction = 0.3;
+  cfg.learn.lease_seconds = 2;
+  cfg.learn.dir = models.string();
+  auto a = std::make_unique<Replica>(spec, cfg);
+  Replica b(spec, cfg);
+  const auto search = [&](Replica& r, const std::string& user, const std::string& query) {
+    return ids(call(r.client(key), "POST", "/v1/retrieve", json{{"user", user}, {"query", query}, {"k", 10}}));
+  };
+  // Both replicas have loaded the tenant (a retrieve loads it) before the changes below.
+  EXPECT_TRUE(search(*a, "ann", "x").empty());
+  EXPECT_TRUE(search(b, "ann", "x").empty());
+
+  // A document added through one replica is retrieved through the other; so is a removal.
+  ASSERT_EQ(call(a->client(key), "PUT", "/v1/users/ann/documents", docs({{"a1", "gift ideas for my sister"}})).status, 200);
+  ASSERT_EQ(call(b.client(key), "POST", "/v1/corpus/documents", docs({{"c1", "gift wrapping services nearby"}})).status, 200);
+  EXPECT_TRUE(eventually([&] { return search(b, "ann", "gift").count("a1") == 1; }));
+  EXPECT_TRUE(eventually([&] { return search(*a, "ann", "gift").count("c1") == 1; }));
+  ASSERT_EQ(call(a->client(key), "DELETE", "/v1/users/ann/documents/a1").status, 200);
+  EXPECT_TRUE(eventually([&] { return search(b, "ann", "gift").count("a1") == 0; }));
+  EXPECT_TRUE(search(b, "bob", "gift").count("c1"));  // the corpus, never ann's documents
+  EXPECT_FALSE(search(b, "bob", "gift").count("a1"));
+
+  // Feedback through both: one replica (the lease holder) learns it, once.
+  feed_replicas(*a, b, key, 0, 20);
+  feed_replicas(b, *a, key, 20, 20);  // 160 "doc" records, served and rated on both
+  FakeLearner la, lb;
+  EXPECT_EQ(a->st->tenant_list().at(0).feedback, 160u);
+  const auto ra = a->service->learn_step(la);  // a takes the lease (nobody held it)
+  EXPECT_TRUE(a->service->counts().learner_lease);
+  const auto rb = b.service->learn_step(lb);   // b does not: a holds it
+  ASSERT_EQ(la.rounds.size(), 1u) << ra.size() << " reports; " << (ra.empty() ? "" : ra[0].report);
+  EXPECT_EQ(lb.rounds.size(), 0u);
+  EXPECT_TRUE(rb.empty());
+  EXPECT_EQ(la.rounds[0].train.size() + la.rounds[0].dev.size(), 40u);  // every request, whichever replica served it
+  ASSERT_EQ(ra.size(), 1u);
+  EXPECT_TRUE(ra[0].promoted) << ra[0].report;
+  // The other replica serves the promoted version.
+  EXPECT_TRUE(eventually([&] {
+    return call(b.client(key), "POST", "/v1/retrieve", json{{"user", "u1"}, {"query", "note"}}).body["model_version"] ==
+           "recency@v2";
+  }));
+  EXPECT_EQ(a->service->learn_step(la).size(), 0u);  // nothing new: no second round of the same feedback
+
+  // The learner's replica dies (no clean stop: its lease is left to expire).
+  ASSERT_TRUE(a->service->renew_learner_lease());
+  const auto killed = std::chrono::steady_clock::now();
+  a->service->stop_background(false);
+  EXPECT_TRUE(b.service->learn_step(lb).empty());  // a's lease has not expired yet
+  EXPECT_FALSE(b.service->counts().learner_lease);
+  feed_replicas(b, b, key, 40, 20);  // 240 records: 80 new since the round, fewer than 100
+  std::this_thread::sleep_until(killed + std::chrono::milliseconds(2300));
+  EXPECT_TRUE(b.service->learn_step(lb).empty());
+  EXPECT_TRUE(lb.rounds.empty()) << "b took over but relearnt feedback a had learnt: 80 new records are below 100";
+  EXPECT_TRUE(b.service->counts().learner_lease);
+  feed_replicas(b, b, key, 60, 10);  // 280: 120 new
+  const auto rb2 = b.service->learn_step(lb);
+  ASSERT_EQ(lb.rounds.size(), 1u);
+  EXPECT_EQ(lb.rounds[0].version, 3u);  // after a's v2
+  EXPECT_EQ(lb.rounds[0].train.size() + lb.rounds[0].dev.size(), 70u);  // all the feedback, none lost
+  a.reset();  // its destructor gives up nothing: b holds the lease
+  EXPECT_TRUE(b.service->renew_learner_lease());
+}
+
+}  // namespace
+
+TEST(Serve, TwoReplicasOnOneSqliteFileShareDocumentsModelsAndOneLearner) {
+  TempDir dir;
+  replicas_share_documents_models_and_one_learner((dir.path / "serve.db").string(), dir.path / "models");
+}
+
+TEST(Serve, TwoReplicasOnOnePostgresqlShareDocumentsModelsAndOneLearner) {
+  const auto db = fixtures::postgres_database();
+  if (!db) GTEST_SKIP() << fixtures::kNoPostgres;
+  TempDir dir;
+  replicas_share_documents_models_and_one_learner(db->url(), dir.path / "models");
 }

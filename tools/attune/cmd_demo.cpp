@@ -31,7 +31,7 @@ void add_demo(CLI::App& app, int& rc) {
     }
     if (!fs::exists(fs::path(d.data) / d.task))
       throw Error("no sample data at " + d.data + " (write it with `attune sample --out " + d.data + "`)");
-    auto st = store::open_sqlite(r->store_file());
+    auto st = store::open_store(r->store_file());
     auto task = load_task(d);
     auto tok = engine::budget_tokenizer(r->tokenizer, std::string("reference"));
     std::printf("== 1. import (%s -> %s)\n", d.data.c_str(), r->store.c_str());

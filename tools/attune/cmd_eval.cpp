@@ -61,7 +61,7 @@ void add_eval(CLI::App& app, int& rc) {
     auto task = load_task(*d);
     auto ds = load_dataset(*d);
     auto tok = engine::budget_tokenizer(r->tokenizer, *llm_spec);
-    auto st = store::open_sqlite(r->store_file());
+    auto st = store::open_store(r->store_file());
     neural::register_retrievers(r->device);  // dense:/cross: models run on --device
     // Selector folders (attune train --method rspg-*): their pool joins the retrievers.
     std::vector<std::string> plain;

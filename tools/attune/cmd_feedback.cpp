@@ -42,7 +42,7 @@ void add_feedback(CLI::App& app, int& rc) {
     auto task = load_task(*d);
     auto ds = load_dataset(*d);
     auto tok = engine::budget_tokenizer(r->tokenizer, *llm_spec);
-    auto st = store::open_sqlite(r->store_file());
+    auto st = store::open_store(r->store_file());
     neural::register_retrievers(r->device);  // dense:/cross: models run on --device
     // Corpus tasks: dense:DIR searches the whole corpus itself (see make_sources).
     std::vector<std::string> specs = o->retrievers;

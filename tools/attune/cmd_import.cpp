@@ -16,7 +16,7 @@ void add_import(CLI::App& app, int& rc) {
   r->add(*cmd);
   cmd->add_option("--splits", *splits, "comma-separated splits to import (those that exist)")->capture_default_str();
   cmd->callback([=, &rc] {
-    auto st = store::open_sqlite(r->store_file());
+    auto st = store::open_store(r->store_file());
     std::size_t done = 0;
     for (const auto& split : retrieval::split_specs(*splits)) {
       DataOptions one = *d;

@@ -61,7 +61,7 @@ void add_judge(CLI::App& app, int& rc) {
     auto task = load_task(*d);
     auto ds = load_dataset(*d);
     if (*limit && ds.examples.size() > *limit) ds.examples.resize(*limit);
-    auto st = store::open_sqlite(r->store_file());
+    auto st = store::open_store(r->store_file());
     neural::register_retrievers(r->device);
     auto ret = retrieval::make_retriever(*spec, r->seed, task->uses_corpus());
     auto sources = engine::make_sources(*d, *task, *st, r->models(), r->quiet, {*spec});

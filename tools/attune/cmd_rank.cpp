@@ -23,7 +23,7 @@ void add_rank(CLI::App& app, int& rc) {
   cmd->callback([=, &rc] {
     auto task = load_task(*d);
     auto ds = load_dataset(*d);
-    auto st = store::open_sqlite(r->store_file());
+    auto st = store::open_store(r->store_file());
     neural::register_retrievers(r->device);  // dense:/cross: models run on --device
     auto ret = retrieval::make_retriever(*spec, r->seed, task->uses_corpus());
     // Corpus tasks: dense:DIR searches the whole corpus itself (see make_sources).

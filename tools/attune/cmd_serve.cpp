@@ -170,7 +170,8 @@ void add_serve(CLI::App& app, int& rc) {
   auto config = std::make_shared<std::string>();
   auto http = std::make_shared<serve::HttpOptions>();
   auto port_file = std::make_shared<std::string>();
-  cmd->add_option("--store", r->store, "the store: tenants, keys, documents, requests and feedback")->capture_default_str();
+  cmd->add_option("--store", r->store, "the store: tenants, keys, documents, requests and feedback; a SQLite file, or a "
+                                   "postgresql:// URL that several replicas share")->capture_default_str();
   cmd->add_option("--config", *config, "the deployment's JSON file: retriever spec per tenant, limits, learning "
                                        "(docs/serve.md; for serve --config is this file, not the options file other "
                                        "verbs take); default: bm25 for every tenant, the default limits, learning off");
@@ -209,7 +210,7 @@ void add_serve(CLI::App& app, int& rc) {
     std::shared_ptr<llm::LanguageModel> judge;
     if (cfg.learn.on && cfg.learn.method == "luf") judge = engine::make_llm(cfg.learn.judge, engine::DataSpec{}, nullptr, r->models());
     neural::configure_for_serving(cfg.dense_micro_batch);  // before the service makes its retrievers
-    auto st = store::open_sqlite(r->store_file());
+    auto st = store::open_store(r->store_file());
     serve::Service service(*st, cfg);
     if (!cfg.user_feedback.llm.empty()) {
       if (cfg.user_feedback.llm == "reference")
@@ -271,7 +272,7 @@ void add_serve(CLI::App& app, int& rc) {
     if (!port_file->empty()) write_file_atomic(*port_file, std::to_string(server.port()) + "\n");
     if (!r->quiet)
       std::fprintf(stderr, "serve: http://%s:%d (store %s, retriever %s, %zu tenants, learning %s); Ctrl-C stops\n",
-                   http->host.c_str(), server.port(), r->store.c_str(), cfg.retriever.c_str(), st->tenant_list().size(),
+                   http->host.c_str(), server.port(), store::store_display_name(r->store).c_str(), cfg.retriever.c_str(), st->tenant_list().size(),
                    cfg.learn.on ? ("on, " + cfg.learn.method + " from " + cfg.learn.init).c_str() : "off");
     int sig = 0;
     sigwait(&stop_signals, &sig);

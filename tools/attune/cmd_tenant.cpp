@@ -29,9 +29,9 @@ void add_tenant(CLI::App& app, int& rc) {
   // add creates the store; revoke and list refuse one that does not exist (a mistyped path
   // would otherwise list nothing, as if there were no tenants).
   const auto open = [store](bool create) {
-    if (!create && !std::filesystem::exists(store->store_file()))
+    if (!create && !store::is_postgresql_url(store->store_file()) && !std::filesystem::exists(store->store_file()))
       throw UsageError("--store " + store->store + ": no such store (attune tenant add creates one)");
-    return store::open_sqlite(store->store_file());
+    return store::open_store(store->store_file());
   };
 
   auto* add = cmd->add_subcommand("add", "create a tenant (or, with --key-only, a new key of an existing one) and print "
@@ -39,7 +39,7 @@ void add_tenant(CLI::App& app, int& rc) {
   auto name = std::make_shared<std::string>();
   auto key_only = std::make_shared<bool>(false);
   add->add_option("NAME", *name, "the tenant's name (letters, digits, '.', '_', '-')")->required();
-  add->add_option("--store", store->store, "the store `attune serve` runs on")->capture_default_str();
+  add->add_option("--store", store->store, "the store `attune serve` runs on (a SQLite file or a postgresql:// URL)")->capture_default_str();
   add->add_flag("--key-only", *key_only, "add a key to an existing tenant (e.g. before revoking the old one)");
   add->callback([=, &rc] {
     check_tenant_name(*name);
@@ -47,7 +47,7 @@ void add_tenant(CLI::App& app, int& rc) {
     store::TenantId id = 0;
     if (*key_only) {
       const auto found = st->tenant_find(*name);
-      if (!found) throw UsageError("no tenant \"" + *name + "\" in " + store->store + " (attune tenant list)");
+      if (!found) throw UsageError("no tenant \"" + *name + "\" in " + store::store_display_name(store->store) + " (attune tenant list)");
       id = *found;
     } else {
       id = st->tenant_create(*name);
@@ -63,18 +63,18 @@ void add_tenant(CLI::App& app, int& rc) {
   auto* revoke = cmd->add_subcommand("revoke", "revoke an API key, named by the key or by its prefix (attune tenant list)");
   auto which = std::make_shared<std::string>();
   revoke->add_option("KEY", *which, "the key, or its first 12 characters as `tenant list` shows them")->required();
-  revoke->add_option("--store", store->store, "the store `attune serve` runs on")->capture_default_str();
+  revoke->add_option("--store", store->store, "the store `attune serve` runs on (a SQLite file or a postgresql:// URL)")->capture_default_str();
   revoke->callback([=, &rc] {
     auto st = open(false);
     const bool whole = which->size() > 12;
     const std::size_t n = whole ? st->key_revoke("", serve::key_hash(*which)) : st->key_revoke(*which, "");
-    if (n == 0) throw UsageError("no active key " + *which + (whole ? std::string() : "...") + " in " + store->store);
+    if (n == 0) throw UsageError("no active key " + *which + (whole ? std::string() : "...") + " in " + store::store_display_name(store->store));
     std::printf("revoked %zu key%s\n", n, n == 1 ? "" : "s");
     rc = 0;
   });
 
   auto* list = cmd->add_subcommand("list", "list tenants, their keys (by prefix) and what they hold");
-  list->add_option("--store", store->store, "the store `attune serve` runs on")->capture_default_str();
+  list->add_option("--store", store->store, "the store `attune serve` runs on (a SQLite file or a postgresql:// URL)")->capture_default_str();
   list->callback([=, &rc] {
     auto st = open(false);
     const auto keys = st->key_list();

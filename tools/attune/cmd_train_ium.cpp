@@ -273,7 +273,7 @@ TrainRunner add_ium_options(CLI::App* train) {
     apply_fit_options(a, r, base.fit);
     base.init = a.init;
     base.validate();
-    auto st = store::open_sqlite(r.store_file());
+    auto st = store::open_store(r.store_file());
     neural::register_retrievers(r.device);
     nlohmann::json args = {{"method", "ium"}, {"data", d0.data}, {"agents", p->agents}, {"out", a.out}, {"init", a.init},
                            {"iterations", p->iterations}, {"feedback_k", p->feedback_k}, {"limit", a.limit}};

@@ -89,7 +89,7 @@ TrainRunner add_pearl_options(CLI::App* train) {
     po.validate();  // option errors before any work
     auto task = load_task(d);
     auto tok = engine::budget_tokenizer(r.tokenizer, a.llm);
-    auto st = store::open_sqlite(r.store_file());
+    auto st = store::open_store(r.store_file());
     neural::register_retrievers(r.device);
     auto model = engine::make_llm(a.llm, d, task.get(), r.models());
     nlohmann::json args = {{"method", "pearl"}, {"data", d.data}, {"task", d.task}, {"split", d.split},

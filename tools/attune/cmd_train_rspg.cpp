@@ -61,7 +61,7 @@ TrainRunner add_rspg_options(CLI::App* cmd) {
     o.validate();  // option errors before any work
     auto task = load_task(d);
     auto tok = engine::budget_tokenizer(r.tokenizer, a.llm);
-    auto st = store::open_sqlite(r.store_file());
+    auto st = store::open_store(r.store_file());
     neural::register_retrievers(r.device);
     for (const auto& s : pool)
       retrieval::make_retriever(s, r.seed, task->uses_corpus());  // validates the pool early

@@ -84,7 +84,7 @@ void add_user_feedback(CLI::App& app, int& rc) {
       lines.push_back(std::move(l));
     }
     if (lines.empty()) throw InputError(o->input, "", "", "holds no conversation");
-    auto st = store::open_sqlite(r->store_file());
+    auto st = store::open_store(r->store_file());
     const auto tenant = st->tenant_find(o->tenant);
     if (!tenant) throw UsageError("--tenant " + o->tenant + ": no such tenant in " + r->store_file() + " (attune tenant add NAME)");
     serve::Service service(*st, cfg);

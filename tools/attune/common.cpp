@@ -115,7 +115,7 @@ void check_numbers_of(CLI::App& app) {
 void check_number_options(CLI::App& app) { check_numbers_of(app); }
 
 void RunOptions::add(CLI::App& app) {
-  app.add_option("--store", store, "SQLite store")->capture_default_str();
+  app.add_option("--store", store, "the store: a SQLite file, or a postgresql:// URL")->capture_default_str();
   app.add_option("--seed", seed, "seed for everything random (recorded with the run)")->capture_default_str();
   app.add_option("--threads", threads,
                  "worker threads, and the threads torch runs one model operator on (0 = all cores; torch: one per "

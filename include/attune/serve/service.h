@@ -9,6 +9,7 @@
 // the retrieval-layer user "TENANT/U": a document of any other user of any tenant carries
 // another owner, and Retriever::rank refuses it (PrivacyError) before it could be served.
 #include <atomic>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -18,6 +19,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "attune/core/types.h"
@@ -86,6 +88,10 @@ struct LearnConfig {
   // (answer / relevant with a score / irrelevant, feedback/judge.h); LUF's losses train the
   // dense reranker on those labels. The users' utilities still decide promotion.
   std::string judge;
+  // Replicas on one store: only the holder of the store's learner lease trains. It renews the
+  // lease every third of this; a replica that stops renewing (killed) loses it after this many
+  // seconds, and another replica with learning on takes over where the last round left off.
+  double lease_seconds = 15;
 };
 
 // An agent (paper 002): an application of the tenant with its own task and language model,
@@ -129,6 +135,10 @@ struct ServeConfig {
   // forward pass (1: each alone). The server applies it (neural::set_query_micro_batch).
   std::size_t dense_micro_batch = 16;
   std::uint64_t seed = 0;
+  // Replicas on one store (several `attune serve` on one PostgreSQL, or several processes on
+  // one SQLite file): every this many seconds a replica applies the document changes others
+  // wrote and picks up the model versions another replica promoted (0: never; one replica).
+  double sync_seconds = 1;
   Limits limits;
   LearnConfig learn;
   UserFeedbackConfig user_feedback;
@@ -228,6 +238,8 @@ struct Counts {
   std::map<std::pair<TenantId, std::string>, std::uint64_t> model_versions;  // of the tenants loaded, by agent ("" = default)
   std::map<TenantId, std::uint64_t> backlog;  // per-document records no learning round has read yet (learning on)
   std::uint64_t retrieves = 0, feedback_records = 0, learn_rounds = 0, promotions = 0;
+  std::uint64_t synced_changes = 0;  // document changes of other replicas applied (sync)
+  bool learner_lease = false;        // whether this replica held the learner lease at its last try
 };
 
 class Service {
@@ -262,7 +274,24 @@ class Service {
   // One learning round for every tenant with enough new feedback (LearnConfig). Training runs
   // without holding any lock, so requests are served meanwhile by the current version; a
   // promoted model is recorded in the store first, then swapped in whole.
+  // Replicas: only the holder of the store's learner lease runs a round; without it this
+  // returns nothing. The lease is taken (or renewed) here and again before a promotion, so a
+  // replica that lost it meanwhile promotes nothing. How far learning got (the feedback
+  // records each slot's last round read) is kept in the store, so a replica taking over goes
+  // on from there: the same feedback is never learnt twice, and none is lost.
   std::vector<LearnReport> learn_step(Learner& learner);
+  // Applies the document changes other replicas wrote since the last sync, and swaps in model
+  // versions they promoted; returns the changes applied. The server's own thread calls it
+  // every sync_seconds; a test may call it at once.
+  std::size_t sync();
+  // Tries to take or renew the learner lease (learn_step does; so does the server's thread
+  // every lease_seconds / 3 while learning is on); true when this replica holds it.
+  bool renew_learner_lease();
+  // Stops the server's thread. release = true gives the learner lease up, so another replica
+  // takes over at once (a clean stop; the destructor does this); false leaves it to expire, as
+  // a killed replica would.
+  void stop_background(bool release);
+  const std::string& replica_id() const { return replica_id_; }
   // User feedback: the model that curates it (UserFeedbackConfig; attune serve builds it from
   // the config's spec). Without one, conversation_feedback answers 503.
   void set_curator(std::shared_ptr<llm::LanguageModel> model);
@@ -290,6 +319,15 @@ class Service {
   std::map<TenantId, std::unique_ptr<Tenant>> tenants_;
   std::mutex learn_mu_;  // guards learned_at_ / learned_total_ (learn_step and counts)
   std::atomic<std::uint64_t> retrieves_{0}, feedback_records_{0}, learn_rounds_{0}, promotions_{0};
+  void apply_changes(Tenant& t, const std::vector<store::DocumentChange>& changes);
+  void sync_models(Tenant& t);
+  std::string replica_id_;                 // this replica's name in the learner lease
+  std::atomic<bool> leader_{false};
+  std::atomic<std::uint64_t> synced_changes_{0};
+  std::mutex bg_mu_;                       // guards bg_stop_ (the background thread's wake-up)
+  std::condition_variable bg_cv_;
+  bool bg_stop_ = false;
+  std::thread bg_;                         // sync every sync_seconds; lease renewal while learning is on
   std::shared_ptr<llm::LanguageModel> curator_;
   std::mutex curator_mu_;  // one curation at a time: a model need not be thread-safe
   std::map<std::string, std::uint64_t> filings_;  // by filing (guarded by curator_mu_)
