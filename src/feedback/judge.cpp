@@ -206,9 +206,10 @@ std::vector<JudgeResult> Judge::judge(std::span<const std::string> questions,
 PlantedJudgeOptions parse_planted_judge_spec(std::string_view spec) {
   const std::string where = "language model \"" + std::string(spec) + "\": ";
   std::string_view s = spec;
-  if (!starts_with(s, "planted:judge")) throw UsageError(where + "expected planted:judge[?word=W&malformed=first|always]");
+  if (!starts_with(s, "planted:judge")) throw UsageError(where + "expected planted:judge[?word=W&answer_at=F&malformed=first|always]");
   s.remove_prefix(13);
   PlantedJudgeOptions o;
+  bool word_given = false;
   if (s.empty()) return o;
   if (s[0] != '?') throw UsageError(where + "expected ? after planted:judge");
   s.remove_prefix(1);
@@ -224,20 +225,34 @@ PlantedJudgeOptions parse_planted_judge_spec(std::string_view spec) {
       if (toks.size() != 1 || toks[0] != value)
         throw UsageError(where + "word=\"" + std::string(value) + "\" must be one lowercase word (a ROUGE token)");
       o.word = std::string(value);
+      word_given = true;
+    } else if (key == "answer_at") {
+      char* end = nullptr;
+      const std::string v(value);
+      const double f = std::strtod(v.c_str(), &end);
+      if (v.empty() || end != v.c_str() + v.size() || !(f > 0 && f <= 1))
+        throw UsageError(where + "answer_at=\"" + v + "\" must be a number above 0 and at most 1");
+      o.answer_at = f;
     } else if (key == "malformed") {
       if (value == "first") o.malformed = PlantedJudgeOptions::Malformed::First;
       else if (value == "always") o.malformed = PlantedJudgeOptions::Malformed::Always;
       else if (value == "never") o.malformed = PlantedJudgeOptions::Malformed::Never;
       else throw UsageError(where + "malformed=\"" + std::string(value) + "\" (expected first, always or never)");
     } else {
-      throw UsageError(where + "unknown setting \"" + std::string(part) + "\" (expected word=W or malformed=M)");
+      throw UsageError(where + "unknown setting \"" + std::string(part) + "\" (expected word=W, answer_at=F or malformed=M)");
     }
   }
+  o.word_rule = word_given || o.answer_at == 0;
   return o;
 }
 
 PlantedJudge::PlantedJudge(PlantedJudgeOptions o) : o_(std::move(o)) {
-  id_ = "planted:judge:v1:word=" + o_.word;
+  id_ = "planted:judge:v1:word=" + (o_.word_rule ? o_.word : std::string("-"));
+  if (o_.answer_at > 0) {
+    char buf[48];
+    std::snprintf(buf, sizeof buf, ":answer_at=%g", o_.answer_at);
+    id_ += buf;
+  }
   if (o_.malformed == PlantedJudgeOptions::Malformed::First) id_ += ":malformed=first";
   if (o_.malformed == PlantedJudgeOptions::Malformed::Always) id_ += ":malformed=always";
 }
@@ -272,13 +287,15 @@ std::string PlantedJudge::reply(std::string_view prompt) const {
     std::size_t shared = 0;
     for (const auto& w : question_words)
       if (std::find(doc.begin(), doc.end(), w) != doc.end()) ++shared;
-    if (std::find(doc.begin(), doc.end(), o_.word) != doc.end()) {
+    const double share = question_words.empty() ? 0.0 : static_cast<double>(shared) / static_cast<double>(question_words.size());
+    if ((o_.word_rule && std::find(doc.begin(), doc.end(), o_.word) != doc.end()) ||
+        (o_.answer_at > 0 && share >= o_.answer_at - 1e-12)) {
       label = "ANSWER";
     } else if (shared == 0) {
       label = "IRRELEVANT";
     } else {
       char buf[32];
-      std::snprintf(buf, sizeof buf, "RELEVANT %.2f", static_cast<double>(shared) / static_cast<double>(question_words.size()));
+      std::snprintf(buf, sizeof buf, "RELEVANT %.2f", share);
       label = buf;
     }
     out += "[" + std::string(index) + "] " + label + "\n";

@@ -70,6 +70,24 @@ TEST(PlantedJudge, LabelsByItsPlantedRuleAndSpecsAreChecked) {
   EXPECT_THROW(parse_planted_judge_spec("planted:judge?malformed=sometimes"), UsageError);
   EXPECT_THROW(parse_planted_judge_spec("planted:judge?color=red"), UsageError);
   EXPECT_THROW(parse_planted_judge_spec("planted:judgement"), UsageError);
+  for (const char* bad : {"planted:judge?answer_at=0", "planted:judge?answer_at=1.5", "planted:judge?answer_at=x",
+                          "planted:judge?answer_at="})
+    EXPECT_THROW(parse_planted_judge_spec(bad), UsageError) << bad;
+
+  // answer_at: ANSWER from the share of the question's words a document holds; the word rule
+  // is off unless word= is given too, and the model id names the rule (the cache keys on it).
+  PlantedJudge reader(parse_planted_judge_spec("planted:judge?answer_at=0.6"));
+  const std::vector<std::string> docs2{"a test for the parser", "the parser crashes on empty keys", "parser keys"};
+  const auto p2 = parse_judgements(reader.reply(judge_prompt("why does the parser crash on empty keys?", docs2)), 3);
+  ASSERT_TRUE(p2.judgements);
+  EXPECT_EQ((*p2.judgements)[0].label, JudgeLabel::Relevant);  // "test" is no longer the answer
+  EXPECT_EQ((*p2.judgements)[1].label, JudgeLabel::Answer);    // 3 of 5: 0.6
+  EXPECT_EQ((*p2.judgements)[2].label, JudgeLabel::Relevant);  // 2 of 5
+  EXPECT_NE(reader.info().id, judge.info().id);
+  PlantedJudge both(parse_planted_judge_spec("planted:judge?answer_at=0.6&word=test"));
+  const auto p3 = parse_judgements(both.reply(judge_prompt("why does the parser crash on empty keys?", docs2)), 3);
+  ASSERT_TRUE(p3.judgements);
+  EXPECT_EQ((*p3.judgements)[0].label, JudgeLabel::Answer);
 }
 
 // Ten ranked documents, the only "answer" at rank 5 (index 4), two relevant ones later.

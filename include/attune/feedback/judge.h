@@ -102,11 +102,17 @@ class Judge {
 // four or more letters with the question (score: the share of the question's such tokens it
 // holds, to two decimals), else IRRELEVANT. malformed=first answers a prompt without the
 // repair note with prose the parser must refuse; malformed=always does so every time.
+// answer_at=F (0 < F <= 1) plants a reading judge instead, one lexical overlap can mostly
+// but not wholly read off: ANSWER when the document holds at least the share F of the
+// question's such tokens (the word rule then applies only when word= is also given).
 struct PlantedJudgeOptions {
   std::string word = "test";
   enum class Malformed { Never, First, Always } malformed = Malformed::Never;
+  double answer_at = 0;  // 0: off
+  bool word_rule = true;
 };
-// "planted:judge", "planted:judge?word=fix&malformed=first". UsageError naming the bad part.
+// "planted:judge", "planted:judge?word=fix&malformed=first", "planted:judge?answer_at=0.8".
+// UsageError naming the bad part.
 PlantedJudgeOptions parse_planted_judge_spec(std::string_view spec);
 
 class PlantedJudge final : public llm::LanguageModel {
