@@ -411,8 +411,10 @@ struct FakeLearner : serve::Learner {
 // Puts 4 documents for each of n users and sends, for each, a retrieve of k = 4 and a
 // utility for every served document (1 for "d3" of the user, 0 for the others): bm25 ranks
 // d0 first, the only one that says "note", and recency d3, the newest.
-void feed(Fixture& f, int first, int n, const std::string& agent = "", const std::string& retriever = "") {
-  auto a = f.client(f.key_a);
+// The users first..first+n-1 as above: documents put and retrieved through `serving`, the
+// utilities sent through `rating` (with replicas, any replica takes feedback on any one's request).
+void feed_users(httplib::Client& serving, httplib::Client& rating, int first, int n, const std::string& agent = "",
+                const std::string& retriever = "") {
   for (int i = first; i < first + n; ++i) {
     const std::string u = "u" + std::to_string(i);
     json d = json::array();
@@ -420,16 +422,21 @@ void feed(Fixture& f, int first, int n, const std::string& agent = "", const std
       d.push_back({{"id", "d" + std::to_string(j)},
                    {"text", (j ? "memo " : "note ") + std::to_string(j) + " of " + u},
                    {"date", "2026-01-0" + std::to_string(j + 1)}});
-    ASSERT_EQ(call(a, "PUT", "/v1/users/" + u + "/documents", json{{"documents", d}}).status, 200);
+    ASSERT_EQ(call(serving, "PUT", "/v1/users/" + u + "/documents", json{{"documents", d}}).status, 200);
     json q{{"user", u}, {"query", "note"}, {"k", 4}};
     if (!agent.empty()) q["agent"] = agent;
     if (!retriever.empty()) q["retriever"] = retriever;
-    const auto r = call(a, "POST", "/v1/retrieve", q);
+    const auto r = call(serving, "POST", "/v1/retrieve", q);
     ASSERT_EQ(r.status, 200) << r.body.dump();
     json utils = json::object();
     for (const auto& doc : r.body["documents"]) utils[doc["id"].get<std::string>()] = doc["id"] == "d3" ? 1.0 : 0.0;
-    ASSERT_EQ(call(a, "POST", "/v1/feedback", json{{"request_id", r.body["request_id"]}, {"utilities", utils}}).status, 200);
+    ASSERT_EQ(call(rating, "POST", "/v1/feedback", json{{"request_id", r.body["request_id"]}, {"utilities", utils}}).status, 200);
   }
+}
+
+void feed(Fixture& f, int first, int n, const std::string& agent = "", const std::string& retriever = "") {
+  auto a = f.client(f.key_a);
+  feed_users(a, a, first, n, agent, retriever);
 }
 
 }  // namespace
@@ -702,24 +709,9 @@ struct Replica {
   }
 };
 
-// Users first..first+n-1 as feed() makes them: documents put and retrieved through `serving`,
-// the utilities sent through `rating` (any replica takes feedback on any replica's request).
 void feed_replicas(Replica& serving, Replica& rating, const std::string& key, int first, int n) {
   auto s = serving.client(key), f = rating.client(key);
-  for (int i = first; i < first + n; ++i) {
-    const std::string u = "u" + std::to_string(i);
-    json d = json::array();
-    for (int j = 0; j < 4; ++j)
-      d.push_back({{"id", "d" + std::to_string(j)},
-                   {"text", (j ? "memo " : "note ") + std::to_string(j) + " of " + u},
-                   {"date", "2026-01-0" + std::to_string(j + 1)}});
-    ASSERT_EQ(call(s, "PUT", "/v1/users/" + u + "/documents", json{{"documents", d}}).status, 200);
-    const auto r = call(s, "POST", "/v1/retrieve", json{{"user", u}, {"query", "note"}, {"k", 4}});
-    ASSERT_EQ(r.status, 200) << r.body.dump();
-    json utils = json::object();
-    for (const auto& doc : r.body["documents"]) utils[doc["id"].get<std::string>()] = doc["id"] == "d3" ? 1.0 : 0.0;
-    ASSERT_EQ(call(f, "POST", "/v1/feedback", json{{"request_id", r.body["request_id"]}, {"utilities", utils}}).status, 200);
-  }
+  feed_users(s, f, first, n);
 }
 
 // Polls `ok` for up to 10 s (the replicas sync every 0.2 s).
