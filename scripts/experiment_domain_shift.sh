@@ -7,7 +7,7 @@
 # (SECTIONS_A below), and B, everything else (end-user programs: utils, net, admin, games,
 # sound, science, ...). A question belongs to the section of its gold passage.
 #   1. M0: LUF from ENC on N_A questions of A, judged by JUDGE; its epoch kept on 300 A dev
-#      questions. This is the frozen retriever.
+#      questions. This is the frozen retriever. Every model reranks BM25's top TOP_L.
 #   2. The stream: B's training questions, shuffled (SEED), CHUNKS chunks of CHUNK. After
 #      each chunk, LUF continues from the model before it on that chunk's judged labels: M1,
 #      M2, ... Each update keeps its epoch on 200 B training questions held out of the stream
@@ -30,6 +30,9 @@ CHUNKS=${CHUNKS:-3}
 EVAL=${EVAL:-1000}
 EPOCHS=${EPOCHS:-2}
 TOP_L=${TOP_L:-20}
+# none: the encoder alone orders BM25's top TOP_L, so what LUF learns is what is served;
+# learned: train's default, which adds BM25's own score with a weight fitted before training.
+INITIAL_PRIOR=${INITIAL_PRIOR:-none}
 SECTIONS_A=${SECTIONS_A:-libs,libdevel,python,perl,haskell,java,javascript,golang,ruby,gnu-r,php,ocaml,doc,devel,lisp,rust,cli-mono,introspection,interpreters}
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 mkdir -p "$OUT"
@@ -79,8 +82,11 @@ print(f"domain A: {len(a_train)} train / {len(a_dev)} dev questions; B: {len(b_t
 EOF
 
 train() {  # DATA_FOLDER INIT OUT
-  [ -f "$3/attune_model.json" ] && return 0
+  # Done when its marker says complete (a run still going writes it with "complete": false).
+  python3 -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1])).get("complete", True) else 1)' \
+    "$3/attune_model.json" 2>/dev/null && return 0
   $A train --method luf --data "$1" --task qa --init "$2" --llm "$JUDGE" --top-l "$TOP_L" --epochs "$EPOCHS" \
+    --initial-prior "$INITIAL_PRIOR" \
     --seed "$SEED" --store "$STORE" --out "$3" $([ -d "$3/checkpoint" ] && echo --resume) 2>&1 | tail -4
 }
 train "$OUT/A" "$ENC" "$OUT/M0"
