@@ -29,6 +29,8 @@ CHUNK=${CHUNK:-1000}
 CHUNKS=${CHUNKS:-3}
 EVAL=${EVAL:-1000}
 EPOCHS=${EPOCHS:-2}
+LR=${LR:-1e-3}                # M0's peak learning rate (train's default for luf)
+LR_UPDATE=${LR_UPDATE:-$LR}   # the stream's updates (paper 004: 5e-6 to 1e-5 for its updates)
 TOP_L=${TOP_L:-20}
 # none: the encoder alone orders BM25's top TOP_L, so what LUF learns is what is served;
 # learned: train's default, which adds BM25's own score with a weight fitted before training.
@@ -81,18 +83,18 @@ print(f"domain A: {len(a_train)} train / {len(a_dev)} dev questions; B: {len(b_t
       file=sys.stderr)
 EOF
 
-train() {  # DATA_FOLDER INIT OUT
+train() {  # DATA_FOLDER INIT OUT LR
   # Done when its marker says complete (a run still going writes it with "complete": false).
   python3 -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1])).get("complete", True) else 1)' \
     "$3/attune_model.json" 2>/dev/null && return 0
   $A train --method luf --data "$1" --task qa --init "$2" --llm "$JUDGE" --top-l "$TOP_L" --epochs "$EPOCHS" \
-    --initial-prior "$INITIAL_PRIOR" \
+    --initial-prior "$INITIAL_PRIOR" --lr "$4" \
     --seed "$SEED" --store "$STORE" --out "$3" $([ -d "$3/checkpoint" ] && echo --resume) 2>&1 | tail -4
 }
-train "$OUT/A" "$ENC" "$OUT/M0"
+train "$OUT/A" "$ENC" "$OUT/M0" "$LR"
 specs="bm25,rerank(bm25,$TOP_L,dense:$ENC),$OUT/M0"
 for i in $(seq 1 "$CHUNKS"); do
-  train "$OUT/B$i" "$OUT/M$((i - 1))" "$OUT/M$i"
+  train "$OUT/B$i" "$OUT/M$((i - 1))" "$OUT/M$i" "$LR_UPDATE"
   specs="$specs,$OUT/M$i"
 done
 [ -f "$OUT/eval.json" ] || $A eval --data "$OUT/B-eval" --task qa --split dev --k 5 --llm reference --seed "$SEED" \
