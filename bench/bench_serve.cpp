@@ -48,6 +48,7 @@ struct Args {
   std::string mode;
   std::size_t users = 100, docs = 200, requests = 20000, clients = 2, k = 5, micro_batch = 16;
   std::string retriever = "bm25";
+  std::string store;  // "" = a fresh SQLite file
   double seconds = 30;
 };
 
@@ -73,7 +74,7 @@ int main(int argc, char** argv) {
   Args a;
   if (argc < 2) {
     std::fprintf(stderr, "usage: bench_serve profile|corpus|feedback [--users N] [--docs N] [--requests N] [--seconds S] "
-                         "[--clients C] [--k K]\n");
+                         "[--clients C] [--k K] [--store postgresql://...]\n");
     return 2;
   }
   a.mode = argv[1];
@@ -87,6 +88,7 @@ int main(int argc, char** argv) {
     else if (f == "--k") a.k = std::stoul(v);
     else if (f == "--retriever") a.retriever = v;
     else if (f == "--micro-batch") a.micro_batch = std::stoul(v);
+    else if (f == "--store") a.store = v;
     else {
       std::fprintf(stderr, "bench_serve: unknown option %s\n", f.c_str());
       return 2;
@@ -107,7 +109,8 @@ int main(int argc, char** argv) {
   const fs::path dir = mkdtemp(tmpl);
   int rc = 0;
   {
-    auto st = store::open_sqlite(dir / "serve.db");
+    // --store: a PostgreSQL URL of an empty database (the replicas' store); default a fresh SQLite file.
+    auto st = a.store.empty() ? store::open_sqlite(dir / "serve.db") : store::open_store(a.store);
     const auto tenant = st->tenant_create("bench");
     const std::string key = serve::new_api_key();
     st->key_add(tenant, serve::key_prefix(key), serve::key_hash(key));
