@@ -357,11 +357,14 @@ TEST(Serve, ConfigFileErrorsNameTheKey) {
   };
   const auto cfg = serve::read_config(write(R"({"retriever": "bm25", "tenants": {"acme": {"retriever": "recency"}},
                                                 "limits": {"max_k": 7, "requests_per_second": 2.5},
-                                                "dense_micro_batch": 4})"));
+                                                "dense_micro_batch": 4, "sync_seconds": 0.5,
+                                                "learn": {"lease_seconds": 6}})"));
   EXPECT_EQ(cfg.tenants.at("acme").retriever, "recency");
   EXPECT_EQ(cfg.dense_micro_batch, 4u);
   EXPECT_EQ(cfg.limits.max_k, 7u);
   EXPECT_DOUBLE_EQ(cfg.limits.requests_per_second, 2.5);
+  EXPECT_DOUBLE_EQ(cfg.sync_seconds, 0.5);
+  EXPECT_DOUBLE_EQ(cfg.learn.lease_seconds, 6);
   for (const auto& [text, key] : std::vector<std::pair<std::string, std::string>>{
            {R"({"retriver": "bm25"})", "retriver"},
            {R"({"limits": {"max_k": 0}})", "limits.max_k"},
@@ -376,7 +379,11 @@ TEST(Serve, ConfigFileErrorsNameTheKey) {
            {R"({"agents": {"qa": {"task": "no-such-task"}}})", "agents.qa.task"},
            {R"({"agents": {"qa": {"llm": "x"}}})", "agents.qa.llm"},
            {R"({"tenants": {"acme": {"agents": {"qa": {"retriever": ""}}}}})", "tenants.acme.agents.qa.retriever"},
-           {R"({"learn": {"method": "rspg"}})", "learn.method"}}) {
+           {R"({"learn": {"method": "rspg"}})", "learn.method"},
+           {R"({"sync_seconds": -1})", "sync_seconds"},
+           {R"({"sync_seconds": "1"})", "sync_seconds"},
+           {R"({"learn": {"lease_seconds": 0}})", "learn.lease_seconds"},
+           {R"({"learn": {"lease_secs": 5}})", "learn.lease_secs"}}) {
     try {
       serve::read_config(write(text));
       ADD_FAILURE() << text;
