@@ -10,26 +10,13 @@
 
 #include "attune/core/error.h"
 #include "attune/store/store.h"
+#include "sqlite_raw.h"
 #include "temp_dir.h"
 
 namespace attune::store {
 namespace {
 
 namespace fs = std::filesystem;
-
-// Rows of a table, read with a separate raw connection (what is really in the file).
-std::int64_t raw_count(const fs::path& db, const std::string& table) {
-  sqlite3* h = nullptr;
-  EXPECT_EQ(sqlite3_open_v2(db.c_str(), &h, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
-  sqlite3_stmt* st = nullptr;
-  std::string sql = "SELECT COUNT(*) FROM " + table;
-  EXPECT_EQ(sqlite3_prepare_v2(h, sql.c_str(), -1, &st, nullptr), SQLITE_OK) << sqlite3_errmsg(h);
-  std::int64_t n = -1;
-  if (sqlite3_step(st) == SQLITE_ROW) n = sqlite3_column_int64(st, 0);
-  sqlite3_finalize(st);
-  sqlite3_close(h);
-  return n;
-}
 
 std::string raw_pragma(const fs::path& db, const std::string& pragma) {
   sqlite3* h = nullptr;

@@ -19,6 +19,7 @@
 #include "attune/core/error.h"
 #include "attune/store/store.h"
 #include "fixtures/postgres.h"
+#include "sqlite_raw.h"
 #include "temp_dir.h"
 
 namespace attune::store {
@@ -39,18 +40,7 @@ class Backend {
 class SqliteBackend : public Backend {
  public:
   std::unique_ptr<Store> open() override { return open_sqlite(path_); }
-  std::int64_t raw_count(const std::string& table) override {
-    sqlite3* h = nullptr;
-    EXPECT_EQ(sqlite3_open_v2(path_.c_str(), &h, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
-    sqlite3_stmt* st = nullptr;
-    const std::string sql = "SELECT COUNT(*) FROM " + table;
-    EXPECT_EQ(sqlite3_prepare_v2(h, sql.c_str(), -1, &st, nullptr), SQLITE_OK) << sqlite3_errmsg(h);
-    std::int64_t n = -1;
-    if (sqlite3_step(st) == SQLITE_ROW) n = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    sqlite3_close(h);
-    return n;
-  }
+  std::int64_t raw_count(const std::string& table) override { return store::raw_count(path_, table); }
 
  private:
   TempDir dir_;
