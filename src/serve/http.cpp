@@ -484,6 +484,10 @@ struct HttpServer::Impl {
     metric("attune_model_promotions_total", "counter", "Models promoted (each a new model version).", c.promotions);
     metric("attune_replica_synced_changes_total", "counter",
            "Document changes other replicas wrote that this one applied (sync_seconds).", c.synced_changes);
+    metric("attune_personal_documents_admitted_total", "counter",
+           "User documents ranked beside the corpus because their cosine reached personal.threshold.", c.personal_admitted);
+    metric("attune_personal_documents_below_threshold_total", "counter",
+           "User documents left out of a ranking beside the corpus: cosine below personal.threshold.", c.personal_below_threshold);
     metric("attune_learner_lease", "gauge", "1 while this replica holds the store's learner lease (it alone learns).",
            c.learner_lease ? 1 : 0);
     metric("attune_tenants_loaded", "gauge", "Tenants whose documents are in memory.", c.tenants_loaded);

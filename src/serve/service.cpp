@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "attune/core/file.h"
 #include "attune/core/sha256.h"
 #include "attune/core/strings.h"
 #include "attune/index/corpus_index.h"
@@ -26,6 +27,7 @@
 namespace attune::serve {
 
 using nlohmann::json;
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -72,6 +74,10 @@ std::uint64_t fnv1a(std::string_view s) {
 }
 
 }  // namespace
+
+void Service::set_personal_similarity(std::shared_ptr<const retrieval::Retriever> similarity) {
+  personal_similarity_ = std::move(similarity);
+}
 
 void Service::set_curator(std::shared_ptr<llm::LanguageModel> model) {
   std::lock_guard lock(curator_mu_);
@@ -167,6 +173,28 @@ Service::Service(store::Store& store, ServeConfig config) : store_(store), confi
     if (!tc.retriever.empty()) check(tc.retriever);
     for (const auto& [agent, a] : tc.agents)
       if (!a.retriever.empty()) check(a.retriever);
+  }
+  if (!config_.personal.encoder.empty()) {
+    const fs::path dir = config_.personal.encoder;
+    const auto modules = dir / "modules.json";
+    if (!fs::is_directory(dir))
+      throw UsageError("personal.encoder: " + dir.string() + " is not a folder (a dense encoder's)");
+    bool normalises = false;
+    try {
+      for (const auto& m : json::parse(read_file(modules)))
+        if (m.contains("type") && m.at("type").is_string()) {
+          const auto type = m.at("type").get<std::string>();
+          normalises = normalises || (type.size() >= 9 && type.compare(type.size() - 9, 9, "Normalize") == 0);
+        }
+    } catch (const std::exception& e) {
+      throw UsageError("personal.encoder: cannot read " + modules.string() + " (" + e.what() +
+                       "), so whether the encoder L2-normalises is unknown and personal.threshold would not be a cosine");
+    }
+    if (!normalises)
+      throw UsageError("personal.encoder: " + dir.string() + " does not L2-normalise its embeddings (no Normalize module "
+                       "in modules.json): its scores are dot products, not the cosines personal.threshold is read against");
+    personal_similarity_ = std::shared_ptr<const retrieval::Retriever>(
+        retrieval::make_retriever(retrieval::parse_retriever_spec("dense:" + dir.string()), config_.seed));
   }
   for (const auto& spec : config_.retrievers)
     allowed_[canonical(spec)] = std::shared_ptr<const retrieval::Retriever>(
@@ -533,11 +561,29 @@ RetrieveResponse Service::retrieve(TenantId id, const RetrieveRequest& r) {
       std::vector<char> from_corpus;
       if (r.personal) {
         auto it = t.users.find(r.user);
-        if (it != t.users.end())
+        if (it != t.users.end() && personal_similarity_ && r.corpus && t.corpus_index) {
+          // Beside the shared corpus: only the user's documents similar enough to the query
+          // (PersonalConfig), in their stored order.
+          const auto& own = it->second;
+          const Ranking sims = personal_similarity_->rank(q, own, own.size());  // checks every owner
+          std::vector<char> admit(own.size(), 0);
+          for (std::size_t i = 0; i < sims.size(); ++i)
+            if (sims.scores[i] >= config_.personal.threshold) admit[sims.indices[i]] = 1;
+          std::size_t admitted = 0;
+          for (std::size_t i = 0; i < own.size(); ++i)
+            if (admit[i]) {
+              candidates.push_back(own[i]);
+              from_corpus.push_back(0);
+              ++admitted;
+            }
+          personal_admitted_ += admitted;
+          personal_below_ += own.size() - admitted;
+        } else if (it != t.users.end()) {
           for (const auto& d : it->second) {
             candidates.push_back(d);
             from_corpus.push_back(0);
           }
+        }
       }
       if (r.corpus && t.corpus_index)
         for (const auto& h : t.corpus_index->search(r.query, config_.corpus_candidates)) {
@@ -713,6 +759,8 @@ Counts Service::counts() {
     }
   }
   c.retrieves = retrieves_;
+  c.personal_admitted = personal_admitted_;
+  c.personal_below_threshold = personal_below_;
   c.feedback_records = feedback_records_;
   c.learn_rounds = learn_rounds_;
   c.promotions = promotions_;
@@ -1057,9 +1105,28 @@ ServeConfig read_config(const std::filesystem::path& path) {
           throw bad(k, "unknown key (llm, evidence_k, retries)");
         }
       }
+    } else if (key == "personal") {
+      if (!v.is_object()) throw bad(key, "expected an object {\"encoder\": DIR, \"threshold\": 0.5}");
+      bool threshold = false;
+      for (const auto& [pk, pv] : v.items()) {
+        const std::string k = "personal." + pk;
+        if (pk == "encoder") {
+          if (!pv.is_string() || pv.get<std::string>().empty()) throw bad(k, "expected a dense encoder folder");
+          c.personal.encoder = pv.get<std::string>();
+        } else if (pk == "threshold") {
+          if (!pv.is_number() || !std::isfinite(pv.get<double>()) || pv.get<double>() < -1 || pv.get<double>() > 1)
+            throw bad(k, "expected a cosine similarity from -1 to 1");
+          c.personal.threshold = pv.get<double>();
+          threshold = true;
+        } else {
+          throw bad(k, "unknown key (encoder, threshold)");
+        }
+      }
+      if (threshold && c.personal.encoder.empty())
+        throw bad("personal.threshold", "needs personal.encoder, the encoder whose cosine it is read against");
     } else {
       throw bad(key, "unknown key (retriever, retrievers, agents, tenants, corpus_candidates, dense_micro_batch, sync_seconds, seed, limits, "
-                    "learn, user_feedback)");
+                    "learn, user_feedback, personal)");
     }
   }
   return c;

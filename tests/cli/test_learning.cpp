@@ -17,7 +17,10 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iomanip>
 #include <map>
+#include <set>
+#include <algorithm>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -572,6 +575,62 @@ static void check_serve_learns(const fs::path& dir_, attune::llm::PlantedReader*
   EXPECT_NE(after_version.find("@v2"), std::string::npos) << after_version;
   EXPECT_GT(after, before + 0.02) << "the served rankings did not improve";
   app.stop();
+}
+
+// Paper 004's personal store in attune serve, with a real encoder: beside the shared corpus a
+// user's documents are ranked only when their cosine with the query, under personal.encoder,
+// reaches personal.threshold. The server ranks with dense:enc too, so the scores it serves
+// are those cosines: a first server that admits everything (threshold -1) shows them, and a
+// second one, with the threshold between two of them, must serve exactly the documents at or
+// above it, and no other user's.
+TEST_F(Learning, ServeAdmitsPersonalDocumentsAboveTheThreshold) {
+  for (const char* f : {"personal.db", "personal.db-wal", "personal.db-shm"}) fs::remove_all(dir_ / f);
+  const auto r = run("tenant add acme --store personal.db");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const std::string key = r.out.substr(0, r.out.find('\n'));
+  const std::string query = "fix the test for the parser";
+  const json corpus = {{"documents", json::array({{{"id", "c1"}, {"text", "fix a crash in the parser"}},
+                                                  {{"id", "c2"}, {"text", "add a test for the lexer"}}})}};
+  const json mine = {{"documents", json::array({{{"id", "p1"}, {"text", "fix the test for the parser"}},
+                                                {{"id", "p2"}, {"text", "parser tests fail on windows"}},
+                                                {{"id", "p3"}, {"text", "update the changelog"}},
+                                                {{"id", "p4"}, {"text", "bump version to 2.1"}}})}};
+  // The personal documents served to ann, id -> score (every one: k is larger than them all).
+  const auto serve = [&](double threshold, const std::string& tag, bool load) {
+    std::ofstream(dir_ / "personal.json") << R"({"retriever": "dense:enc", "personal": {"encoder": "enc", "threshold": )"
+                                          << std::setprecision(17) << threshold << "}}";
+    ServeApp app;
+    std::map<std::string, double> got;
+    [&] { ASSERT_NO_FATAL_FAILURE(app.start(dir_, tag, "personal.db", "personal.json", key)); }();
+    if (!app.c) return got;
+    if (load) {
+      app.post("/v1/corpus/documents", corpus);
+      auto res = app.c->Put("/v1/users/ann/documents", mine.dump(), "application/json");
+      EXPECT_TRUE(res && res->status == 200);
+    }
+    const auto out = app.post("/v1/retrieve", {{"user", "ann"}, {"query", query}, {"k", 20}});
+    for (const auto& d : out["documents"])
+      if (d["source"] == "user") got[d["id"].get<std::string>()] = d["score"].get<double>();
+    const auto other = app.post("/v1/retrieve", {{"user", "bob"}, {"query", query}, {"k", 20}});
+    for (const auto& d : other["documents"]) EXPECT_EQ(d["source"], "corpus") << other.dump();
+    app.stop();
+    return got;
+  };
+  const auto all = serve(-1, "personal-all", true);
+  ASSERT_EQ(all.size(), 4u) << "threshold -1 admits every personal document";
+  EXPECT_NEAR(all.at("p1"), 1.0, 1e-4) << "the query's own text: cosine 1";
+  std::vector<double> scores;
+  for (const auto& [id, s] : all) scores.push_back(s);
+  std::sort(scores.begin(), scores.end(), std::greater<>());
+  ASSERT_GT(scores[1] - scores[2], 1e-6) << "two documents with one cosine: no threshold between them";
+  const double threshold = (scores[1] + scores[2]) / 2;
+  const auto some = serve(threshold, "personal-some", false);
+  std::set<std::string> expected, got;
+  for (const auto& [id, s] : all)
+    if (s >= threshold) expected.insert(id);
+  for (const auto& [id, s] : some) got.insert(id);
+  EXPECT_EQ(got.size(), 2u);
+  EXPECT_EQ(got, expected) << "threshold " << threshold;
 }
 
 TEST_F(Learning, ServeLearnsFromAPlantedReadersFeedbackSentThroughItsApi) {

@@ -19,6 +19,10 @@
 #include "attune/serve/http.h"
 #include "attune/serve/openapi.h"
 #include "attune/serve/service.h"
+#include "attune/retrieval/retriever.h"
+#include <cmath>
+#include <fstream>
+#include <sstream>
 #include "attune/store/store.h"
 #include "fixtures/postgres.h"
 
@@ -383,7 +387,13 @@ TEST(Serve, ConfigFileErrorsNameTheKey) {
            {R"({"sync_seconds": -1})", "sync_seconds"},
            {R"({"sync_seconds": "1"})", "sync_seconds"},
            {R"({"learn": {"lease_seconds": 0}})", "learn.lease_seconds"},
-           {R"({"learn": {"lease_secs": 5}})", "learn.lease_secs"}}) {
+           {R"({"learn": {"lease_secs": 5}})", "learn.lease_secs"},
+           {R"({"personal": {"encoder": "enc", "threshold": 1.5}})", "personal.threshold"},
+           {R"({"personal": {"encoder": "enc", "threshold": "0.5"}})", "personal.threshold"},
+           {R"({"personal": {"threshold": 0.5}})", "personal.threshold"},
+           {R"({"personal": {"encoder": ""}})", "personal.encoder"},
+           {R"({"personal": {"encodr": "enc"}})", "personal.encodr"},
+           {R"({"personal": 0.5})", "personal"}}) {
     try {
       serve::read_config(write(text));
       ADD_FAILURE() << text;
@@ -391,11 +401,113 @@ TEST(Serve, ConfigFileErrorsNameTheKey) {
       EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
     }
   }
+  EXPECT_DOUBLE_EQ(serve::read_config(write(R"({"personal": {"encoder": "enc"}})")).personal.threshold, 0.5);  // paper 004's
   // A bad spec stops the service at start.
   serve::ServeConfig bad;
   bad.retriever = "bm26";
   auto st = store::open_sqlite(dir.path / "s.db");
   EXPECT_THROW(serve::Service(*st, bad), UsageError);
+  // So does a personal encoder whose scores are not cosines, or that is not there.
+  const auto refused = [&](const std::string& encoder, const std::string& says) {
+    serve::ServeConfig c;
+    c.personal.encoder = encoder;
+    try {
+      serve::Service service(*st, c);
+      ADD_FAILURE() << encoder << " was accepted";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  };
+  refused((dir.path / "absent").string(), "not a folder");
+  std::filesystem::create_directories(dir.path / "dot");
+  refused((dir.path / "dot").string(), "cannot read");
+  std::ofstream(dir.path / "dot" / "modules.json")
+      << R"([{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+            {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}])";
+  refused((dir.path / "dot").string(), "does not L2-normalise");
+}
+
+namespace {
+
+// Cosine similarity of the two texts' sets of words: a similarity whose values the test
+// can work out, standing in for personal.encoder's (a dense retriever over a normalising
+// encoder; the CLI test Learning.ServeAdmitsPersonalDocumentsAboveTheThreshold runs that one).
+struct WordCosine final : retrieval::Retriever {
+  std::string name() const override { return "word-cosine"; }
+
+ protected:
+  Ranking do_rank(const retrieval::Query& q, std::span<const Document> docs, std::size_t k) const override {
+    const auto words = [](const std::string& t) {
+      std::set<std::string> w;
+      std::istringstream in(t);
+      for (std::string x; in >> x;) w.insert(x);
+      return w;
+    };
+    const auto qw = words(q.text);
+    std::vector<std::pair<double, std::size_t>> scored;
+    for (std::size_t i = 0; i < docs.size(); ++i) {
+      const auto dw = words(docs[i].text);
+      std::size_t both = 0;
+      for (const auto& x : dw) both += qw.count(x);
+      scored.push_back({qw.empty() || dw.empty() ? 0.0 : both / std::sqrt(double(qw.size()) * double(dw.size())), i});
+    }
+    std::stable_sort(scored.begin(), scored.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    Ranking r;
+    for (std::size_t i = 0; i < std::min(k, scored.size()); ++i) {
+      r.indices.push_back(scored[i].second);
+      r.scores.push_back(scored[i].first);
+    }
+    return r;
+  }
+};
+
+}  // namespace
+
+// Paper 004's retrieval for a user with personal feedback: the shared corpus plus those of
+// the user's documents whose similarity to the query reaches personal.threshold (0.5). A
+// call over the user's documents alone keeps all of them; another user gets none.
+TEST(Serve, PersonalDocumentsBesideTheCorpusMustReachTheSimilarityThreshold) {
+  serve::ServeConfig cfg;
+  cfg.personal.threshold = 0.5;
+  Fixture f(cfg);
+  f.service->set_personal_similarity(std::make_shared<WordCosine>());
+  auto a = f.client(f.key_a);
+  ASSERT_EQ(call(a, "POST", "/v1/corpus/documents",
+                 docs({{"c1", "zstd compresses archives quickly"},
+                       {"c2", "gzip compresses files"},
+                       {"c3", "tomato plants need sun"}})).status, 200);
+  // cosines with the query "zstd compression level for backups": p-high 3/sqrt(5*4) = 0.67,
+  // p-low 1/sqrt(5*4) = 0.22, p-none 0
+  ASSERT_EQ(call(a, "PUT", "/v1/users/ann/documents",
+                 docs({{"p-high", "zstd compression level preferred"},
+                       {"p-low", "zstd is what I use"},
+                       {"p-none", "my garden has tomato plants"}})).status, 200);
+  const auto retrieve = [&](const std::string& user, json extra = json::object()) {
+    json body = {{"user", user}, {"query", "zstd compression level for backups"}, {"k", 20}};
+    for (const auto& [k, v] : extra.items()) body[k] = v;
+    const auto r = call(f.client(f.key_a), "POST", "/v1/retrieve", body);
+    EXPECT_EQ(r.status, 200) << r.body.dump();
+    return ids(r);
+  };
+  // (the corpus's first stage, BM25, finds c1 alone)
+  EXPECT_EQ(retrieve("ann"), (std::set<std::string>{"p-high", "c1"}));
+  EXPECT_EQ(retrieve("bob"), (std::set<std::string>{"c1"}));
+  // The user's documents alone: no threshold.
+  EXPECT_EQ(retrieve("ann", {{"sources", json::array({"user"})}}), (std::set<std::string>{"p-high", "p-low", "p-none"}));
+  const auto metrics = f.client("").Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("attune_personal_documents_admitted_total 1\n"), std::string::npos) << metrics->body;
+  EXPECT_NE(metrics->body.find("attune_personal_documents_below_threshold_total 2\n"), std::string::npos);
+
+  // A threshold of 0.2 admits p-low too; without a similarity every document is a candidate.
+  f.stop();
+  cfg.personal.threshold = 0.2;
+  f.start(cfg);
+  f.service->set_personal_similarity(std::make_shared<WordCosine>());
+  EXPECT_EQ(retrieve("ann"), (std::set<std::string>{"p-high", "p-low", "c1"}));
+  f.stop();
+  f.start(serve::ServeConfig{});
+  EXPECT_EQ(retrieve("ann"), (std::set<std::string>{"p-high", "p-low", "p-none", "c1"}));
 }
 
 namespace {

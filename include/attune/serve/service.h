@@ -112,6 +112,20 @@ struct UserFeedbackConfig {
   std::size_t retries = 2;    // more asks after a malformed verdict (then: filed nowhere)
 };
 
+// A user's documents beside the tenant's shared corpus (paper 004 §2.3 and Table 10: "the
+// similarity threshold λ for retrieving personal user information is set to 0.5"). With an
+// encoder, a retrieve call that ranks the user's documents together with the corpus admits
+// only those whose cosine similarity with the query, under that encoder, reaches threshold;
+// the admitted documents and the corpus candidates are then ranked together by the slot's
+// retriever as before. A call over the user's documents alone (no corpus, or a tenant with
+// none) keeps every one of them. The encoder must L2-normalise its embeddings (a Normalize
+// module in its modules.json), so that the threshold is on a cosine: one that does not is
+// refused at start.
+struct PersonalConfig {
+  std::string encoder;     // a dense encoder folder; "" = off (every personal document is a candidate)
+  double threshold = 0.5;  // the least cosine similarity admitted, from -1 to 1
+};
+
 struct TenantConfig {
   std::string retriever;                     // "" = the deployment's
   std::map<std::string, AgentConfig> agents; // added to the deployment's (the same name replaces it)
@@ -142,6 +156,7 @@ struct ServeConfig {
   Limits limits;
   LearnConfig learn;
   UserFeedbackConfig user_feedback;
+  PersonalConfig personal;
 };
 
 // What POST /v1/conversations/{id}/feedback did.
@@ -239,6 +254,8 @@ struct Counts {
   std::map<TenantId, std::uint64_t> backlog;  // per-document records no learning round has read yet (learning on)
   std::uint64_t retrieves = 0, feedback_records = 0, learn_rounds = 0, promotions = 0;
   std::uint64_t synced_changes = 0;  // document changes of other replicas applied (sync)
+  // Personal documents a call weighed against personal.threshold: admitted, and left out.
+  std::uint64_t personal_admitted = 0, personal_below_threshold = 0;
   bool learner_lease = false;        // whether this replica held the learner lease at its last try
 };
 
@@ -295,6 +312,10 @@ class Service {
   // User feedback: the model that curates it (UserFeedbackConfig; attune serve builds it from
   // the config's spec). Without one, conversation_feedback answers 503.
   void set_curator(std::shared_ptr<llm::LanguageModel> model);
+  // The similarity personal.threshold is read against: the constructor makes dense:ENCODER
+  // from the config's personal.encoder; a test may set another retriever whose scores are
+  // cosines (before the first request; nothing guards it afterwards).
+  void set_personal_similarity(std::shared_ptr<const retrieval::Retriever> similarity);
   // Summarises `conversation` (user `user`, conversation `id`), judges it against the
   // tenant's shared corpus and the model's knowledge, and files it: "shared" into the
   // tenant's corpus, "personal" into the user's documents (both as document "uf-ID", so the
@@ -331,6 +352,8 @@ class Service {
   std::shared_ptr<llm::LanguageModel> curator_;
   std::mutex curator_mu_;  // one curation at a time: a model need not be thread-safe
   std::map<std::string, std::uint64_t> filings_;  // by filing (guarded by curator_mu_)
+  std::shared_ptr<const retrieval::Retriever> personal_similarity_;  // null: personal documents are not thresholded
+  std::atomic<std::uint64_t> personal_admitted_{0}, personal_below_{0};
 
  public:
   std::map<std::string, std::uint64_t> filings();  // user feedback filed so far, by filing, for /metrics
