@@ -193,7 +193,7 @@ std::string PlantedCurator::reply(std::string_view prompt) const {
     std::size_t n = 0, in = 0;
     for (const auto& w : fb)
       if (w != doc.front() && w.size() >= 4) ++n, in += held.count(w);
-    if (n > 0 && in * 5 >= n * 4) return "Document agrees with the user.\ncorrect, shared";
+    if (n > 0 && in == n) return "Document agrees with the user.\ncorrect, shared";
   }
   return "No document supports it.\nincorrect";
 }

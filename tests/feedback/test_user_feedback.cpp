@@ -31,6 +31,13 @@ TEST(UserFeedback, PromptsCarryTheirPartsAndThePlantedCuratorFollowsItsRule) {
   EXPECT_EQ(parse_discrimination(c.reply(p)), Filing::Shared);
   EXPECT_EQ(parse_discrimination(c.reply(discrimination_prompt(ev, "", "netprobe renders street maps offline"))),
             Filing::Rejected);
+  // One content word the document lacks is enough to reject: the simulation's incorrect claims
+  // are another package's description, and boilerplate ("this package is a graphical ...")
+  // can share most of its words with the subject's own (an 80% rule let one through).
+  EXPECT_EQ(parse_discrimination(c.reply(discrimination_prompt(ev, "", "netprobe measures network latency between tractors"))),
+            Filing::Rejected);
+  EXPECT_EQ(parse_discrimination(c.reply(discrimination_prompt(ev, "", "netprobe measures latency between hosts."))),
+            Filing::Shared);
   EXPECT_EQ(parse_discrimination(c.reply(discrimination_prompt(ev, "", "I prefer netprobe"))), Filing::Personal);
   EXPECT_EQ(parse_discrimination(c.reply(discrimination_prompt({}, "", "netprobe measures network latency"))), Filing::Rejected);
   EXPECT_EQ(parse_summary(c.reply(summary_prompt("assistant: hi\nuser: netprobe measures latency well"))),

@@ -68,8 +68,8 @@ UserFeedbackDecision curate_user_feedback(llm::LanguageModel& model, std::string
 //  - knowledge: a fixed sentence (it knows nothing);
 //  - discrimination: "correct, personal" when the feedback speaks of the user ("i", "my",
 //    "me", "prefer" as words); else "correct, shared" when one evidence document's title
-//    (its first word) is the feedback's first word (its subject) and that document holds at
-//    least 80% of the feedback's other words of 4 or more letters; else "incorrect".
+//    (its first word) is the feedback's first word (its subject) and that document holds
+//    every other word of 4 or more letters of the feedback; else "incorrect".
 // malformed=first answers a discrimination prompt without the repair note with prose;
 // malformed=always does so every time.
 class PlantedCurator final : public llm::LanguageModel {
