@@ -11,8 +11,10 @@ incorrect feedback), run through `attune serve`'s API, counting where each class
    - correct-personal: a user states a preference ("I prefer P for my own machines");
    - incorrect: a user attributes another package's description to P.
 3. Each is posted to POST /v1/conversations/{id}/feedback by a user of its own.
-4. Counted: the filing of each class, and, through GET /search, whether each filed-nowhere
-   or personal conversation's document reached the shared corpus (it must never).
+4. Counted: the filing of each class, and, through GET /v1/corpus/documents/uf-ID, whether
+   each filed-nowhere or personal conversation's document reached the shared corpus (it
+   must never); at the end the corpus is listed whole and must hold the passages plus the
+   conversations filed shared, nothing else.
 5. Then each preference filed personal is looked for in /v1/retrieve's top --top-k (shared
    corpus + personal documents): its owner asking about its package ("recommend P"), its
    owner asking about another package, and another user asking about P (it must never be
@@ -100,9 +102,12 @@ def main() -> int:
                 msgs = [{"role": "assistant", "content": "How can I help?"}, {"role": "user", "content": cv["said"]}]
                 r = c.conversation_feedback(cv["id"], cv["user"], msgs)
                 ended[cv["label"]][r["filing"]] += 1
-                # What reached the shared corpus: the conversation's document among the corpus's hits.
-                hits = c.search(r["summary"] or cv["said"], k=10)["topk"]
-                in_corpus = any(h["pid"] == "uf-" + cv["id"] for h in hits)
+                # What reached the shared corpus: the conversation's document, read back by id.
+                try:
+                    c.get_corpus_document("uf-" + cv["id"])
+                    in_corpus = True
+                except attune.NotFound:
+                    in_corpus = False
                 reached_shared[cv["label"]] += in_corpus
                 results.append({**cv, "filing": r["filing"], "in_shared_corpus": in_corpus, "package": cv["package"]})
             # The preferences filed personal: served to their owner (about its package, about
@@ -122,8 +127,15 @@ def main() -> int:
                     got = c.retrieve(user, query, k=a.top_k)["documents"]
                     served[name] += any(d["id"] == doc and d["source"] == "user" for d in got)
             metrics = c.metrics()
+            corpus_ids = {d["id"] for d in c.iter_corpus_documents()}
+            expected_ids = {pid for pid, _, _ in passages} | {"uf-" + x["id"] for x in results if x["filing"] == "shared"}
+            if corpus_ids != expected_ids:
+                print(f"FAIL: the shared corpus holds {len(corpus_ids - expected_ids)} documents it should not and lacks "
+                      f"{len(expected_ids - corpus_ids)}", file=sys.stderr)
+                return 1
     cols = ["shared", "personal", "rejected", "no_information", "failed"]
-    print(f"{len(convs)} conversations, {len(passages)} passages, llm {a.llm}, seed {a.seed}")
+    print(f"{len(convs)} conversations, {len(passages)} passages, llm {a.llm}, seed {a.seed}; "
+          f"the shared corpus holds {len(corpus_ids)} documents afterwards")
     print(f"{'class':<18}" + "".join(f"{x:>16}" for x in cols) + f"{'in shared corpus':>18}")
     for label in ["correct-shared", "correct-personal", "incorrect"]:
         row = ended[label]

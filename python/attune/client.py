@@ -25,7 +25,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Type, TypedDict, Union, cast
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Type, TypedDict, Union, cast
 
 from .errors import (
     ApiError,
@@ -96,6 +96,22 @@ class DeletedUser(TypedDict):
 
     deleted: str
     rows: int
+
+
+class StoredDocument(TypedDict, total=False):
+    """A stored document read back: ``id``, ``text`` and ``date`` (YYYY-MM-DD) when it has one."""
+
+    id: str
+    text: str
+    date: str
+
+
+class DocumentPage(TypedDict):
+    """``GET /v1/users/{user}/documents`` or ``GET /v1/corpus/documents``: one page in id order."""
+
+    documents: List[StoredDocument]
+    total: int
+    next: Optional[str]
 
 
 class RerankResult(TypedDict):
@@ -435,6 +451,48 @@ class Client:
     def delete_corpus_document(self, doc_id: str) -> DeletedDocument:
         """``DELETE /v1/corpus/documents/{id}``; NotFound when the corpus has no such document."""
         return cast(DeletedDocument, self.request("DELETE", f"/v1/corpus/documents/{_segment(doc_id, 'doc_id')}"))
+
+    def _page(self, path: str, after: Optional[str], limit: Optional[int]) -> DocumentPage:
+        query: Dict[str, Any] = {}
+        if after is not None:
+            query["after"] = after
+        if limit is not None:
+            query["limit"] = limit
+        return cast(DocumentPage, self.request("GET", path + ("?" + urllib.parse.urlencode(query) if query else "")))
+
+    def _all(self, path: str, limit: int) -> Iterator[StoredDocument]:
+        after: Optional[str] = None
+        while True:
+            page = self._page(path, after, limit)
+            yield from page["documents"]
+            if page["next"] is None:
+                return
+            after = page["next"]
+
+    def list_documents(self, user: str, *, after: Optional[str] = None, limit: Optional[int] = None) -> DocumentPage:
+        """``GET /v1/users/{user}/documents``: one page of a user's documents in id order
+        (``limit`` a page, default 100; ``after``: the previous page's ``next``)."""
+        return self._page(f"/v1/users/{_segment(user, 'user')}/documents", after, limit)
+
+    def iter_documents(self, user: str, *, page_size: int = 1000) -> Iterator[StoredDocument]:
+        """Every document of a user, in id order, a page at a time."""
+        return self._all(f"/v1/users/{_segment(user, 'user')}/documents", page_size)
+
+    def get_document(self, user: str, doc_id: str) -> StoredDocument:
+        """``GET /v1/users/{user}/documents/{id}``; NotFound when the user has no such document."""
+        return cast(StoredDocument, self.request("GET", f"/v1/users/{_segment(user, 'user')}/documents/{_segment(doc_id, 'doc_id')}"))
+
+    def list_corpus_documents(self, *, after: Optional[str] = None, limit: Optional[int] = None) -> DocumentPage:
+        """``GET /v1/corpus/documents``: one page of the tenant's shared corpus in id order."""
+        return self._page("/v1/corpus/documents", after, limit)
+
+    def iter_corpus_documents(self, *, page_size: int = 1000) -> Iterator[StoredDocument]:
+        """Every document of the tenant's shared corpus, in id order, a page at a time."""
+        return self._all("/v1/corpus/documents", page_size)
+
+    def get_corpus_document(self, doc_id: str) -> StoredDocument:
+        """``GET /v1/corpus/documents/{id}``; NotFound when the corpus has no such document."""
+        return cast(StoredDocument, self.request("GET", f"/v1/corpus/documents/{_segment(doc_id, 'doc_id')}"))
 
     def conversation_feedback(
         self,

@@ -59,6 +59,9 @@ def test_ids_are_escaped_path_segments(client: attune.Client) -> None:
     client.add_documents(user, [(doc, "a note about gardening tools")])
     docs = client.retrieve(user, "gardening", k=5, sources=["user"])["documents"]
     assert [d["id"] for d in docs] == [doc]
+    assert client.get_document(user, doc) == {"id": doc, "text": "a note about gardening tools"}
+    assert [d["id"] for d in client.iter_documents(user)] == [doc]
+    assert client.list_documents(user)["total"] == 1
     assert client.delete_document(user, doc) == {"deleted": doc}
     assert client.delete_user(user)["rows"] >= 1
     # A '/' cannot be in one path segment: refused before any request.
@@ -76,9 +79,16 @@ def test_corpus_search_and_sources(client: attune.Client) -> None:
     assert hits["topk"][0]["pid"] == "faq-7" and hits["topk"][0]["rank"] == 1
     only_corpus = client.retrieve("carol", "config parser empty keys", k=5, sources=["corpus"])["documents"]
     assert {d["source"] for d in only_corpus} == {"corpus"} and only_corpus[0]["id"] == "faq-7"
+    # Read back: one by id, and the whole corpus a page at a time.
+    assert client.get_corpus_document("faq-8") == {"id": "faq-8", "text": "Releases are cut every second Tuesday"}
+    page = client.list_corpus_documents(limit=1)
+    assert page["total"] == 2 and [d["id"] for d in page["documents"]] == ["faq-7"] and page["next"] == "faq-7"
+    assert [d["id"] for d in client.iter_corpus_documents(page_size=1)] == ["faq-7", "faq-8"]
     assert client.delete_corpus_document("faq-8") == {"deleted": "faq-8"}
     with pytest.raises(attune.NotFound):
         client.delete_corpus_document("faq-8")
+    with pytest.raises(attune.NotFound):
+        client.get_corpus_document("faq-8")
     client.delete_corpus_document("faq-7")
 
 
@@ -264,3 +274,6 @@ def test_conversation_feedback_is_filed_by_the_servers_curator(cli: attune.Attun
         got = c.retrieve("bob", "prefer vim editing", k=5)
         assert any(d["id"] == "uf-c2" for d in got["documents"])
         assert not any(d["id"] == "uf-c2" for d in c.retrieve("ann", "prefer vim editing", k=5)["documents"])
+        # Filed into bob's documents, not the shared corpus.
+        assert c.get_document("bob", "uf-c2")["text"] == r["summary"]
+        assert c.list_corpus_documents()["total"] == 0

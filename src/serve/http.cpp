@@ -343,6 +343,62 @@ struct HttpServer::Impl {
     svr.Post("/v1/corpus/documents", guarded("corpus_documents", [=](const httplib::Request& req, httplib::Response& res) {
       put_docs(req, res, "");
     }));
+    // Reading back: GET .../documents?after=ID&limit=N pages through the documents in id
+    // order; GET .../documents/ID answers one.
+    // corpus: the tenant's corpus; else the user of the path's first segment.
+    const auto list_docs = [this, &l](const httplib::Request& req, httplib::Response& res, bool corpus) {
+      const TenantId t = authenticate(req);
+      const std::string user = corpus ? "" : check_id(req.matches[1], "user", l);
+      std::size_t limit = 100;
+      if (req.has_param("limit")) {
+        const std::string v = req.get_param_value("limit");
+        std::size_t used = 0, n = 0;
+        try {
+          n = std::stoul(v, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used != v.size() || v.empty() || n == 0 || n > l.max_documents_per_call)
+          bad("limit", "\"limit\" must be a whole number from 1 to " + std::to_string(l.max_documents_per_call));
+        limit = n;
+      }
+      std::string after;
+      if (req.has_param("after")) {
+        after = req.get_param_value("after");
+        if (after.size() > l.max_id_bytes || !valid_utf8(after)) bad("after", "\"after\" must be a document id");
+      }
+      const auto page = service.list_documents(t, user, after, limit);
+      json docs = json::array();
+      for (const auto& d : page.documents) {
+        json j = {{"id", d.id}, {"text", d.text}};
+        if (!d.date.empty()) j["date"] = d.date;
+        docs.push_back(std::move(j));
+      }
+      reply(res, 200, {{"documents", docs}, {"total", page.total},
+                       {"next", page.more ? json(page.documents.back().id) : json(nullptr)}});
+    };
+    const auto get_doc = [this, &l](const httplib::Request& req, httplib::Response& res, bool corpus) {
+      const TenantId t = authenticate(req);
+      const std::string user = corpus ? "" : check_id(req.matches[1], "user", l);
+      const std::string id = check_id(req.matches[corpus ? 1 : 2], "id", l);
+      const auto d = service.get_document(t, user, id);
+      if (!d) throw ApiError(404, "id", (user.empty() ? std::string("the corpus") : "user " + user) + " has no document " + id);
+      json j = {{"id", d->id}, {"text", d->text}};
+      if (!d->date.empty()) j["date"] = d->date;
+      reply(res, 200, j);
+    };
+    svr.Get("/v1/corpus/documents", guarded("corpus_documents", [=](const httplib::Request& req, httplib::Response& res) {
+      list_docs(req, res, true);
+    }));
+    svr.Get(R"(/v1/corpus/documents/([^/]+))", guarded("corpus_document", [=](const httplib::Request& req, httplib::Response& res) {
+      get_doc(req, res, true);
+    }));
+    svr.Get(R"(/v1/users/([^/]+)/documents)", guarded("user_documents", [=](const httplib::Request& req, httplib::Response& res) {
+      list_docs(req, res, false);
+    }));
+    svr.Get(R"(/v1/users/([^/]+)/documents/([^/]+))", guarded("user_document", [=](const httplib::Request& req, httplib::Response& res) {
+      get_doc(req, res, false);
+    }));
     svr.Delete(R"(/v1/corpus/documents/([^/]+))",
                guarded("corpus_document", [this, &l](const httplib::Request& req, httplib::Response& res) {
                  const TenantId t = authenticate(req);

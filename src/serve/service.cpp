@@ -655,6 +655,47 @@ std::size_t Service::feedback(TenantId id, const FeedbackRequest& f) {
   return recs.size();
 }
 
+Service::DocumentPage Service::list_documents(TenantId id, const std::string& user, const std::string& after,
+                                              std::size_t limit) {
+  Tenant& t = tenant(id);
+  std::shared_lock lock(t.mu);
+  const std::vector<Document>* list = &t.corpus;
+  if (!user.empty()) {
+    const auto it = t.users.find(user);
+    if (it == t.users.end()) return {};
+    list = &it->second;
+  }
+  // The page's documents by a partial sort of those after `after`: O(n log limit) a page.
+  std::vector<const Document*> rest;
+  for (const auto& d : *list)
+    if (d.id > after) rest.push_back(&d);
+  const auto by_id = [](const Document* a, const Document* b) { return a->id < b->id; };
+  const std::size_t n = std::min(limit, rest.size());
+  std::partial_sort(rest.begin(), rest.begin() + static_cast<std::ptrdiff_t>(n), rest.end(), by_id);
+  DocumentPage page;
+  page.total = list->size();
+  page.more = rest.size() > n;
+  for (std::size_t i = 0; i < n; ++i) {
+    const Document& d = *rest[i];
+    page.documents.push_back({user, d.id, d.text, d.date.value_or("")});
+  }
+  return page;
+}
+
+std::optional<store::ServeDocument> Service::get_document(TenantId id, const std::string& user, const std::string& doc_id) {
+  Tenant& t = tenant(id);
+  std::shared_lock lock(t.mu);
+  const std::vector<Document>* list = &t.corpus;
+  if (!user.empty()) {
+    const auto it = t.users.find(user);
+    if (it == t.users.end()) return std::nullopt;
+    list = &it->second;
+  }
+  for (const auto& d : *list)
+    if (d.id == doc_id) return store::ServeDocument{user, d.id, d.text, d.date.value_or("")};
+  return std::nullopt;
+}
+
 void Service::put_documents(TenantId id, const std::string& user, const std::vector<store::ServeDocument>& docs) {
   Tenant& t = tenant(id);
   std::unique_lock lock(t.mu);

@@ -136,11 +136,77 @@ TEST(Serve, HealthMetricsAndTheOpenApiDocumentNeedNoKey) {
                         "/v1/users/{user}/documents/{id}", "/v1/users/{user}", "/v1/corpus/documents",
                         "/v1/corpus/documents/{id}", "/v1/rerank", "/search"})
     EXPECT_TRUE(doc.body["paths"].contains(p)) << p;
+  for (const char* p : {"/v1/users/{user}/documents", "/v1/users/{user}/documents/{id}", "/v1/corpus/documents",
+                        "/v1/corpus/documents/{id}"})
+    EXPECT_TRUE(doc.body["paths"][p].contains("get")) << p;
   auto r = f.client("").Get("/metrics");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);
   EXPECT_NE(r->body.find("attune_retrieves_total 0"), std::string::npos) << r->body;
   EXPECT_NE(r->body.find("\nattune_test_extra 7\n"), std::string::npos) << r->body;  // HttpOptions::extra_metrics
+}
+
+// What was stored reads back: a page at a time in id order, or one document by id; only
+// the tenant's own, and a user's only under that user.
+TEST(Serve, DocumentsReadBackByPageInIdOrderAndOneById) {
+  Fixture f;
+  auto a = f.client(f.key_a);
+  json corpus = json::array();
+  for (int i = 9; i >= 0; --i) corpus.push_back({{"id", "c" + std::to_string(i)}, {"text", "passage " + std::to_string(i)}});
+  ASSERT_EQ(call(a, "POST", "/v1/corpus/documents", json{{"documents", corpus}}).status, 200);
+  ASSERT_EQ(call(a, "PUT", "/v1/users/ann/documents",
+                 json{{"documents", {{{"id", "n2"}, {"text", "two"}, {"date", "2024-05-01"}}, {{"id", "n1"}, {"text", "one"}}}}})
+                .status, 200);
+  // Three pages of 4, 4 and 2.
+  std::vector<std::string> seen;
+  std::string after;
+  for (int page = 0; page < 3; ++page) {
+    const auto r = call(a, "GET", "/v1/corpus/documents?limit=4" + (after.empty() ? "" : "&after=" + after));
+    ASSERT_EQ(r.status, 200) << r.body.dump();
+    EXPECT_EQ(r.body["total"], 10);
+    for (const auto& d : r.body["documents"]) seen.push_back(d["id"]);
+    if (page < 2) {
+      ASSERT_TRUE(r.body["next"].is_string()) << r.body.dump();
+      after = r.body["next"];
+    } else {
+      EXPECT_TRUE(r.body["next"].is_null()) << r.body.dump();
+    }
+  }
+  EXPECT_EQ(seen, (std::vector<std::string>{"c0", "c1", "c2", "c3", "c4", "c5", "c6", "c7", "c8", "c9"}));
+  auto r = call(a, "GET", "/v1/corpus/documents/c3");
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, (json{{"id", "c3"}, {"text", "passage 3"}}));
+  r = call(a, "GET", "/v1/users/ann/documents");
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(r.body["total"], 2);
+  EXPECT_EQ(r.body["documents"][0]["id"], "n1");
+  EXPECT_EQ(r.body["documents"][1], (json{{"id", "n2"}, {"text", "two"}, {"date", "2024-05-01"}}));
+  EXPECT_TRUE(r.body["next"].is_null());
+  EXPECT_EQ(call(a, "GET", "/v1/users/ann/documents/n2").body["date"], "2024-05-01");
+  // Not found: another user's id, a corpus id under a user, a user with nothing.
+  EXPECT_EQ(call(a, "GET", "/v1/users/bob/documents/n2").status, 404);
+  EXPECT_EQ(call(a, "GET", "/v1/users/ann/documents/c3").status, 404);
+  EXPECT_EQ(call(a, "GET", "/v1/corpus/documents/n1").status, 404);
+  r = call(a, "GET", "/v1/users/nobody/documents");
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(r.body["total"], 0);
+  EXPECT_TRUE(r.body["documents"].empty());
+  // Another tenant sees none of it; no key, nothing at all.
+  auto b = f.client(f.key_b);
+  EXPECT_EQ(call(b, "GET", "/v1/corpus/documents").body["total"], 0);
+  EXPECT_EQ(call(b, "GET", "/v1/corpus/documents/c3").status, 404);
+  EXPECT_EQ(call(b, "GET", "/v1/users/ann/documents").body["total"], 0);
+  EXPECT_EQ(call(f.client(""), "GET", "/v1/corpus/documents").status, 401);
+  // Bad paging.
+  for (const char* q : {"limit=0", "limit=x", "limit=1001", "limit=", "limit=-1"}) {
+    r = call(a, "GET", std::string("/v1/corpus/documents?") + q);
+    EXPECT_EQ(r.status, 400) << q;
+    EXPECT_EQ(r.body["error"]["field"], "limit") << q;
+  }
+  // A deleted document is gone from both.
+  ASSERT_EQ(call(a, "DELETE", "/v1/corpus/documents/c3").status, 200);
+  EXPECT_EQ(call(a, "GET", "/v1/corpus/documents/c3").status, 404);
+  EXPECT_EQ(call(a, "GET", "/v1/corpus/documents?limit=100").body["total"], 9);
 }
 
 TEST(Serve, EveryV1CallNeedsAnActiveKeyOfTheTenant) {

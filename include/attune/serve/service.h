@@ -283,6 +283,17 @@ class Service {
   bool delete_document(TenantId tenant, const std::string& user, const std::string& id);
   // Removes the user's documents, requests and feedback; returns the rows removed.
   std::size_t delete_user(TenantId tenant, const std::string& user);
+  // Reading back what is stored: the documents of `user` ("" = the tenant's corpus) in id
+  // order (bytewise), the first `limit` whose id is after `after` ("" = from the start), with
+  // how many there are in all; and one document by id (nullopt: none). A user with no
+  // documents has none, not an error.
+  struct DocumentPage {
+    std::vector<store::ServeDocument> documents;
+    std::size_t total = 0;  // the user's (or the corpus's) documents in all
+    bool more = false;      // documents after the last one of this page
+  };
+  DocumentPage list_documents(TenantId tenant, const std::string& user, const std::string& after, std::size_t limit);
+  std::optional<store::ServeDocument> get_document(TenantId tenant, const std::string& user, const std::string& id);
   // Ranks documents a client sends (Cohere's /v1/rerank): nothing is stored or learnt.
   std::vector<std::pair<std::size_t, double>> rerank(TenantId tenant, const std::string& query,
                                                       const std::vector<std::string>& documents, std::size_t top_n);
