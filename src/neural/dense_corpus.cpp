@@ -9,6 +9,7 @@
 
 #include "attune/core/error.h"
 #include "attune/core/hash.h"
+#include "attune/core/sha256.h"
 #include "attune/core/progress.h"
 
 namespace fs = std::filesystem;
@@ -54,11 +55,31 @@ DenseCorpusCandidates::DenseCorpusCandidates(const tasks::Task& task, std::vecto
   if (!encoder_) throw UsageError("dense corpus search needs an encoder");
   opts_.chunk = std::max<std::size_t>(1, opts_.chunk);
   opts_.embed_batch = std::max<std::size_t>(1, opts_.embed_batch);
-  Hasher h;
-  h.add("dense-corpus-v1").add(encoder_->id()).add(weights_key).add(static_cast<std::uint64_t>(encoder_->dim()));
-  h.add(static_cast<std::uint64_t>(opts_.chunk)).add(static_cast<std::uint64_t>(corpus_.size()));
-  for (const auto& d : corpus_) h.add(d.id).add(d.text);
-  key_ = "dense-emb:" + h.hex();
+  // The model's part of every chunk key; the corpus's part is each chunk's own content.
+  Sha256 h;
+  h.add("dense-corpus-v2").add(encoder_->id()).add(weights_key).add(static_cast<std::uint64_t>(encoder_->dim()));
+  key_ = "dense-emb2:" + h.hex();
+  // Content-defined chunks: passage i ends a chunk when a digest of its id and text says so
+  // (once the chunk holds chunk/2 passages, with probability 2/chunk; at 2 x chunk always).
+  // A boundary depends on the passage itself, not on its position, so a passage added,
+  // changed or removed changes the chunk it is in (and seldom the next), and every other
+  // chunk keeps its key: a grown or edited corpus embeds only what changed.
+  const std::size_t half = std::max<std::size_t>(1, opts_.chunk / 2), cap = 2 * opts_.chunk;
+  std::size_t lo = 0;
+  std::string digests;  // of the chunk's passages so far
+  for (std::size_t i = 0; i < corpus_.size(); ++i) {
+    const std::string digest = text_key(corpus_[i].id + '\0' + corpus_[i].text);
+    digests += digest;
+    const std::size_t size = i + 1 - lo;
+    const bool natural = size >= half && std::stoull(digest.substr(0, 12), nullptr, 16) % half == 0;
+    if (natural || size >= cap || i + 1 == corpus_.size()) {
+      Sha256 chunk;
+      chunk.add(key_).add(digests).add(static_cast<std::uint64_t>(size));
+      chunks_.push_back({lo, i + 1, key_ + "/" + chunk.hex()});
+      digests.clear();
+      lo = i + 1;
+    }
+  }
   // Without a weights key, stored embeddings could outlive the weights they came from.
   build(weights_key.empty() ? nullptr : store);
 }
@@ -78,35 +99,34 @@ std::unique_ptr<DenseCorpusCandidates> DenseCorpusCandidates::open(const tasks::
 }
 
 void DenseCorpusCandidates::build(store::BlobStore* store) {
-  const std::size_t N = corpus_.size(), D = encoder_->dim(), C = opts_.chunk;
+  const std::size_t N = corpus_.size(), D = encoder_->dim();
   auto emb = std::make_shared<CorpusEmbeddings>();
   emb->dim = D;
   emb->rows.assign(N * D, 0.f);
-  const std::size_t chunks = (N + C - 1) / C;
   std::vector<std::size_t> todo;
   std::size_t todo_rows = 0, bad = 0;
-  for (std::size_t c = 0; c < chunks; ++c) {
-    const std::size_t lo = c * C, hi = std::min(N, lo + C);
+  for (std::size_t c = 0; c < chunks_.size(); ++c) {
+    const auto& ch = chunks_[c];
     if (store) {
-      if (auto blob = store->blob_get(key_ + "/" + std::to_string(c))) {
-        if (decode_chunk(*blob, hi - lo, D, emb->rows.data() + lo * D)) continue;
+      if (auto blob = store->blob_get(ch.key)) {
+        if (decode_chunk(*blob, ch.hi - ch.lo, D, emb->rows.data() + ch.lo * D)) continue;
         ++bad;
       }
     }
     todo.push_back(c);
-    todo_rows += hi - lo;
+    todo_rows += ch.hi - ch.lo;
   }
   if (bad)
     std::fprintf(stderr, "warning: %zu stored chunk(s) of corpus embeddings for %s were short or corrupt; embedding them again\n",
                  bad, encoder_->id().c_str());
   if (todo_rows) {
     if (opts_.progress)
-      std::fprintf(stderr, "embedding %zu of %zu corpus passages with %s (once: cached in the store)\n", todo_rows, N,
-                   encoder_->id().c_str());
+      std::fprintf(stderr, "embedding %zu of %zu corpus passages with %s (%s)\n", todo_rows, N, encoder_->id().c_str(),
+                   todo_rows == N ? "once: cached in the store" : "the rest come from the store");
     Progress progress("embedding corpus", todo_rows, opts_.progress);
     std::vector<std::string> texts;
     for (auto c : todo) {
-      const std::size_t lo = c * C, hi = std::min(N, lo + C);
+      const std::size_t lo = chunks_[c].lo, hi = chunks_[c].hi;
       for (std::size_t b = lo; b < hi; b += opts_.embed_batch) {
         const std::size_t be = std::min(hi, b + opts_.embed_batch);
         texts.clear();
@@ -117,7 +137,7 @@ void DenseCorpusCandidates::build(store::BlobStore* store) {
         passages_embedded_ += be - b;
         progress.add(be - b);
       }
-      if (store) store->blob_put(key_ + "/" + std::to_string(c), encode_chunk(emb->rows.data() + lo * D, hi - lo, D));
+      if (store) store->blob_put(chunks_[c].key, encode_chunk(emb->rows.data() + lo * D, hi - lo, D));
     }
     progress.finish();
   }

@@ -12,6 +12,8 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <regex>
 #include <unordered_map>
@@ -300,6 +302,40 @@ std::string one_line(const std::string& s) {
   return out;
 }
 
+// attune's own parameter of a connection URL, pool_size=N (connections a store may open;
+// default 4), taken out before libpq reads the URL (libpq refuses a parameter it does not
+// know). A keyword/value string has no query: the default.
+struct PoolUrl {
+  std::string url;  // for libpq
+  std::size_t pool_size = 4;
+};
+PoolUrl take_pool_size(const std::string& url) {
+  PoolUrl out{url, 4};
+  const std::size_t q = url.find('?');
+  if (url.find("://") == std::string::npos || q == std::string::npos) return out;
+  std::string kept;
+  std::size_t pos = q + 1;
+  while (pos <= url.size()) {
+    std::size_t amp = url.find('&', pos);
+    if (amp == std::string::npos) amp = url.size();
+    const std::string param = url.substr(pos, amp - pos);
+    if (param.rfind("pool_size=", 0) == 0) {
+      const std::string v = param.substr(10);
+      std::size_t n = 0;
+      const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+      if (ec != std::errc() || end != v.data() + v.size() || n < 1 || n > 64)
+        throw UsageError("cannot open store " + redact(url).shown + ": pool_size must be a whole number from 1 to 64, not \"" +
+                         v + "\"");
+      out.pool_size = n;
+    } else if (!param.empty()) {
+      kept += (kept.empty() ? "" : "&") + param;
+    }
+    pos = amp + 1;
+  }
+  out.url = url.substr(0, q) + (kept.empty() ? "" : "?" + kept);
+  return out;
+}
+
 // --- Parameters and results --------------------------------------------------------------
 
 // One statement parameter, in text format except for bytes (binary: a BYTEA value as is).
@@ -491,6 +527,88 @@ class Conn {
   PGconn* pg_ = nullptr;
 };
 
+// The store's connections: opened as concurrent calls need them, up to pool_size, each
+// used by one call at a time. A call that finds them all busy waits for one. Calls on
+// different connections run at once in the server; each is still its own transaction.
+class Pool {
+ public:
+  Pool(const std::string& url, std::size_t size) : url_(url), size_(size) {
+    auto first = std::make_unique<Conn>(url_);
+    first->open();
+    idle_.push_back(first.get());
+    all_.push_back(std::move(first));
+  }
+  Conn& any() { return *all_.front(); }  // for messages (prefix, shown)
+  // Messages of every connection, made now or later, say "store URL: ..." from now on.
+  void opened() {
+    std::lock_guard lock(mu_);
+    opened_ = true;
+    for (auto& c : all_) c->opened();
+  }
+  Conn* acquire() {
+    std::unique_lock lock(mu_);
+    while (idle_.empty() && all_.size() >= size_) cv_.wait(lock);
+    if (!idle_.empty()) {
+      Conn* c = idle_.back();
+      idle_.pop_back();
+      return c;
+    }
+    auto c = std::make_unique<Conn>(url_);
+    c->open();  // under the lock: rare (at most pool_size times), and a failure leaves the pool as it was
+    if (opened_) c->opened();
+    all_.push_back(std::move(c));
+    return all_.back().get();
+  }
+  void release(Conn* c) {
+    {
+      std::lock_guard lock(mu_);
+      idle_.push_back(c);
+    }
+    cv_.notify_one();
+  }
+  std::size_t size() const { return size_; }
+
+ private:
+  std::string url_;
+  std::size_t size_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::unique_ptr<Conn>> all_;
+  std::vector<Conn*> idle_;
+  bool opened_ = false;
+};
+
+// The connection the calling thread's current call holds (Session), per thread: a store
+// method reaches it through db().
+thread_local Conn* tl_conn = nullptr;
+
+// One call's hold on a connection of the pool, made ready; given back at the end of the
+// call. Sessions nest across stores (the previous connection is restored), never within one.
+class Session {
+ public:
+  explicit Session(Pool& pool) : pool_(pool), conn_(pool.acquire()), prev_(tl_conn) {
+    tl_conn = conn_;
+    try {
+      conn_->ready();
+    } catch (...) {
+      tl_conn = prev_;
+      pool_.release(conn_);
+      throw;
+    }
+  }
+  ~Session() {
+    tl_conn = prev_;
+    pool_.release(conn_);
+  }
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+ private:
+  Pool& pool_;
+  Conn* conn_;
+  Conn* prev_;
+};
+
 // BEGIN ... COMMIT; rolls back when left without commit() (an exception).
 class Transaction {
  public:
@@ -547,10 +665,12 @@ std::string placeholders(int first, int count) {
 
 class PostgresStore final : public Store {
  public:
-  explicit PostgresStore(const std::string& url) : db_(url) {
-    db_.open();
-    open_schema();
-    db_.opened();
+  explicit PostgresStore(const PoolUrl& url) : pool_(url.url, url.pool_size) {
+    {
+      Session s(pool_);
+      open_schema();
+    }
+    pool_.opened();
   }
 
   ImportResult import_dataset(const data::Dataset& ds) override {
@@ -559,7 +679,7 @@ class PostgresStore final : public Store {
     write([&] {
       res = ImportResult{};
       auto find = [&] {
-        return db_.exec("SELECT id, users, documents, examples FROM datasets WHERE task=$1 AND split=$2 AND content_hash=$3",
+        return db().exec("SELECT id, users, documents, examples FROM datasets WHERE task=$1 AND split=$2 AND content_hash=$3",
                         {ds.task, ds.split, ds.content_hash});
       };
       auto present = [&](const Result& r) {
@@ -584,7 +704,7 @@ class PostgresStore final : public Store {
       for (const auto& p : ds.sources) sources.push_back(p.string());
       // ON CONFLICT: another replica importing the same dataset at the same time wins, and
       // this call answers already_present as if it had come second.
-      const Result ins = db_.exec(
+      const Result ins = db().exec(
           "INSERT INTO datasets (task, split, content_hash, has_outputs, sources, users, documents, examples, imported) "
           "VALUES ($1,$2,$3,$4,$5,$6,$7,$8," ATTUNE_PG_NOW ") ON CONFLICT (task, split, content_hash) DO NOTHING "
           "RETURNING id",
@@ -593,7 +713,7 @@ class PostgresStore final : public Store {
            static_cast<std::int64_t>(res.examples)});
       if (ins.rows() == 0) {
         if (const Result r = find(); r.rows() > 0) return present(r);
-        throw Error(db_.prefix() + ": cannot import " + ds.task + "/" + ds.split + ": the dataset row was not written");
+        throw Error(db().prefix() + ": cannot import " + ds.task + "/" + ds.split + ": the dataset row was not written");
       }
       res.dataset_id = ins.int64(0, 0);
 
@@ -606,7 +726,7 @@ class PostgresStore final : public Store {
           sql += (i > b ? ",($1,$" : "($1,$") + std::to_string(params.size() + 1) + ")";
           params.emplace_back(*user_order[i]);
         }
-        const Result r = db_.exec(sql + " RETURNING id, name", params);
+        const Result r = db().exec(sql + " RETURNING id, name", params);
         for (int i = 0; i < r.rows(); ++i) user_ids[r.text(i, 1)] = r.int64(i, 0);
       }
 
@@ -617,7 +737,7 @@ class PostgresStore final : public Store {
         try {
           json gold = json::array();
           for (const auto& g : ex.gold_docs) gold.push_back(g);
-          const Result e = db_.exec(
+          const Result e = db().exec(
               "INSERT INTO examples (dataset_id, position, ext_id, user_id, input, output, gold_docs, agent) "
               "VALUES ($1,$2,$3,$4,$5,$6,$7,$8) RETURNING id",
               {res.dataset_id, static_cast<std::int64_t>(i), ex.id, user_ids.at(ex.user), ex.input, ex.output,
@@ -638,7 +758,7 @@ class PostgresStore final : public Store {
               params.emplace_back(dump(fields, "document fields"));
               params.push_back(d.date ? Param(*d.date) : Param::none());
             }
-            db_.exec(sql, params);
+            db().exec(sql, params);
           }
         } catch (const Error& e) {
           throw Error("cannot import " + ds.task + "/" + ds.split + ", example " + std::to_string(i) + " (id \"" +
@@ -652,7 +772,7 @@ class PostgresStore final : public Store {
 
   std::vector<DatasetInfo> datasets() override {
     auto lock = session();
-    const Result q = db_.exec("SELECT id, task, split, content_hash, users, documents, examples FROM datasets ORDER BY id");
+    const Result q = db().exec("SELECT id, task, split, content_hash, users, documents, examples FROM datasets ORDER BY id");
     std::vector<DatasetInfo> out;
     for (int i = 0; i < q.rows(); ++i) {
       DatasetInfo d;
@@ -670,8 +790,8 @@ class PostgresStore final : public Store {
 
   std::optional<data::Dataset> load_dataset(const std::string& task, const std::string& split) override {
     auto lock = session();
-    Transaction tx(db_, Transaction::Kind::Snapshot);  // one consistent snapshot
-    const Result q = db_.exec(
+    Transaction tx(db(), Transaction::Kind::Snapshot);  // one consistent snapshot
+    const Result q = db().exec(
         "SELECT id, content_hash, has_outputs, sources, examples FROM datasets WHERE task=$1 AND split=$2 "
         "ORDER BY id DESC LIMIT 1",
         {task, split});
@@ -686,7 +806,7 @@ class PostgresStore final : public Store {
     ds.examples.reserve(static_cast<std::size_t>(q.int64(0, 4)));
 
     std::unordered_map<std::int64_t, std::size_t> row_to_index;
-    const Result ex = db_.exec(
+    const Result ex = db().exec(
         "SELECT e.id, e.ext_id, u.name, e.input, e.output, e.gold_docs, e.agent FROM examples e "
         "JOIN users u ON u.id = e.user_id WHERE e.dataset_id=$1 ORDER BY e.position",
         {id});
@@ -701,7 +821,7 @@ class PostgresStore final : public Store {
       row_to_index.emplace(ex.int64(i, 0), ds.examples.size());
       ds.examples.push_back(std::move(e));
     }
-    const Result doc = db_.exec(
+    const Result doc = db().exec(
         "SELECT d.example_id, d.doc_id, d.owner, d.text, d.fields, d.date FROM documents d "
         "JOIN examples e ON e.id = d.example_id WHERE e.dataset_id=$1 ORDER BY d.example_id, d.position",
         {id});
@@ -727,7 +847,7 @@ class PostgresStore final : public Store {
     for (const auto& k : keys) digests.push_back(k.digest());
     auto lock = session();
     // One statement: one snapshot, one round trip.
-    const Result q = db_.exec("SELECT digest, value FROM llm_cache WHERE digest = ANY($1::text[])", {text_array(digests)});
+    const Result q = db().exec("SELECT digest, value FROM llm_cache WHERE digest = ANY($1::text[])", {text_array(digests)});
     std::unordered_map<std::string, std::string> found;
     for (int i = 0; i < q.rows(); ++i) found.emplace(q.text(i, 0), q.text(i, 1));
     for (std::size_t i = 0; i < keys.size(); ++i)
@@ -746,7 +866,7 @@ class PostgresStore final : public Store {
     write_all([&] {
       for (const auto& [digest, e] : sorted) {
         const auto& [k, v] = *e;
-        db_.exec("INSERT INTO llm_cache (digest, model, kind, value, created) VALUES ($1,$2,$3,$4," ATTUNE_PG_NOW ") "
+        db().exec("INSERT INTO llm_cache (digest, model, kind, value, created) VALUES ($1,$2,$3,$4," ATTUNE_PG_NOW ") "
                  "ON CONFLICT (digest) DO UPDATE SET model=excluded.model, kind=excluded.kind, value=excluded.value, "
                  "created=excluded.created",
                  {digest, k.model, k.kind, v});
@@ -756,7 +876,7 @@ class PostgresStore final : public Store {
 
   std::size_t cache_size() override {
     auto lock = session();
-    return static_cast<std::size_t>(db_.exec("SELECT COUNT(*) FROM llm_cache").int64(0, 0));
+    return static_cast<std::size_t>(db().exec("SELECT COUNT(*) FROM llm_cache").int64(0, 0));
   }
 
   void feedback_put(const std::vector<FeedbackRecord>& records) override {
@@ -765,9 +885,9 @@ class PostgresStore final : public Store {
       // One feedback_put at a time, whoever calls: new records take their ids (the order
       // feedback_get answers) in the order given, so rows cannot be sorted to keep two
       // replicas' batches from deadlocking, as cache_put does; they wait for each other.
-      db_.exec("SELECT pg_advisory_xact_lock($1)", {kFeedbackLock});
+      db().exec("SELECT pg_advisory_xact_lock($1)", {kFeedbackLock});
       for (const auto& r : records)
-        db_.exec("INSERT INTO feedback (dataset, example, kind, item, model, output, value, updated) "
+        db().exec("INSERT INTO feedback (dataset, example, kind, item, model, output, value, updated) "
                  "VALUES ($1,$2,$3,$4,$5,$6,$7," ATTUNE_PG_NOW ") "
                  "ON CONFLICT (dataset, example, kind, item, model) DO UPDATE SET "
                  "output=excluded.output, value=excluded.value, updated=excluded.updated",
@@ -778,7 +898,7 @@ class PostgresStore final : public Store {
   std::vector<FeedbackRecord> feedback_get(const std::string& dataset, const std::string& kind,
                                            const std::string& model) override {
     auto lock = session();
-    const Result q = db_.exec(
+    const Result q = db().exec(
         "SELECT example, item, output, value FROM feedback WHERE dataset=$1 AND kind=$2 AND model=$3 ORDER BY id",
         {dataset, kind, model});
     std::vector<FeedbackRecord> out;
@@ -800,7 +920,7 @@ class PostgresStore final : public Store {
     auto lock = session();
     std::int64_t id = 0;
     write_all([&] {
-      id = db_.exec("INSERT INTO runs (verb, args, seed, status, summary, started, finished) "
+      id = db().exec("INSERT INTO runs (verb, args, seed, status, summary, started, finished) "
                     "VALUES ($1,$2,$3,'running',''," ATTUNE_PG_NOW ",'') RETURNING id",
                     {verb, args_json, static_cast<std::int64_t>(seed)})
                .int64(0, 0);
@@ -811,15 +931,15 @@ class PostgresStore final : public Store {
   void run_end(std::int64_t id, const std::string& status, const std::string& summary_json) override {
     auto lock = session();
     write_all([&] {
-      const Result r = db_.exec("UPDATE runs SET status=$1, summary=$2, finished=" ATTUNE_PG_NOW " WHERE id=$3",
+      const Result r = db().exec("UPDATE runs SET status=$1, summary=$2, finished=" ATTUNE_PG_NOW " WHERE id=$3",
                                 {status, summary_json, id});
-      if (r.affected() == 0) throw Error(db_.prefix() + ": no run with id " + std::to_string(id));
+      if (r.affected() == 0) throw Error(db().prefix() + ": no run with id " + std::to_string(id));
     });
   }
 
   std::vector<RunRecord> runs() override {
     auto lock = session();
-    const Result q = db_.exec("SELECT id, verb, args, status, summary, seed, started, finished FROM runs ORDER BY id");
+    const Result q = db().exec("SELECT id, verb, args, status, summary, seed, started, finished FROM runs ORDER BY id");
     std::vector<RunRecord> out;
     for (int i = 0; i < q.rows(); ++i) {
       RunRecord r;
@@ -838,7 +958,7 @@ class PostgresStore final : public Store {
 
   std::optional<std::string> blob_get(const std::string& key) override {
     auto lock = session();
-    const Result q = db_.exec("SELECT value FROM blobs WHERE key=$1", {key}, /*binary_result=*/true);
+    const Result q = db().exec("SELECT value FROM blobs WHERE key=$1", {key}, /*binary_result=*/true);
     if (q.rows() == 0) return std::nullopt;
     return q.text(0, 0);  // binary format: the bytes as stored
   }
@@ -846,7 +966,7 @@ class PostgresStore final : public Store {
   void blob_put(const std::string& key, const std::string& value) override {
     auto lock = session();
     write_all([&] {
-      db_.exec("INSERT INTO blobs (key, value, updated) VALUES ($1,$2," ATTUNE_PG_NOW ") "
+      db().exec("INSERT INTO blobs (key, value, updated) VALUES ($1,$2," ATTUNE_PG_NOW ") "
                "ON CONFLICT (key) DO UPDATE SET value=excluded.value, updated=excluded.updated",
                {key, Param::bytes(value)});
     });
@@ -859,7 +979,7 @@ class PostgresStore final : public Store {
     TenantId id = 0;
     write_all([&] {
       // ON CONFLICT rather than a look first: two replicas creating the name at once.
-      const Result r = db_.exec("INSERT INTO tenants (name, created) VALUES ($1," ATTUNE_PG_NOW ") "
+      const Result r = db().exec("INSERT INTO tenants (name, created) VALUES ($1," ATTUNE_PG_NOW ") "
                                 "ON CONFLICT (name) DO NOTHING RETURNING id",
                                 {name});
       if (r.rows() == 0) throw UsageError("tenant \"" + name + "\" exists already");
@@ -874,7 +994,7 @@ class PostgresStore final : public Store {
 
   std::vector<TenantInfo> tenant_list() override {
     auto lock = session();
-    const Result q = db_.exec(
+    const Result q = db().exec(
         "SELECT t.id, t.name, t.created,"
         " (SELECT COUNT(*) FROM api_keys k WHERE k.tenant_id=t.id AND k.revoked=''),"
         " (SELECT COUNT(DISTINCT \"user\") FROM serve_documents d WHERE d.tenant_id=t.id AND d.\"user\"<>''),"
@@ -901,7 +1021,7 @@ class PostgresStore final : public Store {
   void key_add(TenantId tenant, const std::string& prefix, const std::string& hash) override {
     auto lock = session();
     write_all([&] {
-      db_.exec("INSERT INTO api_keys (tenant_id, prefix, hash, created) VALUES ($1,$2,$3," ATTUNE_PG_NOW ")",
+      db().exec("INSERT INTO api_keys (tenant_id, prefix, hash, created) VALUES ($1,$2,$3," ATTUNE_PG_NOW ")",
                {tenant, prefix, hash});
     });
   }
@@ -910,7 +1030,7 @@ class PostgresStore final : public Store {
     auto lock = session();
     std::size_t n = 0;
     write_all([&] {
-      n = db_.exec(hash.empty() ? "UPDATE api_keys SET revoked=" ATTUNE_PG_NOW " WHERE prefix=$1 AND revoked=''"
+      n = db().exec(hash.empty() ? "UPDATE api_keys SET revoked=" ATTUNE_PG_NOW " WHERE prefix=$1 AND revoked=''"
                                 : "UPDATE api_keys SET revoked=" ATTUNE_PG_NOW " WHERE hash=$1 AND revoked=''",
                    {hash.empty() ? prefix : hash})
               .affected();
@@ -924,7 +1044,7 @@ class PostgresStore final : public Store {
 
   std::vector<ApiKeyInfo> key_list() override {
     auto lock = session();
-    const Result q = db_.exec("SELECT t.name, k.prefix, k.created, k.revoked FROM api_keys k JOIN tenants t ON t.id=k.tenant_id "
+    const Result q = db().exec("SELECT t.name, k.prefix, k.created, k.revoked FROM api_keys k JOIN tenants t ON t.id=k.tenant_id "
                               "ORDER BY t.name" ATTUNE_PG_BYTES ", k.id");
     std::vector<ApiKeyInfo> out;
     for (int i = 0; i < q.rows(); ++i) out.push_back({q.text(i, 0), q.text(i, 1), q.text(i, 2), q.text(i, 3)});
@@ -938,11 +1058,11 @@ class PostgresStore final : public Store {
       for (const auto& d : docs) {
         // ord=excluded.ord: a replaced document takes a new place at the end, as SQLite's
         // INSERT OR REPLACE gives it a new rowid.
-        db_.exec("INSERT INTO serve_documents (tenant_id, \"user\", doc_id, text, date, updated) "
+        db().exec("INSERT INTO serve_documents (tenant_id, \"user\", doc_id, text, date, updated) "
                  "VALUES ($1,$2,$3,$4,$5," ATTUNE_PG_NOW ") ON CONFLICT (tenant_id, \"user\", doc_id) DO UPDATE SET "
                  "text=excluded.text, date=excluded.date, updated=excluded.updated, ord=excluded.ord",
                  {tenant, d.user, d.id, d.text, d.date});
-        db_.exec("INSERT INTO serve_changes (tenant_id, seq, op, \"user\", doc_id) VALUES ($1,$2,'put',$3,$4)",
+        db().exec("INSERT INTO serve_changes (tenant_id, seq, op, \"user\", doc_id) VALUES ($1,$2,'put',$3,$4)",
                  {tenant, seq, d.user, d.id});
       }
     });
@@ -953,10 +1073,10 @@ class PostgresStore final : public Store {
     bool gone = false;
     write_all([&] {
       lock_tenant(tenant);
-      gone = db_.exec("DELETE FROM serve_documents WHERE tenant_id=$1 AND \"user\"=$2 AND doc_id=$3", {tenant, user, id})
+      gone = db().exec("DELETE FROM serve_documents WHERE tenant_id=$1 AND \"user\"=$2 AND doc_id=$3", {tenant, user, id})
                  .affected() > 0;
       if (gone)
-        db_.exec("INSERT INTO serve_changes (tenant_id, seq, op, \"user\", doc_id) VALUES ($1,$2,'delete',$3,$4)",
+        db().exec("INSERT INTO serve_changes (tenant_id, seq, op, \"user\", doc_id) VALUES ($1,$2,'delete',$3,$4)",
                  {tenant, next_seq(tenant), user, id});
     });
     return gone;
@@ -973,8 +1093,8 @@ class PostgresStore final : public Store {
                               "(SELECT id FROM serve_requests WHERE tenant_id=$1 AND \"user\"=$2)",
                               "DELETE FROM serve_requests WHERE tenant_id=$1 AND \"user\"=$2",
                               "DELETE FROM serve_documents WHERE tenant_id=$1 AND \"user\"=$2"})
-        n += db_.exec(sql, {tenant, user}).affected();
-      db_.exec("INSERT INTO serve_changes (tenant_id, seq, op, \"user\", doc_id) VALUES ($1,$2,'delete_user',$3,'')",
+        n += db().exec(sql, {tenant, user}).affected();
+      db().exec("INSERT INTO serve_changes (tenant_id, seq, op, \"user\", doc_id) VALUES ($1,$2,'delete_user',$3,'')",
                {tenant, next_seq(tenant), user});
     });
     return n;
@@ -982,7 +1102,7 @@ class PostgresStore final : public Store {
 
   std::vector<ServeDocument> documents_of(TenantId tenant) override {
     auto lock = session();
-    const Result q = db_.exec("SELECT \"user\", doc_id, text, date FROM serve_documents WHERE tenant_id=$1 "
+    const Result q = db().exec("SELECT \"user\", doc_id, text, date FROM serve_documents WHERE tenant_id=$1 "
                               "ORDER BY \"user\"" ATTUNE_PG_BYTES ", ord",
                               {tenant});
     std::vector<ServeDocument> out;
@@ -992,13 +1112,13 @@ class PostgresStore final : public Store {
 
   std::uint64_t document_seq(TenantId tenant) override {
     auto lock = session();
-    const Result q = db_.exec("SELECT doc_seq FROM tenants WHERE id=$1", {tenant});
+    const Result q = db().exec("SELECT doc_seq FROM tenants WHERE id=$1", {tenant});
     return q.rows() > 0 ? static_cast<std::uint64_t>(q.int64(0, 0)) : 0;
   }
 
   std::vector<DocumentChange> document_changes(TenantId tenant, std::uint64_t after) override {
     auto lock = session();
-    const Result q = db_.exec(
+    const Result q = db().exec(
         "SELECT c.seq, c.op, c.\"user\", c.doc_id, d.text, d.date FROM serve_changes c LEFT JOIN serve_documents d "
         "ON d.tenant_id=c.tenant_id AND d.\"user\"=c.\"user\" AND d.doc_id=c.doc_id "
         "WHERE c.tenant_id=$1 AND c.seq>$2 ORDER BY c.seq, c.id",
@@ -1020,7 +1140,7 @@ class PostgresStore final : public Store {
     auto lock = session();
     bool have = false;
     write_all([&] {
-      have = db_.exec("INSERT INTO leases (name, holder, expires) VALUES ($1, $2, " ATTUNE_PG_EPOCH " + $3) "
+      have = db().exec("INSERT INTO leases (name, holder, expires) VALUES ($1, $2, " ATTUNE_PG_EPOCH " + $3) "
                       "ON CONFLICT (name) DO UPDATE SET holder=excluded.holder, expires=excluded.expires "
                       "WHERE leases.holder=excluded.holder OR leases.expires < " ATTUNE_PG_EPOCH,
                       {name, holder, ttl_seconds})
@@ -1031,14 +1151,14 @@ class PostgresStore final : public Store {
 
   void lease_release(const std::string& name, const std::string& holder) override {
     auto lock = session();
-    write_all([&] { db_.exec("DELETE FROM leases WHERE name=$1 AND holder=$2", {name, holder}); });
+    write_all([&] { db().exec("DELETE FROM leases WHERE name=$1 AND holder=$2", {name, holder}); });
   }
 
   void request_put(TenantId tenant, const ServeRequest& r) override {
     const std::string documents = dump(json(r.documents), "the served document ids");
     auto lock = session();
     write_all([&] {
-      db_.exec("INSERT INTO serve_requests (tenant_id, id, \"user\", query, task, agent, model_version, documents, "
+      db().exec("INSERT INTO serve_requests (tenant_id, id, \"user\", query, task, agent, model_version, documents, "
                "created) VALUES ($1,$2,$3,$4,$5,$6,$7,$8," ATTUNE_PG_NOW ")",
                {tenant, r.id, r.user, r.query, r.task, r.agent, r.model_version, documents});
     });
@@ -1046,7 +1166,7 @@ class PostgresStore final : public Store {
 
   std::optional<ServeRequest> request_get(TenantId tenant, const std::string& id) override {
     auto lock = session();
-    const Result q = db_.exec("SELECT id, \"user\", query, task, model_version, documents, created, agent "
+    const Result q = db().exec("SELECT id, \"user\", query, task, model_version, documents, created, agent "
                               "FROM serve_requests WHERE tenant_id=$1 AND id=$2",
                               {tenant, id});
     if (q.rows() == 0) return std::nullopt;
@@ -1066,7 +1186,7 @@ class PostgresStore final : public Store {
     auto lock = session();
     write_all([&] {
       for (const auto& f : records)  // the foreign key refuses a request of another tenant (and the transaction rolls back)
-        db_.exec("INSERT INTO serve_feedback (tenant_id, request_id, kind, item, value, output, reference, created) "
+        db().exec("INSERT INTO serve_feedback (tenant_id, request_id, kind, item, value, output, reference, created) "
                  "VALUES ($1,$2,$3,$4,$5,$6,$7," ATTUNE_PG_NOW ")",
                  {tenant, f.request_id, f.kind, f.item, f.value, f.output, f.reference});
     });
@@ -1074,7 +1194,7 @@ class PostgresStore final : public Store {
 
   std::vector<ServeFeedback> feedback_of(TenantId tenant) override {
     auto lock = session();
-    const Result q = db_.exec("SELECT request_id, kind, item, value, output, reference FROM serve_feedback "
+    const Result q = db().exec("SELECT request_id, kind, item, value, output, reference FROM serve_feedback "
                               "WHERE tenant_id=$1 ORDER BY seq",
                               {tenant});
     std::vector<ServeFeedback> out;
@@ -1085,10 +1205,11 @@ class PostgresStore final : public Store {
 
  private:
   // The lock every call holds, taken with the connection made ready.
-  std::unique_lock<std::mutex> session() {
-    std::unique_lock lock(mu_);
-    db_.ready();
-    return lock;
+  std::unique_ptr<Session> session() { return std::make_unique<Session>(pool_); }
+  // The connection of the current call (session()).
+  Conn& db() {
+    if (!tl_conn) throw Error("internal error: a PostgreSQL store call without its session");
+    return *tl_conn;
   }
 
   // Runs body in one write transaction and commits when it returns true (false: roll back,
@@ -1099,7 +1220,7 @@ class PostgresStore final : public Store {
   void write(Body&& body) {
     for (int attempt = 1;; ++attempt) {
       try {
-        Transaction tx(db_);
+        Transaction tx(db());
         if (body()) tx.commit();
         return;
       } catch (const PgError& e) {
@@ -1119,31 +1240,31 @@ class PostgresStore final : public Store {
   // The tenant's next change counter, taken inside the caller's write transaction. The row
   // lock it takes is held until the commit, so writes of one tenant commit in counter order.
   std::int64_t next_seq(TenantId tenant) {
-    const Result r = db_.exec("UPDATE tenants SET doc_seq = doc_seq + 1 WHERE id=$1 RETURNING doc_seq", {tenant});
-    if (r.rows() == 0) throw Error(db_.prefix() + ": no tenant " + std::to_string(tenant));
+    const Result r = db().exec("UPDATE tenants SET doc_seq = doc_seq + 1 WHERE id=$1 RETURNING doc_seq", {tenant});
+    if (r.rows() == 0) throw Error(db().prefix() + ": no tenant " + std::to_string(tenant));
     return r.int64(0, 0);
   }
   // Takes next_seq's row lock before a write that only then knows whether it changes
   // anything: every writer locks the tenant before its documents, so two never deadlock.
-  void lock_tenant(TenantId tenant) { db_.exec("SELECT 1 FROM tenants WHERE id=$1 FOR NO KEY UPDATE", {tenant}); }
+  void lock_tenant(TenantId tenant) { db().exec("SELECT 1 FROM tenants WHERE id=$1 FOR NO KEY UPDATE", {tenant}); }
 
   // The first column of the first row of a query with one text parameter; nothing without a row.
   std::optional<std::int64_t> first_int(const char* sql, const std::string& arg) {
     auto lock = session();
-    const Result q = db_.exec(sql, {arg});
+    const Result q = db().exec(sql, {arg});
     if (q.rows() == 0) return std::nullopt;
     return q.int64(0, 0);
   }
 
   [[noreturn]] void not_ours(const std::string& why) {
-    throw Error("cannot open store " + db_.shown() + ": not an attune store (" + why +
+    throw Error("cannot open store " + pool_.any().shown() + ": not an attune store (" + why +
                 "); attune does not add its tables to another program's database: name a new database for the store");
   }
 
   // What the database is: refuses another program's database and stores from a newer
   // attune; true when it has no tables (it gets the schema).
   bool check_database() {
-    const Result t = db_.exec("SELECT tablename FROM pg_tables WHERE schemaname = current_schema() "
+    const Result t = db().exec("SELECT tablename FROM pg_tables WHERE schemaname = current_schema() "
                               "ORDER BY tablename" ATTUNE_PG_BYTES);
     if (t.rows() == 0) return true;
     std::vector<std::string> tables;
@@ -1155,7 +1276,7 @@ class PostgresStore final : public Store {
       not_ours("it has the tables " + list + " but no attune_meta");
     }
     std::unordered_map<std::string, std::string> meta;
-    const Result m = db_.exec("SELECT key, value FROM attune_meta");
+    const Result m = db().exec("SELECT key, value FROM attune_meta");
     for (int i = 0; i < m.rows(); ++i) meta[m.text(i, 0)] = m.text(i, 1);
     if (meta["application"] != kApplication)
       not_ours(meta["application"].empty() ? std::string("its attune_meta names no application")
@@ -1166,10 +1287,10 @@ class PostgresStore final : public Store {
     if (ec != std::errc() || end != text.data() + text.size())
       not_ours("its attune_meta has the schema_version \"" + text + "\"");
     if (v > kSchemaVersion)
-      throw Error("cannot open store " + db_.shown() + ": schema version " + std::to_string(v) +
+      throw Error("cannot open store " + pool_.any().shown() + ": schema version " + std::to_string(v) +
                   " is newer than this attune's (" + std::to_string(kSchemaVersion) + ")");
     if (v < kSchemaVersion)
-      throw Error("cannot open store " + db_.shown() + ": schema version " + std::to_string(v) +
+      throw Error("cannot open store " + pool_.any().shown() + ": schema version " + std::to_string(v) +
                   " is older than any attune store in PostgreSQL (they start at " + std::to_string(kSchemaVersion) + ")");
     return false;
   }
@@ -1179,23 +1300,22 @@ class PostgresStore final : public Store {
   // Refuses another program's database and a store from a newer attune (check_database).
   void open_schema() {
     if (!check_database()) return;
-    Transaction tx(db_);
-    db_.exec("SELECT pg_advisory_xact_lock($1)", {kSchemaLock});
+    Transaction tx(db());
+    db().exec("SELECT pg_advisory_xact_lock($1)", {kSchemaLock});
     // READ COMMITTED: this statement sees what another replica committed while we waited.
     if (!check_database()) return;  // the transaction rolls back, releasing the lock
-    db_.exec_script(kSchema);
-    db_.exec("INSERT INTO attune_meta (key, value) VALUES ('application', $1), ('schema_version', $2)",
+    db().exec_script(kSchema);
+    db().exec("INSERT INTO attune_meta (key, value) VALUES ('application', $1), ('schema_version', $2)",
              {kApplication, std::to_string(kSchemaVersion)});
     tx.commit();
   }
 
-  std::mutex mu_;
-  Conn db_;
+  Pool pool_;
 };
 
 }  // namespace
 
-std::unique_ptr<Store> open_postgresql(const std::string& url) { return std::make_unique<PostgresStore>(url); }
+std::unique_ptr<Store> open_postgresql(const std::string& url) { return std::make_unique<PostgresStore>(take_pool_size(url)); }
 
 std::string store_display_name(const std::string& spec) {
   return is_postgresql_url(spec) ? redact(spec).shown : spec;

@@ -139,37 +139,82 @@ TEST_F(DenseCorpus, TopNIsTheBruteForceTopNOverTheWholeCorpus) {
 
 TEST_F(DenseCorpus, TheSecondConstructionReadsTheStoreAndACorruptChunkIsEmbeddedAgain) {
   neural::DenseCorpusOptions o;
-  o.chunk = 64;  // 5 chunks: 4 x 64 + 44
+  o.chunk = 64;  // chunks of 32 to 128 passages, about 64 on average
   std::vector<float> first;
   std::string key;
+  std::vector<neural::DenseCorpusCandidates::Chunk> chunks;
   {
     auto src = open(o);
     EXPECT_EQ(src->passages_embedded(), 300u);
     first = src->embeddings()->rows;
     key = src->cache_key();
+    chunks = src->chunks();
   }
+  // The chunks tile the corpus, within their bounds.
+  ASSERT_GE(chunks.size(), 3u);
+  std::size_t at = 0;
+  for (std::size_t c = 0; c < chunks.size(); ++c) {
+    EXPECT_EQ(chunks[c].lo, at);
+    EXPECT_LE(chunks[c].hi - chunks[c].lo, 128u);
+    if (c + 1 < chunks.size()) EXPECT_GE(chunks[c].hi - chunks[c].lo, 32u);
+    EXPECT_EQ(chunks[c].key.rfind(key + "/", 0), 0u);
+    at = chunks[c].hi;
+  }
+  EXPECT_EQ(at, 300u);
   {
     auto src = open(o);
     EXPECT_EQ(src->passages_embedded(), 0u);  // every chunk from the store
     EXPECT_EQ(src->cache_key(), key);
     EXPECT_EQ(src->embeddings()->rows, first);
   }
-  st->blob_put(key + "/2", "garbage");
-  auto blob = st->blob_get(key + "/4");
+  st->blob_put(chunks[1].key, "garbage");
+  auto blob = st->blob_get(chunks.back().key);
   ASSERT_TRUE(blob.has_value());
-  st->blob_put(key + "/4", blob->substr(0, blob->size() - 4));  // short
+  st->blob_put(chunks.back().key, blob->substr(0, blob->size() - 4));  // short
   ::testing::internal::CaptureStderr();
   auto src = open(o);
   const std::string err = ::testing::internal::GetCapturedStderr();
-  EXPECT_EQ(src->passages_embedded(), 64u + 44u);
+  EXPECT_EQ(src->passages_embedded(), (chunks[1].hi - chunks[1].lo) + (chunks.back().hi - chunks.back().lo));
   EXPECT_NE(err.find("corrupt"), std::string::npos) << err;
   ASSERT_EQ(src->embeddings()->rows.size(), first.size());
   for (std::size_t i = 0; i < first.size(); ++i) ASSERT_NEAR(src->embeddings()->rows[i], first[i], 1e-6) << i;
-  // A different corpus is a different key.
-  corpus.pop_back();
-  auto smaller = open(o);
-  EXPECT_NE(smaller->cache_key(), key);
-  EXPECT_EQ(smaller->passages_embedded(), 299u);
+}
+
+// Incremental re-embedding (issue 18): a corpus that grew, lost a passage or had one edited
+// embeds only the chunks that changed, and its embeddings equal a fresh build's.
+TEST_F(DenseCorpus, AGrownOrEditedCorpusEmbedsOnlyTheChunksItChanged) {
+  neural::DenseCorpusOptions o;
+  o.chunk = 32;
+  o.progress = false;
+  const auto all = tiny_corpus(*task, 600, 1);  // the fixture's 300 are its first 300
+  corpus.assign(all.begin(), all.begin() + 300);
+  const std::size_t before_chunks = open(o)->chunks().size();
+  ASSERT_GE(before_chunks, 5u);
+  const auto fresh_equal = [&](const neural::DenseCorpusCandidates& src) {
+    neural::DenseCorpusCandidates scratch(*task, corpus, neural::shared_encoder(model.string(), eo), "", nullptr, o);
+    ASSERT_EQ(src.embeddings()->rows.size(), scratch.embeddings()->rows.size());
+    for (std::size_t i = 0; i < scratch.embeddings()->rows.size(); ++i)
+      ASSERT_NEAR(src.embeddings()->rows[i], scratch.embeddings()->rows[i], 1e-6) << i;
+  };
+  // Grown by 300: at most the old last chunk and the new passages are embedded.
+  corpus.assign(all.begin(), all.end());
+  {
+    auto src = open(o);
+    EXPECT_GE(src->passages_embedded(), 300u);
+    EXPECT_LE(src->passages_embedded(), 300u + 64u);
+    fresh_equal(*src);
+  }
+  // One passage edited in the middle, one removed near the start: a chunk or two each.
+  corpus[310].text += " edited";
+  corpus.erase(corpus.begin() + 40);
+  {
+    auto src = open(o);
+    EXPECT_GE(src->passages_embedded(), 2u);
+    EXPECT_LE(src->passages_embedded(), 4u * 64u) << "of " << corpus.size();
+    fresh_equal(*src);
+  }
+  // Nothing changed: nothing embedded.
+  EXPECT_EQ(open(o)->passages_embedded(), 0u);
 }
 
 TEST_F(DenseCorpus, NewWeightsInvalidateTheCache) {

@@ -5,6 +5,7 @@
 // Tests that need the server skip without it (the postgres fixture, tests/store/postgres.sh).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -148,6 +149,51 @@ TEST(PostgresStore, ALostConnectionIsMadeAgain) {
   EXPECT_EQ(s->blob_get("k"), "v");
   s->blob_put("k", "w");
   EXPECT_EQ(s->blob_get("k"), "w");
+}
+
+// A store opens up to pool_size connections (default 4; attune's own URL parameter, which
+// libpq never sees), as many as concurrent calls need, and each call uses one alone: calls
+// from several threads all land, and the server counts the connections.
+TEST(PostgresStore, ConcurrentCallsShareAPoolOfConnectionsSizedByTheUrl) {
+  NEED_POSTGRES(db);
+  const auto with = [&](const std::string& param) {
+    return db->url() + (db->url().find('?') == std::string::npos ? "?" : "&") + param;
+  };
+  const auto connections = [&] {
+    return std::stoi(PostgresDatabase::run(fixtures::postgres_server_url(),
+                                           "SELECT COUNT(*) FROM pg_stat_activity WHERE datname='" + db->name() +
+                                               "' AND application_name='attune'"));
+  };
+  for (const std::size_t size : {std::size_t{1}, std::size_t{3}}) {
+    {
+      auto s = open_postgresql(with("pool_size=" + std::to_string(size)));
+      std::vector<std::thread> threads;
+      for (int t = 0; t < 6; ++t)
+        threads.emplace_back([&, t] {
+          for (int i = 0; i < 40; ++i) {
+            const std::string key = "t" + std::to_string(t) + "/" + std::to_string(i);
+            s->blob_put(key, key);
+            EXPECT_EQ(s->blob_get(key), key);
+          }
+        });
+      for (auto& th : threads) th.join();
+      for (int t = 0; t < 6; ++t)
+        for (int i = 0; i < 40; ++i) {
+          const std::string key = "t" + std::to_string(t) + "/" + std::to_string(i);
+          ASSERT_EQ(s->blob_get(key), key);
+        }
+      const int n = connections();
+      EXPECT_LE(n, static_cast<int>(size)) << "pool_size " << size;
+      if (size == 1) EXPECT_EQ(n, 1);
+      else EXPECT_GE(n, 2) << "six threads of calls ran on one connection";
+    }
+    for (int i = 0; i < 100 && connections() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_EQ(connections(), 0) << "a closed store left connections open";
+  }
+  for (const char* bad : {"pool_size=0", "pool_size=65", "pool_size=x", "pool_size="}) {
+    const std::string msg = open_error(with(bad));
+    EXPECT_NE(msg.find("pool_size must be a whole number from 1 to 64"), std::string::npos) << bad << ": " << msg;
+  }
 }
 
 // Texts PostgreSQL cannot hold are refused with a message rather than cut short.

@@ -32,7 +32,7 @@ struct DenseCorpusOptions {
   std::string index = "flat";              // exact | flat (FAISS IndexFlatIP) | hnsw
   index::VectorIndexOptions index_options;
   std::size_t n = 100;                     // candidates per query
-  std::size_t chunk = 4096;                // passages per stored blob: the unit of resume
+  std::size_t chunk = 4096;                // passages per stored blob, on average (content-defined: chunk/2 to 2 x chunk); the unit of resume and of re-embedding
   std::size_t embed_batch = 256;           // passages per encoder call
   bool progress = true;                    // "embedding corpus: done/total" on stderr
 };
@@ -41,10 +41,12 @@ class DenseCorpusCandidates final : public retrieval::CandidateSource {
  public:
   // corpus: the passages with Document::text filled (task.document_text), as for
   // CorpusCandidates. weights_key: identifies the encoder's weights and options (see
-  // open(); model_fingerprint). store: caches the passage embeddings under a key made of
-  // encoder->id(), weights_key and the corpus content (null: no cache). A stored chunk
-  // that is missing, short or corrupt is embedded again (with a warning for the last two),
-  // so a killed run resumes at its last finished chunk. Publishes the embeddings for
+  // open(); model_fingerprint). store: caches the passage embeddings in chunks of about
+  // opts.chunk passages, each under a key made of encoder->id(), weights_key and that
+  // chunk's passages (null: no cache). Chunk boundaries are content-defined (chunks()), so a
+  // corpus that grew or changed embeds only the chunks it changed; new weights embed
+  // everything. A stored chunk that is missing, short or corrupt is embedded again (with a
+  // warning for the last two), so a killed run resumes at its last finished chunk. Publishes the embeddings for
   // DenseRetriever (publish_embeddings) while this object lives.
   DenseCorpusCandidates(const tasks::Task& task, std::vector<Document> corpus,
                         std::shared_ptr<const models::TextEncoder> encoder, std::string weights_key,
@@ -73,8 +75,15 @@ class DenseCorpusCandidates final : public retrieval::CandidateSource {
   std::size_t passages_embedded() const { return passages_embedded_; }
   // Queries embedded so far (prefetch and single searches).
   std::size_t queries_embedded() const { return queries_embedded_.load(); }
-  // The store key prefix of the embedding chunks ("dense-emb:<hash>/<chunk>").
+  // The store key prefix of the embedding chunks, the model's part ("dense-emb2:<sha256>"):
+  // a chunk is stored under "PREFIX/<sha256 of its passages>".
   const std::string& cache_key() const { return key_; }
+  // The corpus's chunks, in order: rows [lo, hi) of corpus(), stored under key.
+  struct Chunk {
+    std::size_t lo = 0, hi = 0;
+    std::string key;
+  };
+  const std::vector<Chunk>& chunks() const { return chunks_; }
 
  private:
   void build(store::BlobStore* store);
@@ -85,6 +94,7 @@ class DenseCorpusCandidates final : public retrieval::CandidateSource {
   std::shared_ptr<const models::TextEncoder> encoder_;
   DenseCorpusOptions opts_;
   std::string key_;
+  std::vector<Chunk> chunks_;
   std::shared_ptr<const CorpusEmbeddings> emb_;
   std::unique_ptr<index::VectorIndex> index_;
   std::size_t passages_embedded_ = 0;

@@ -29,7 +29,10 @@ std::unique_ptr<Store> open_sqlite(const std::filesystem::path& path);
 // host[:port]/dbname[?param=value...] (postgres:// too), the store several `attune serve`
 // replicas share. Creates the schema in a database that has no tables; refuses another
 // program's database and a schema newer than this attune's. Error (the URL with any password
-// left out) when it cannot connect.
+// left out) when it cannot connect. The store opens up to pool_size connections (attune's
+// own query parameter, taken out before libpq reads the URL; 1 to 64, default 4) as
+// concurrent calls need them; each call uses one alone and is one transaction. UsageError
+// for a bad pool_size.
 std::unique_ptr<Store> open_postgresql(const std::string& url);
 
 // True for a spec open_store opens with PostgreSQL: one starting postgresql:// or postgres://.
