@@ -5,6 +5,7 @@
 #include <httplib.h>
 
 #include <array>
+#include <charconv>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -25,6 +26,17 @@ namespace {
 
 // A field's error: 400 naming the field (ApiError carries other statuses).
 [[noreturn]] void bad(const std::string& field, const std::string& why) { throw ApiError(400, field, why); }
+
+// A query parameter that is a whole number from 1 to max; `absent` when the request has none.
+std::size_t whole_param(const httplib::Request& req, const std::string& name, std::size_t absent, std::size_t max) {
+  if (!req.has_param(name)) return absent;
+  const std::string v = req.get_param_value(name);
+  std::size_t n = 0;
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+  if (v.empty() || ec != std::errc() || end != v.data() + v.size() || n == 0 || n > max)
+    bad(name, "\"" + name + "\" must be a whole number from 1 to " + std::to_string(max));
+  return n;
+}
 
 void reply(httplib::Response& res, int status, const json& body) {
   res.status = status;
@@ -349,19 +361,7 @@ struct HttpServer::Impl {
     const auto list_docs = [this, &l](const httplib::Request& req, httplib::Response& res, bool corpus) {
       const TenantId t = authenticate(req);
       const std::string user = corpus ? "" : check_id(req.matches[1], "user", l);
-      std::size_t limit = 100;
-      if (req.has_param("limit")) {
-        const std::string v = req.get_param_value("limit");
-        std::size_t used = 0, n = 0;
-        try {
-          n = std::stoul(v, &used);
-        } catch (const std::exception&) {
-          used = 0;
-        }
-        if (used != v.size() || v.empty() || n == 0 || n > l.max_documents_per_call)
-          bad("limit", "\"limit\" must be a whole number from 1 to " + std::to_string(l.max_documents_per_call));
-        limit = n;
-      }
+      const std::size_t limit = whole_param(req, "limit", 100, l.max_documents_per_call);
       std::string after;
       if (req.has_param("after")) {
         after = req.get_param_value("after");
@@ -480,19 +480,7 @@ struct HttpServer::Impl {
       if (!req.has_param("query") || req.get_param_value("query").empty()) bad("query", "\"query\" is required");
       r.query = req.get_param_value("query");
       if (r.query.size() > l.max_query_bytes || !valid_utf8(r.query)) bad("query", "\"query\" is too long or not UTF-8");
-      r.k = 10;
-      if (req.has_param("k")) {
-        const std::string ks = req.get_param_value("k");
-        std::size_t used = 0, k = 0;
-        try {
-          k = std::stoul(ks, &used);
-        } catch (const std::exception&) {
-          used = 0;
-        }
-        if (used != ks.size() || k == 0 || k > l.max_k)
-          bad("k", "\"k\" must be a whole number from 1 to " + std::to_string(l.max_k));
-        r.k = k;
-      }
+      r.k = whole_param(req, "k", 10, l.max_k);
       const auto out = service.retrieve(t, r);
       json topk = json::array();
       for (std::size_t i = 0; i < out.documents.size(); ++i)

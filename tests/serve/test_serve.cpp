@@ -400,6 +400,11 @@ TEST(Serve, RerankAndSearchForExistingClients) {
   EXPECT_EQ(r.body["topk"][0]["pid"], "c1");
   EXPECT_EQ(r.body["topk"][0]["rank"], 1);
   EXPECT_EQ(call(a, "GET", "/search?query=x&k=abc").status, 400);
+  for (const char* k : {"0", "-1", "101", "", "5x", " 5"}) {
+    const auto bad_k = call(a, "GET", std::string("/search?query=x&k=") + k);
+    EXPECT_EQ(bad_k.status, 400) << k;
+    EXPECT_EQ(bad_k.body["error"]["field"], "k") << k;
+  }
 }
 
 TEST(Serve, ARestartedServerHasEverythingThatWasAcknowledged) {
