@@ -532,6 +532,11 @@ struct HttpServer::Impl {
            "User documents ranked beside the corpus because their cosine reached personal.threshold.", c.personal_admitted);
     metric("attune_personal_documents_below_threshold_total", "counter",
            "User documents left out of a ranking beside the corpus: cosine below personal.threshold.", c.personal_below_threshold);
+    metric("attune_replica_reloads_total", "counter",
+           "Tenants this replica loaded again because the change log was pruned past its place (change_log_keep).",
+           c.replica_reloads);
+    metric("attune_change_log_pruned_total", "counter", "Rows of the store's document change log this replica pruned.",
+           c.pruned_changes);
     metric("attune_learner_lease", "gauge", "1 while this replica holds the store's learner lease (it alone learns).",
            c.learner_lease ? 1 : 0);
     metric("attune_tenants_loaded", "gauge", "Tenants whose documents are in memory.", c.tenants_loaded);

@@ -279,13 +279,40 @@ std::size_t Service::sync() {
       // exactly the store's state at the read.
       std::unique_lock lock(t->mu);
       const auto changes = store_.document_changes(t->id, t->seq);
+      // The floor after the changes: if it is at or below what this replica had applied,
+      // nothing after that was pruned before the read. Above it, the log lost changes this
+      // replica never saw (it lagged by more than change_log_keep writes): load everything.
+      if (store_.document_changes_floor(t->id) > t->seq) {
+        load_documents(*t);
+        ++replica_reloads_;
+        std::fprintf(stderr, "serve: tenant %lld: the change log was pruned past this replica's place; loaded its "
+                     "documents again\n", static_cast<long long>(t->id));
+        continue;  // models: at the next sync
+      }
       const std::uint64_t before = synced_changes_;
       apply_changes(*t, changes);
       applied += synced_changes_ - before;
     }
     sync_models(*t);
   }
+  prune_change_log(loaded);
   return applied;
+}
+
+// Keeps each loaded tenant's change log to its last change_log_keep writes, at most once a
+// minute (any replica may: pruning is idempotent and the floor never goes down).
+void Service::prune_change_log(const std::vector<Tenant*>& loaded) {
+  if (config_.change_log_keep == 0) return;
+  const auto now = std::chrono::steady_clock::now();
+  {
+    std::lock_guard lock(bg_mu_);
+    if (pruned_at_ && now - *pruned_at_ < std::chrono::seconds(60)) return;
+    pruned_at_ = now;
+  }
+  for (Tenant* t : loaded) {
+    const std::uint64_t seq = store_.document_seq(t->id);
+    if (seq > config_.change_log_keep) pruned_changes_ += store_.document_changes_prune(t->id, seq - config_.change_log_keep);
+  }
 }
 
 // Replays changes in counter order. A change this replica made itself (memory already has
@@ -458,22 +485,32 @@ Service::Tenant& Service::tenant(TenantId id) {
     sl.retriever = retrieval::make_retriever(retrieval::parse_retriever_spec(sl.spec), config_.seed);
     t->slots.emplace(agent, std::move(sl));
   }
+  load_documents(*t);
+  return *tenants_.emplace(id, std::move(t)).first->second;
+}
+
+// The tenant's documents as the store holds them now, replacing what memory had (the caller
+// holds t.mu exclusively, or t is not shared yet).
+void Service::load_documents(Tenant& t) {
   // The counter first: a change made between the two reads is replayed by the next sync
   // (replaying a change memory already has changes nothing).
-  t->seq = store_.document_seq(id);
-  for (auto& d : store_.documents_of(id)) {
+  t.seq = store_.document_seq(t.id);
+  t.users.clear();
+  t.corpus.clear();
+  t.corpus_index.reset();
+  t.profile_bm25.clear();
+  for (auto& d : store_.documents_of(t.id)) {
     Document doc;
     doc.id = std::move(d.id);
     doc.text = std::move(d.text);
     if (!d.date.empty()) doc.date = std::move(d.date);
     if (d.user.empty()) {
-      t->corpus.push_back(std::move(doc));
+      t.corpus.push_back(std::move(doc));
     } else {
-      doc.owner = t->scope + d.user;
-      t->users[d.user].push_back(std::move(doc));
+      doc.owner = t.scope + d.user;
+      t.users[d.user].push_back(std::move(doc));
     }
   }
-  return *tenants_.emplace(id, std::move(t)).first->second;
 }
 
 RetrieveResponse Service::retrieve(TenantId id, const RetrieveRequest& r) {
@@ -801,6 +838,8 @@ Counts Service::counts() {
   }
   c.retrieves = retrieves_;
   c.personal_admitted = personal_admitted_;
+  c.replica_reloads = replica_reloads_;
+  c.pruned_changes = pruned_changes_;
   c.personal_below_threshold = personal_below_;
   c.feedback_records = feedback_records_;
   c.learn_rounds = learn_rounds_;
@@ -1072,6 +1111,8 @@ ServeConfig read_config(const std::filesystem::path& path) {
       if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0 || v.get<double>() > 86400)
         throw bad(key, "expected a number of seconds from 0 (never) to 86400");
       c.sync_seconds = v.get<double>();
+    } else if (key == "change_log_keep") {
+      c.change_log_keep = count(v, key, 0, std::size_t{1} << 40);
     } else if (key == "dense_micro_batch") {
       c.dense_micro_batch = count(v, key, 1, 1024);
     } else if (key == "seed") {
@@ -1166,8 +1207,8 @@ ServeConfig read_config(const std::filesystem::path& path) {
       if (threshold && c.personal.encoder.empty())
         throw bad("personal.threshold", "needs personal.encoder, the encoder whose cosine it is read against");
     } else {
-      throw bad(key, "unknown key (retriever, retrievers, agents, tenants, corpus_candidates, dense_micro_batch, sync_seconds, seed, limits, "
-                    "learn, user_feedback, personal)");
+      throw bad(key, "unknown key (retriever, retrievers, agents, tenants, corpus_candidates, dense_micro_batch, sync_seconds, change_log_keep, "
+                    "seed, limits, learn, user_feedback, personal)");
     }
   }
   return c;

@@ -336,6 +336,9 @@ PoolUrl take_pool_size(const std::string& url) {
   return out;
 }
 
+// Where a tenant's change-log floor is kept (document_changes_prune; the same key as SQLite's).
+std::string changes_floor_key(std::int64_t tenant) { return "serve/changes-floor/" + std::to_string(tenant); }
+
 // --- Parameters and results --------------------------------------------------------------
 
 // One statement parameter, in text format except for bytes (binary: a BYTEA value as is).
@@ -1136,6 +1139,32 @@ class PostgresStore final : public Store {
     return out;
   }
 
+  // The floor is a row of blobs ("serve/changes-floor/ID"), as in SQLite. Pruners lock the
+  // tenant's row first, so two replicas pruning at once take turns.
+  std::size_t document_changes_prune(TenantId tenant, std::uint64_t upto) override {
+    auto lock = session();
+    std::size_t removed = 0;
+    write([&] {
+      removed = 0;
+      const Result cur = db().exec("SELECT doc_seq FROM tenants WHERE id=$1 FOR NO KEY UPDATE", {tenant});
+      if (cur.rows() == 0) throw Error(db().prefix() + ": no tenant " + std::to_string(tenant));
+      const std::uint64_t to = std::min<std::uint64_t>(upto, static_cast<std::uint64_t>(cur.int64(0, 0)));
+      if (to <= floor_of(tenant)) return false;
+      removed = db().exec("DELETE FROM serve_changes WHERE tenant_id=$1 AND seq<=$2",
+                          {tenant, static_cast<std::int64_t>(to)}).affected();
+      db().exec("INSERT INTO blobs (key, value, updated) VALUES ($1,$2," ATTUNE_PG_NOW ") "
+                "ON CONFLICT (key) DO UPDATE SET value=excluded.value, updated=excluded.updated",
+                {changes_floor_key(tenant), Param::bytes(std::to_string(to))});
+      return true;
+    });
+    return removed;
+  }
+
+  std::uint64_t document_changes_floor(TenantId tenant) override {
+    auto lock = session();
+    return floor_of(tenant);
+  }
+
   bool lease_acquire(const std::string& name, const std::string& holder, double ttl_seconds) override {
     auto lock = session();
     bool have = false;
@@ -1247,6 +1276,18 @@ class PostgresStore final : public Store {
   // Takes next_seq's row lock before a write that only then knows whether it changes
   // anything: every writer locks the tenant before its documents, so two never deadlock.
   void lock_tenant(TenantId tenant) { db().exec("SELECT 1 FROM tenants WHERE id=$1 FOR NO KEY UPDATE", {tenant}); }
+
+  // document_changes_floor inside the caller's session.
+  std::uint64_t floor_of(TenantId tenant) {
+    const Result q = db().exec("SELECT value FROM blobs WHERE key=$1", {changes_floor_key(tenant)}, /*binary_result=*/true);
+    if (q.rows() == 0) return 0;
+    const std::string text = q.text(0, 0);
+    std::uint64_t v = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (text.empty() || ec != std::errc() || end != text.data() + text.size())
+      throw Error(db().prefix() + ": the change-log floor is malformed: \"" + text + "\"");
+    return v;
+  }
 
   // The first column of the first row of a query with one text parameter; nothing without a row.
   std::optional<std::int64_t> first_int(const char* sql, const std::string& arg) {

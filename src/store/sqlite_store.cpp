@@ -4,6 +4,7 @@
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <thread>
@@ -191,6 +192,16 @@ CREATE TABLE leases (
 constexpr const char* kEpoch = "((julianday('now') - 2440587.5) * 86400.0)";
 
 constexpr const char* kNow = "strftime('%Y-%m-%dT%H:%M:%fZ','now')";
+
+// Where a tenant's change-log floor is kept (document_changes_prune), and reading it back.
+std::string changes_floor_key(TenantId tenant) { return "serve/changes-floor/" + std::to_string(tenant); }
+std::uint64_t parse_changes_floor(const std::string& text, const std::string& where) {
+  std::uint64_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size())
+    throw Error("store " + where + ": the change-log floor is malformed: \"" + text + "\"");
+  return v;
+}
 
 class Db;
 
@@ -816,6 +827,32 @@ class SqliteStore final : public Store {
     return out;
   }
 
+  // The floor is a row of blobs ("serve/changes-floor/ID"): no new table, and a reader of
+  // an older version meets nothing it does not know.
+  std::size_t document_changes_prune(TenantId tenant, std::uint64_t upto) override {
+    std::lock_guard lock(mu_);
+    Transaction tx(db_);
+    Stmt cur(db_, "SELECT doc_seq FROM tenants WHERE id=?");
+    cur.bind(1, tenant);
+    if (!cur.step()) throw Error("store: no tenant " + std::to_string(tenant));
+    upto = std::min<std::uint64_t>(upto, static_cast<std::uint64_t>(cur.int64(0)));
+    if (upto <= floor_of(tenant)) return 0;
+    Stmt del(db_, "DELETE FROM serve_changes WHERE tenant_id=? AND seq<=?");
+    del.bind(1, tenant).bind(2, static_cast<std::int64_t>(upto));
+    del.run();
+    const auto removed = static_cast<std::size_t>(db_.changes());
+    Stmt ins(db_, std::string("INSERT OR REPLACE INTO blobs (key, value, updated) VALUES (?,?,") + kNow + ")");
+    ins.bind(1, changes_floor_key(tenant)).bind_blob(2, std::to_string(upto));
+    ins.run();
+    tx.commit();
+    return removed;
+  }
+
+  std::uint64_t document_changes_floor(TenantId tenant) override {
+    std::lock_guard lock(mu_);
+    return floor_of(tenant);
+  }
+
   bool lease_acquire(const std::string& name, const std::string& holder, double ttl_seconds) override {
     std::lock_guard lock(mu_);
     Transaction tx(db_);
@@ -891,6 +928,14 @@ class SqliteStore final : public Store {
   }
 
  private:
+  // document_changes_floor without the lock (the caller holds it).
+  std::uint64_t floor_of(TenantId tenant) {
+    Stmt q(db_, "SELECT value FROM blobs WHERE key=?");
+    q.bind(1, changes_floor_key(tenant));
+    if (!q.step()) return 0;
+    return parse_changes_floor(q.blob(0), db_.path().string());
+  }
+
   // The tenant's next change counter, taken inside the caller's write transaction.
   std::int64_t next_seq(TenantId tenant) {
     Stmt up(db_, "UPDATE tenants SET doc_seq = doc_seq + 1 WHERE id=? RETURNING doc_seq");

@@ -464,7 +464,9 @@ TEST(Serve, ConfigFileErrorsNameTheKey) {
            {R"({"personal": {"threshold": 0.5}})", "personal.threshold"},
            {R"({"personal": {"encoder": ""}})", "personal.encoder"},
            {R"({"personal": {"encodr": "enc"}})", "personal.encodr"},
-           {R"({"personal": 0.5})", "personal"}}) {
+           {R"({"personal": 0.5})", "personal"},
+           {R"({"change_log_keep": -1})", "change_log_keep"},
+           {R"({"change_log_keep": "10"})", "change_log_keep"}}) {
     try {
       serve::read_config(write(text));
       ADD_FAILURE() << text;
@@ -988,6 +990,55 @@ void replicas_share_documents_models_and_one_learner(const std::string& spec, co
 }
 
 }  // namespace
+
+// The change log stays bounded (change_log_keep): a replica's sync prunes it, and a replica
+// that fell behind the pruned part loads the tenant's documents again, so it ends with the
+// store's state, removals included.
+TEST(Serve, AReplicaBehindAPrunedChangeLogLoadsTheTenantAgain) {
+  TempDir dir;
+  const std::string spec = (dir.path / "serve.db").string();
+  std::string key;
+  {
+    auto admin = store::open_store(spec);
+    const auto t = admin->tenant_create("acme");
+    key = serve::new_api_key();
+    admin->key_add(t, serve::key_prefix(key), serve::key_hash(key));
+  }
+  serve::ServeConfig cfg;
+  cfg.sync_seconds = 0;  // the test syncs by hand
+  cfg.change_log_keep = 2;
+  Replica a(spec, cfg), b(spec, cfg);
+  const auto search = [&](Replica& r, const std::string& user) {
+    return ids(call(r.client(key), "POST", "/v1/retrieve", json{{"user", user}, {"query", "note"}, {"k", 10}}));
+  };
+  EXPECT_TRUE(search(a, "ann").empty());
+  EXPECT_TRUE(search(b, "ann").empty());  // b has loaded the tenant at counter 0
+  for (int i = 1; i <= 5; ++i)
+    ASSERT_EQ(call(a.client(key), "PUT", "/v1/users/ann/documents/n" + std::to_string(i), json{{"text", "note " + std::to_string(i)}}).status, 200);
+  ASSERT_EQ(call(a.client(key), "DELETE", "/v1/users/ann/documents/n1").status, 200);  // counter 6
+  a.service->sync();  // prunes the log to its last 2 writes: counters 1-4 are gone
+  EXPECT_EQ(a.service->counts().pruned_changes, 4u);
+  EXPECT_EQ(a.st->document_changes_floor(1), 4u);
+  EXPECT_EQ(a.service->counts().replica_reloads, 0u);  // a made the changes itself
+  // b missed counters 1-4: replaying 5-6 alone would lose n2-n4. It loads everything again.
+  ::testing::internal::CaptureStderr();
+  b.service->sync();
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("loaded its documents again"), std::string::npos) << err;
+  EXPECT_EQ(b.service->counts().replica_reloads, 1u);
+  EXPECT_EQ(search(b, "ann"), (std::set<std::string>{"n2", "n3", "n4", "n5"}));
+  // From there on it follows the log as usual.
+  ASSERT_EQ(call(a.client(key), "PUT", "/v1/users/ann/documents/n6", json{{"text", "note 6"}}).status, 200);
+  EXPECT_EQ(b.service->sync(), 1u);
+  EXPECT_EQ(search(b, "ann"), (std::set<std::string>{"n2", "n3", "n4", "n5", "n6"}));
+  EXPECT_EQ(b.service->counts().replica_reloads, 1u);
+  // With change_log_keep 0 nothing is pruned.
+  cfg.change_log_keep = 0;
+  Replica c(spec, cfg);
+  EXPECT_TRUE(search(c, "ann").size() == 5u);
+  c.service->sync();
+  EXPECT_EQ(c.service->counts().pruned_changes, 0u);
+}
 
 TEST(Serve, TwoReplicasOnOneSqliteFileShareDocumentsModelsAndOneLearner) {
   TempDir dir;

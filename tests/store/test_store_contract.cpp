@@ -601,6 +601,36 @@ TEST_P(StoreContract, EveryDocumentWriteTakesTheNextCounterAndLogsItsChanges) {
   EXPECT_EQ(raw_count("serve_documents"), 3);
 }
 
+// The change log is kept bounded: pruning removes the changes up to a counter (never past
+// the tenant's own) and records that floor, which never goes down; other tenants keep theirs.
+TEST_P(StoreContract, PruningTheChangeLogRemovesOldChangesAndRaisesTheFloor) {
+  auto s = open();
+  const auto a = s->tenant_create("acme");
+  const auto b = s->tenant_create("globex");
+  for (int i = 1; i <= 5; ++i) s->documents_put(a, {{"ann", "d" + std::to_string(i), "t", ""}, {"", "c", std::to_string(i), ""}});
+  s->documents_put(b, {{"bob", "x", "y", ""}});
+  EXPECT_EQ(s->document_changes_floor(a), 0u);
+  EXPECT_EQ(s->document_changes_prune(a, 3), 6u);  // two rows a write
+  EXPECT_EQ(s->document_changes_floor(a), 3u);
+  EXPECT_EQ(describe(s->document_changes(a, 0)), "4:put:ann/d4=t@ 4:put:/c=5@ 5:put:ann/d5=t@ 5:put:/c=5@ ");
+  EXPECT_EQ(s->document_changes_prune(a, 2), 0u);  // below the floor: nothing, and it stays
+  EXPECT_EQ(s->document_changes_floor(a), 3u);
+  EXPECT_EQ(s->document_changes_prune(a, 99), 4u);  // clamped to the counter, 5
+  EXPECT_EQ(s->document_changes_floor(a), 5u);
+  EXPECT_TRUE(s->document_changes(a, 0).empty());
+  // The documents themselves are untouched; new writes are logged above the floor.
+  EXPECT_EQ(s->documents_of(a).size(), 6u);
+  s->documents_put(a, {{"ann", "d6", "t", ""}});
+  EXPECT_EQ(describe(s->document_changes(a, 5)), "6:put:ann/d6=t@ ");
+  // The other tenant: its log and floor as they were.
+  EXPECT_EQ(s->document_changes_floor(b), 0u);
+  EXPECT_EQ(describe(s->document_changes(b, 0)), "1:put:bob/x=y@ ");
+  // A second connection sees the floor (the store keeps it).
+  auto again = open();
+  EXPECT_EQ(again->document_changes_floor(a), 5u);
+  EXPECT_THROW(s->document_changes_prune(a + b + 100, 1), attune::Error);
+}
+
 // Two connections writing one tenant's documents at once (two replicas): every write gets
 // its own counter, with no gap, and each counter's change is there.
 TEST_P(StoreContract, WritersOnTwoConnectionsTakeDistinctCounters) {

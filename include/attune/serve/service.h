@@ -9,6 +9,7 @@
 // the retrieval-layer user "TENANT/U": a document of any other user of any tenant carries
 // another owner, and Retriever::rank refuses it (PrivacyError) before it could be served.
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -153,6 +154,10 @@ struct ServeConfig {
   // one SQLite file): every this many seconds a replica applies the document changes others
   // wrote and picks up the model versions another replica promoted (0: never; one replica).
   double sync_seconds = 1;
+  // The store's document change log keeps each tenant's last this many writes (0: all); a
+  // replica's sync prunes it at most once a minute. A replica that falls further behind than
+  // this (stopped, or cut off from the store) loads the tenant's documents again at its next sync.
+  std::size_t change_log_keep = 100000;
   Limits limits;
   LearnConfig learn;
   UserFeedbackConfig user_feedback;
@@ -256,6 +261,8 @@ struct Counts {
   std::uint64_t synced_changes = 0;  // document changes of other replicas applied (sync)
   // Personal documents a call weighed against personal.threshold: admitted, and left out.
   std::uint64_t personal_admitted = 0, personal_below_threshold = 0;
+  std::uint64_t replica_reloads = 0;  // tenants loaded again because the change log was pruned past this replica
+  std::uint64_t pruned_changes = 0;   // change-log rows this replica pruned
   bool learner_lease = false;        // whether this replica held the learner lease at its last try
 };
 
@@ -352,6 +359,10 @@ class Service {
   std::mutex learn_mu_;  // guards learned_at_ / learned_total_ (learn_step and counts)
   std::atomic<std::uint64_t> retrieves_{0}, feedback_records_{0}, learn_rounds_{0}, promotions_{0};
   void apply_changes(Tenant& t, const std::vector<store::DocumentChange>& changes);
+  void load_documents(Tenant& t);
+  void prune_change_log(const std::vector<Tenant*>& loaded);
+  std::optional<std::chrono::steady_clock::time_point> pruned_at_;  // guarded by bg_mu_
+  std::atomic<std::uint64_t> replica_reloads_{0}, pruned_changes_{0};
   void sync_models(Tenant& t);
   std::string replica_id_;                 // this replica's name in the learner lease
   std::atomic<bool> leader_{false};

@@ -101,6 +101,13 @@ class TenantStore {
   // The changes written after counter `after`, in counter order. A Put whose document was
   // removed since is left out (its removal follows); a Put carries the document as it is now.
   virtual std::vector<DocumentChange> document_changes(TenantId tenant, std::uint64_t after) = 0;
+  // Keeps the change log bounded: removes the changes numbered `upto` and below (clamped to
+  // the tenant's counter) and raises the tenant's floor to it, in one transaction; returns
+  // the rows removed. The floor never goes down (an `upto` at or below it removes nothing).
+  virtual std::size_t document_changes_prune(TenantId tenant, std::uint64_t upto) = 0;
+  // The highest counter pruned (0: none). A replica that has applied less than the floor has
+  // missed changes the log no longer holds, and must load the tenant's documents again.
+  virtual std::uint64_t document_changes_floor(TenantId tenant) = 0;
 
   virtual void request_put(TenantId tenant, const ServeRequest& r) = 0;
   // The tenant's request with that id; nothing for another tenant's or an unknown id.
