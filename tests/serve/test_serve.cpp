@@ -915,14 +915,17 @@ bool eventually(const std::function<bool()>& ok) {
   return ok();
 }
 
+// Tenant "acme" in the store `spec`, and a new API key of it.
+std::string tenant_with_key(const std::string& spec) {
+  auto admin = store::open_store(spec);
+  const auto t = admin->tenant_create("acme");
+  const std::string key = serve::new_api_key();
+  admin->key_add(t, serve::key_prefix(key), serve::key_hash(key));
+  return key;
+}
+
 void replicas_share_documents_models_and_one_learner(const std::string& spec, const fs::path& models) {
-  std::string key;
-  {
-    auto admin = store::open_store(spec);
-    const auto t = admin->tenant_create("acme");
-    key = serve::new_api_key();
-    admin->key_add(t, serve::key_prefix(key), serve::key_hash(key));
-  }
+  const std::string key = tenant_with_key(spec);
   serve::ServeConfig cfg;
   cfg.sync_seconds = 0.2;
   cfg.learn.min_new_feedback = 100;
@@ -997,13 +1000,7 @@ void replicas_share_documents_models_and_one_learner(const std::string& spec, co
 TEST(Serve, AReplicaBehindAPrunedChangeLogLoadsTheTenantAgain) {
   TempDir dir;
   const std::string spec = (dir.path / "serve.db").string();
-  std::string key;
-  {
-    auto admin = store::open_store(spec);
-    const auto t = admin->tenant_create("acme");
-    key = serve::new_api_key();
-    admin->key_add(t, serve::key_prefix(key), serve::key_hash(key));
-  }
+  const std::string key = tenant_with_key(spec);
   serve::ServeConfig cfg;
   cfg.sync_seconds = 0;  // the test syncs by hand
   cfg.change_log_keep = 2;
