@@ -538,10 +538,12 @@ class Pool {
   Pool(const std::string& url, std::size_t size) : url_(url), size_(size) {
     auto first = std::make_unique<Conn>(url_);
     first->open();
+    shown_ = first->shown();
     idle_.push_back(first.get());
     all_.push_back(std::move(first));
   }
-  Conn& any() { return *all_.front(); }  // for messages (prefix, shown)
+  // The URL as messages show it (no password).
+  const std::string& shown() const { return shown_; }
   // Messages of every connection, made now or later, say "store URL: ..." from now on.
   void opened() {
     std::lock_guard lock(mu_);
@@ -569,10 +571,8 @@ class Pool {
     }
     cv_.notify_one();
   }
-  std::size_t size() const { return size_; }
-
  private:
-  std::string url_;
+  std::string url_, shown_;
   std::size_t size_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -1298,7 +1298,7 @@ class PostgresStore final : public Store {
   }
 
   [[noreturn]] void not_ours(const std::string& why) {
-    throw Error("cannot open store " + pool_.any().shown() + ": not an attune store (" + why +
+    throw Error("cannot open store " + pool_.shown() + ": not an attune store (" + why +
                 "); attune does not add its tables to another program's database: name a new database for the store");
   }
 
@@ -1328,10 +1328,10 @@ class PostgresStore final : public Store {
     if (ec != std::errc() || end != text.data() + text.size())
       not_ours("its attune_meta has the schema_version \"" + text + "\"");
     if (v > kSchemaVersion)
-      throw Error("cannot open store " + pool_.any().shown() + ": schema version " + std::to_string(v) +
+      throw Error("cannot open store " + pool_.shown() + ": schema version " + std::to_string(v) +
                   " is newer than this attune's (" + std::to_string(kSchemaVersion) + ")");
     if (v < kSchemaVersion)
-      throw Error("cannot open store " + pool_.any().shown() + ": schema version " + std::to_string(v) +
+      throw Error("cannot open store " + pool_.shown() + ": schema version " + std::to_string(v) +
                   " is older than any attune store in PostgreSQL (they start at " + std::to_string(kSchemaVersion) + ")");
     return false;
   }
