@@ -1,5 +1,7 @@
 #include "attune/train/objectives.h"
 
+#include <cmath>
+
 
 namespace attune::train {
 
@@ -49,13 +51,34 @@ torch::Tensor normalize_targets(const torch::Tensor& utilities, const torch::Ten
 }
 
 torch::Tensor ropg_kd_loss(const torch::Tensor& scores, const torch::Tensor& utilities, const torch::Tensor& mask,
-                           bool double_softmax, double target_temperature) {
+                           bool double_softmax, double target_temperature, bool fit_scale) {
   check(scores, mask, "ropg_kd_loss");
   TORCH_CHECK(utilities.sizes() == scores.sizes(), "ropg_kd_loss: utilities must have the scores' shape");
   TORCH_CHECK(target_temperature > 0, "ropg_kd_loss: the target temperature must be positive");
+  TORCH_CHECK(!(fit_scale && double_softmax), "ropg_kd_loss: a fitted scale does not apply to the double softmax");
   auto target = masked_softmax(utilities.detach().to(scores.dtype()) / target_temperature, mask);
   auto s = double_softmax ? masked_softmax(scores, mask) : scores;
+  if (fit_scale) s = s * fit_policy_scale(target, scores, mask);
   return kl_rows(target, s, mask).mean();
+}
+
+double fit_policy_scale(const torch::Tensor& target, const torch::Tensor& scores, const torch::Tensor& mask) {
+  check(scores, mask, "fit_policy_scale");
+  TORCH_CHECK(target.sizes() == scores.sizes(), "fit_policy_scale: target must have the scores' shape");
+  torch::NoGradGuard ng;
+  const auto s = scores.detach().to(torch::kFloat64).masked_fill(~mask, 0.0);
+  const auto t = target.detach().to(torch::kFloat64).masked_fill(~mask, 0.0);
+  const double want = (t * s).sum().item<double>();  // sum over rows of E_target[s]
+  // d KL / d c = sum_rows E_pi_c[s] - E_target[s]; E_pi_c[s] rises with c (its derivative is Var_pi_c[s]).
+  auto slope = [&](double c) { return (masked_softmax(s * c, mask) * s).sum().item<double>() - want; };
+  double lo = std::log(1e-4), hi = std::log(1e4);
+  if (slope(std::exp(lo)) >= 0) return std::exp(lo);
+  if (slope(std::exp(hi)) <= 0) return std::exp(hi);
+  for (int i = 0; i < 50; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    (slope(std::exp(mid)) < 0 ? lo : hi) = mid;
+  }
+  return std::exp(0.5 * (lo + hi));
 }
 
 torch::Tensor reinforce_loss(const torch::Tensor& scores, const torch::Tensor& mask, const torch::Tensor& actions,

@@ -344,7 +344,7 @@ class RopgLearner final : public DevSelectedLearner {
     }
     optimizer_ = std::make_unique<torch::optim::Adam>(parameters(), torch::optim::AdamOptions(o.fit.lr));
     sig_ = {{"objective", objective_name(o.objective)}, {"double_softmax", o.double_softmax},
-            {"target_temperature", o.target_temperature},
+            {"target_temperature", o.target_temperature}, {"policy_scale", o.fit_policy_scale ? "fitted" : "fixed"},
             {"target_normalization", to_string(o.target_normalization)}, {"policy_temperature", m_.tau}, {"skip_flat", o.skip_flat},
             {"document_dates", o.document_dates}, {"kd_target", to_string(o.kd_target)},
             {"initial_prior", to_string(o.initial_prior)},
@@ -409,7 +409,7 @@ class RopgLearner final : public DevSelectedLearner {
     }
     if (o_.objective == RopgObjective::KD)
       return ropg_kd_loss(b.scores, normalize_targets(b.utility, b.mask, o_.target_normalization).to(b.scores.dtype()),
-                          b.mask, o_.double_softmax, o_.target_temperature);
+                          b.mask, o_.double_softmax, o_.target_temperature, o_.fit_policy_scale);
     // One action per example from pi (detached), seeded by (seed, epoch, example).
     auto p = masked_softmax(b.scores.detach().to(torch::kCPU, torch::kFloat64), b.mask.to(torch::kCPU)).contiguous();
     auto pa = p.accessor<double, 2>();
@@ -533,6 +533,10 @@ void RopgOptions::validate() const {
     if (luf.in_batch && luf.lambda_strict == 0)
       throw FieldError<UsageError>("luf.in_batch", "in-batch negatives enter the strict loss only, whose weight is 0");
   }
+  if (fit_policy_scale && objective != RopgObjective::KD)
+    throw FieldError<UsageError>("fit_policy_scale", "a fitted policy scale is ROPG-KD's (it fits pi to the KD target's spread)");
+  if (fit_policy_scale && double_softmax)
+    throw FieldError<UsageError>("fit_policy_scale", "a fitted policy scale does not apply to the double softmax (its policy is softmax(softmax(score)))");
   if (kd_target == KdTarget::Likelihood && objective != RopgObjective::KD)
     throw FieldError<UsageError>("kd_target", "kd_target = likelihood: the likelihood target is ROPG-KD's, not ROPG-RL's "
                                               "(whose reward is the task metric's utility)");

@@ -102,6 +102,33 @@ TEST(Objectives, DoubleSoftmaxKdIsTheReferenceCodesCrossEntropyOnSoftmaxedScores
   EXPECT_GT(std::abs(loss - ropg_kd_loss(t2(c.s), t2(c.u), c.mask()).item<double>()), 1e-3);  // not the same loss
 }
 
+TEST(Objectives, AFittedPolicyScaleRecoversTheScaleOfATargetAndLeavesNoGradientAlongIt) {
+  Case c;
+  // A target that is exactly softmax(2.5 s) per row: the fitted scale is 2.5 and the KL 0.
+  auto s = t2(c.s);
+  const auto target = masked_softmax(s * 2.5, c.mask());
+  EXPECT_NEAR(fit_policy_scale(target, s, c.mask()), 2.5, 1e-6);
+  // Utilities whose softmax is that target (log target, up to a per-row constant).
+  auto u = torch::log(target.clamp_min(1e-300)).masked_fill(~c.mask(), 0.0);
+  auto sg = t2(c.s).requires_grad_(true);
+  auto loss = ropg_kd_loss(sg, u, c.mask(), false, 1.0, /*fit_scale=*/true);
+  EXPECT_NEAR(loss.item<double>(), 0.0, 1e-9);
+  // A broad target against sharp scores: at the fitted c the gradient has no component
+  // along the scores themselves (d loss / d c = 0), unlike the fixed scale's.
+  auto sharp = (t2(c.s) * 20).requires_grad_(true);
+  auto broad = t2(c.s) * 0.5 + t2(c.u);  // agrees with the scores' order in part, far broader
+  EXPECT_LT(fit_policy_scale(masked_softmax(broad, c.mask()), sharp.detach(), c.mask()), 0.2);
+  ropg_kd_loss(sharp, broad, c.mask(), false, 1.0, true).backward();
+  const auto along = (sharp.grad() * sharp.detach()).masked_fill(~c.mask(), 0.0).sum().item<double>();
+  EXPECT_NEAR(along, 0.0, 1e-6);
+  auto fixed = (t2(c.s) * 20).requires_grad_(true);
+  ropg_kd_loss(fixed, broad, c.mask()).backward();
+  EXPECT_GT((fixed.grad() * fixed.detach()).masked_fill(~c.mask(), 0.0).sum().item<double>(), 0.1);  // pushed flatter
+  // A flat target needs c at its lower end; the double softmax is refused.
+  EXPECT_NEAR(fit_policy_scale(masked_softmax(torch::zeros_like(s), c.mask()), s, c.mask()), 1e-4, 1e-9);
+  EXPECT_THROW(ropg_kd_loss(t2(c.s), t2(c.u), c.mask(), true, 1.0, true), c10::Error);
+}
+
 TEST(Objectives, ReinforceAveragedOverEnumeratedActionsIsTheExactPolicyGradient) {
   Case c;
   // Reward per (row, action): arbitrary, padding never drawn.
@@ -596,6 +623,9 @@ TEST_F(Ropg, BadInputIsRefused) {
   o.init = root_ / "absent";
   EXPECT_THROW(train_ropg(synthetic(4, 1), {}, o), Error);
   EXPECT_THROW(parse_ropg_objective("ropg"), UsageError);
+  o = tiny_ropg(root_, "bad3", RopgObjective::RL);
+  o.fit_policy_scale = true;  // ROPG-KD's
+  EXPECT_THROW(train_ropg(synthetic(4, 1), {}, o), UsageError);
 }
 
 }  // namespace

@@ -36,6 +36,7 @@ struct TrainArgs {
   // Unset = the method's own default (RopgOptions, RspgOptions, PearlOptions); what is set
   // is checked by the options' validate() (messages name the field, the CLI adds the flag).
   std::optional<double> target_temperature;  // KD / RSPG target softmax temperature (papers: 1)
+  std::optional<std::string> policy_scale;     // ROPG-KD: fixed | fitted
   std::optional<double> policy_temperature;  // ROPG: pi = softmax(score / tau) (default: the encoder's own)
   std::optional<std::string> target_normalization;  // KD / RSPG targets: zscore | none
   std::string protocol = "rerank";           // ROPG: how the trained folder retrieves (rerank | dense)

@@ -98,6 +98,11 @@ void add_train(CLI::App& app, int& rc) {
                "ROPG-KD: utility' = the utilities z-scored per query (zscore, default) or raw (none, the "
                "paper's: near-uniform targets on [0, 1] utilities); RSPG: the same for the pool's Eval values "
                "(default none, the paper's)");
+  add_optional(cmd, "--policy-scale", a->policy_scale,
+               "ROPG-KD: fixed (default; pi = softmax(score / tau), the paper's) or fitted (pi = softmax(c score / tau), "
+               "c fitted per batch to the target's spread, so a target broader or sharper than the starting policy does "
+               "not flatten or sharpen the encoder)")
+      ->check(CLI::IsMember({"fixed", "fitted"}));
   add_optional(cmd, "--policy-temperature", a->policy_temperature,
                "ROPG: the policy is softmax(score / tau) (default: the temperature the --init encoder was trained "
                "at, recorded in its attune_train.json (pretrain-encoder: 0.05); 1, the paper's, when it records none)");
@@ -174,6 +179,8 @@ void add_train(CLI::App& app, int& rc) {
         throw UsageError("--initial-prior learned needs --protocol rerank (its prior is the initial retriever's order; "
                          "--protocol dense has no initial retriever at retrieval time)");
     }
+    if (a->policy_scale && a->method != "ropg-kd")
+      throw UsageError("--policy-scale applies to ropg-kd, not " + a->method);
     if (a->policy_temperature && a->method != "ropg-kd" && a->method != "ropg-rl" && a->method != "luf")
       throw UsageError("--policy-temperature applies to ropg-kd, ropg-rl and luf, not " + a->method);
     if (a->method == "rspg-pre" || a->method == "rspg-post") return rspg(*d, *r, *a), void(rc = 0);
@@ -195,6 +202,7 @@ void add_train(CLI::App& app, int& rc) {
     ro->double_softmax = a->double_softmax;
     ro->target_temperature = a->target_temperature.value_or(ro->target_temperature);
     ro->policy_temperature = a->policy_temperature;
+    ro->fit_policy_scale = a->policy_scale && *a->policy_scale == "fitted";
     if (a->target_normalization) ro->target_normalization = train::parse_target_normalization(*a->target_normalization);
     if (a->protocol == "rerank") ro->rerank = train::RopgOptions::Rerank{a->initial, a->top_l};
     ro->initial_prior = a->initial_prior ? train::parse_initial_prior(*a->initial_prior)

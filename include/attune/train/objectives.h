@@ -31,8 +31,19 @@ torch::Tensor normalize_targets(const torch::Tensor& utilities, const torch::Ten
 // T = `target_temperature` (the paper: 1; below 1 sharpens a target whose utilities differ
 // by little). `double_softmax`: the LaMP reference code's variant, which softmaxes the
 // scores before its cross-entropy (pi = softmax(softmax(scores))); named for what it is.
+// `fit_scale`: pi = softmax(c * scores) with the one scalar c > 0 that minimises the batch's
+// KL (found without gradient; by the envelope theorem d loss / d c = 0 there). The encoder is
+// then moved only by how the target orders and spaces the candidates, not by how sharp it is
+// overall: a broad target cannot pull a sharp starting policy flat, nor a sharp one push all
+// scores apart. Not with `double_softmax`.
 torch::Tensor ropg_kd_loss(const torch::Tensor& scores, const torch::Tensor& utilities, const torch::Tensor& mask,
-                           bool double_softmax = false, double target_temperature = 1.0);
+                           bool double_softmax = false, double target_temperature = 1.0, bool fit_scale = false);
+
+// argmin over c in [1e-4, 1e4] of sum over rows KL(target || softmax(c * scores)) (rows over
+// `mask`; target zero on padding). The KL is convex in c: bisection on log c of its derivative
+// sum_rows E_pi_c[s] - E_target[s]. No gradient. Returns the upper (lower) end where the
+// target is sharper (flatter) than any c reaches, and the lower end when `scores` has no spread.
+double fit_policy_scale(const torch::Tensor& target, const torch::Tensor& scores, const torch::Tensor& mask);
 
 // ROPG-RL (000 §4.1): REINFORCE with one sampled action per row,
 // loss = -mean_b reward_b * log pi(action_b | row b). actions [B] int64 (a real candidate),

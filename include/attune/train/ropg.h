@@ -101,6 +101,10 @@ struct RopgOptions {
   RopgObjective objective = RopgObjective::KD;
   bool double_softmax = false;        // KD: the reference code's softmax-then-cross-entropy
   double target_temperature = 1.0;    // KD: p_t = softmax(utility' / T); 000 uses 1
+  // KD: pi = softmax(c * score) with c fitted per batch to the target (objectives.h
+  // fit_policy_scale), so the target's overall sharpness does not reshape the encoder; off:
+  // c = 1 (000's).
+  bool fit_policy_scale = false;
   // KD: utility' = the utilities z-scored per query (default) or raw (None, 000's). Raw
   // [0, 1] utilities at T = 1 give targets close to uniform (ratio e^0.25 ~ 1.3 for a 0.25
   // gap); z-scores make every query's target as sharp as its ranking is clear. With
