@@ -330,6 +330,12 @@ class RopgLearner final : public DevSelectedLearner {
     const std::size_t cap = detail::length_cap(m_.bert->cfg.max_positions, m_.spec.max_seq_length, tok->model_max_length());
     lengths.query_max_length = std::min(o.query_max_length, cap);
     lengths.doc_max_length = std::min(o.doc_max_length, cap);
+    if (o.freeze_word_embeddings) {  // kept as loaded: no gradient, not in the optimiser (parameters())
+      auto params = m_.bert->named_parameters();
+      auto* w = params.find("embeddings.word_embeddings.weight");
+      if (!w) throw Error(o.init.string() + ": no embeddings.word_embeddings.weight to freeze");
+      w->set_requires_grad(false);
+    }
     tr_ = tokenize_examples(*tok, train, lengths);
     dv_ = tokenize_examples(*tok, dev, lengths);
     if (o.initial_prior == InitialPrior::Learned) {
@@ -344,7 +350,7 @@ class RopgLearner final : public DevSelectedLearner {
     }
     optimizer_ = std::make_unique<torch::optim::Adam>(parameters(), torch::optim::AdamOptions(o.fit.lr));
     sig_ = {{"objective", objective_name(o.objective)}, {"double_softmax", o.double_softmax},
-            {"target_temperature", o.target_temperature}, {"policy_scale", o.fit_policy_scale ? "fitted" : "fixed"},
+            {"target_temperature", o.target_temperature}, 
             {"target_normalization", to_string(o.target_normalization)}, {"policy_temperature", m_.tau}, {"skip_flat", o.skip_flat},
             {"document_dates", o.document_dates}, {"kd_target", to_string(o.kd_target)},
             {"initial_prior", to_string(o.initial_prior)},
@@ -352,6 +358,9 @@ class RopgLearner final : public DevSelectedLearner {
             {"batch_size", o.fit.batch_size}, {"micro_batch", o.fit.micro_batch}, {"lr", o.fit.lr},
             {"warmup", o.fit.warmup}, {"clip", o.fit.clip}, {"query_max_length", o.query_max_length},
             {"doc_max_length", o.doc_max_length}, {"seed", o.fit.seed}, {"train_examples", train.size()}};
+    // Recorded when on only, so that a run checkpointed before they existed still resumes.
+    if (o.fit_policy_scale) sig_["policy_scale"] = "fitted";
+    if (o.freeze_word_embeddings) sig_["freeze_word_embeddings"] = true;
     if (o.rerank) sig_["rerank"] = {{"initial", o.rerank->initial}, {"top_l", o.rerank->top_l}};
     if (o.objective == RopgObjective::LUF)
       sig_["luf"] = {{"lambda_strict", o.luf.lambda_strict}, {"lambda_flaccid", o.luf.lambda_flaccid},
@@ -378,7 +387,9 @@ class RopgLearner final : public DevSelectedLearner {
     return relevance_guided_order(rel, base, group);
   }
   std::vector<torch::Tensor> parameters() override {
-    auto p = m_.bert->parameters();
+    std::vector<torch::Tensor> p;
+    for (const auto& kv : m_.bert->named_parameters())
+      if (!(o_.freeze_word_embeddings && kv.key() == "embeddings.word_embeddings.weight")) p.push_back(kv.value());
     if (m_.prior) p.push_back(m_.theta);
     return p;
   }

@@ -312,6 +312,25 @@ TEST_F(Ropg, KdRaisesTheTopOneUtilityOnHeldOutQueries) {
   EXPECT_THROW(train_ropg(train, dev, o), UsageError);  // the folder holds a run
 }
 
+TEST_F(Ropg, FrozenWordEmbeddingsStayAsLoadedWhileTheLayersLearn) {
+  auto o = tiny_ropg(root_, "frozen", RopgObjective::KD);
+  o.fit.epochs = 2;
+  o.freeze_word_embeddings = true;
+  train_ropg(synthetic(32, 1), synthetic(8, 2), o);
+  // The last epoch's weights (the checkpoint), whichever epoch was kept.
+  const auto before = models::load_bert(root_ / "init", torch::kCPU).model->named_parameters();
+  const auto after = models::load_bert(o.fit.out / "checkpoint", torch::kCPU).model->named_parameters();
+  std::size_t moved = 0;
+  for (const auto& kv : before) {
+    const bool same = torch::equal(kv.value(), after[kv.key()]);
+    if (kv.key() == "embeddings.word_embeddings.weight") EXPECT_TRUE(same) << "the frozen embeddings moved";
+    moved += !same;
+  }
+  EXPECT_GT(moved, 5u) << "the layers above the embeddings did not learn";
+  std::ifstream in(o.fit.out / "attune_train.json");
+  EXPECT_EQ(nlohmann::json::parse(in)["options"]["freeze_word_embeddings"], true);
+}
+
 // LUF: the synthetic queries with judged labels: the helpful document contains the answer
 // (2), one other is relevant (1, graded 0.3), one is not judged (-1), the rest irrelevant (0).
 std::vector<RopgExample> judged(std::vector<RopgExample> ex, std::uint64_t seed) {

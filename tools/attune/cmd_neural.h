@@ -37,6 +37,7 @@ struct TrainArgs {
   // is checked by the options' validate() (messages name the field, the CLI adds the flag).
   std::optional<double> target_temperature;  // KD / RSPG target softmax temperature (papers: 1)
   std::optional<std::string> policy_scale;     // ROPG-KD: fixed | fitted
+  bool freeze_embeddings = false;              // ROPG/LUF: the word embeddings stay as loaded
   std::optional<double> policy_temperature;  // ROPG: pi = softmax(score / tau) (default: the encoder's own)
   std::optional<std::string> target_normalization;  // KD / RSPG targets: zscore | none
   std::string protocol = "rerank";           // ROPG: how the trained folder retrieves (rerank | dense)

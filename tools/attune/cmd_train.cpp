@@ -103,6 +103,8 @@ void add_train(CLI::App& app, int& rc) {
                "c fitted per batch to the target's spread, so a target broader or sharper than the starting policy does "
                "not flatten or sharpen the encoder)")
       ->check(CLI::IsMember({"fixed", "fitted"}));
+  cmd->add_flag("--freeze-embeddings", a->freeze_embeddings,
+                "ropg-kd, ropg-rl, luf: keep the encoder's word embeddings as loaded (train the layers above them)");
   add_optional(cmd, "--policy-temperature", a->policy_temperature,
                "ROPG: the policy is softmax(score / tau) (default: the temperature the --init encoder was trained "
                "at, recorded in its attune_train.json (pretrain-encoder: 0.05); 1, the paper's, when it records none)");
@@ -179,6 +181,8 @@ void add_train(CLI::App& app, int& rc) {
         throw UsageError("--initial-prior learned needs --protocol rerank (its prior is the initial retriever's order; "
                          "--protocol dense has no initial retriever at retrieval time)");
     }
+    if (a->freeze_embeddings && a->method != "ropg-kd" && a->method != "ropg-rl" && a->method != "luf")
+      throw UsageError("--freeze-embeddings applies to ropg-kd, ropg-rl and luf, not " + a->method);
     if (a->policy_scale && a->method != "ropg-kd")
       throw UsageError("--policy-scale applies to ropg-kd, not " + a->method);
     if (a->policy_temperature && a->method != "ropg-kd" && a->method != "ropg-rl" && a->method != "luf")
@@ -203,6 +207,7 @@ void add_train(CLI::App& app, int& rc) {
     ro->target_temperature = a->target_temperature.value_or(ro->target_temperature);
     ro->policy_temperature = a->policy_temperature;
     ro->fit_policy_scale = a->policy_scale && *a->policy_scale == "fitted";
+    ro->freeze_word_embeddings = a->freeze_embeddings;
     if (a->target_normalization) ro->target_normalization = train::parse_target_normalization(*a->target_normalization);
     if (a->protocol == "rerank") ro->rerank = train::RopgOptions::Rerank{a->initial, a->top_l};
     ro->initial_prior = a->initial_prior ? train::parse_initial_prior(*a->initial_prior)

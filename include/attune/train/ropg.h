@@ -105,6 +105,10 @@ struct RopgOptions {
   // fit_policy_scale), so the target's overall sharpness does not reshape the encoder; off:
   // c = 1 (000's).
   bool fit_policy_scale = false;
+  // The encoder's word embeddings stay as loaded (most of a small encoder's parameters: 3.9M
+  // of enc14's 4.5M). Adam moves a rare token's row as far as a common one's, so on a few
+  // thousand queries they memorise the training queries' words.
+  bool freeze_word_embeddings = false;
   // KD: utility' = the utilities z-scored per query (default) or raw (None, 000's). Raw
   // [0, 1] utilities at T = 1 give targets close to uniform (ratio e^0.25 ~ 1.3 for a 0.25
   // gap); z-scores make every query's target as sharp as its ranking is clear. With
