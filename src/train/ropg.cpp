@@ -359,7 +359,7 @@ class RopgLearner final : public DevSelectedLearner {
             {"warmup", o.fit.warmup}, {"clip", o.fit.clip}, {"query_max_length", o.query_max_length},
             {"doc_max_length", o.doc_max_length}, {"seed", o.fit.seed}, {"train_examples", train.size()}};
     // Recorded when on only, so that a run checkpointed before they existed still resumes.
-    if (o.fit_policy_scale) sig_["policy_scale"] = "fitted";
+    if (o.fits_policy_scale()) sig_["policy_scale"] = "fitted";
     if (o.freeze_word_embeddings) sig_["freeze_word_embeddings"] = true;
     if (o.rerank) sig_["rerank"] = {{"initial", o.rerank->initial}, {"top_l", o.rerank->top_l}};
     if (o.objective == RopgObjective::LUF)
@@ -420,7 +420,7 @@ class RopgLearner final : public DevSelectedLearner {
     }
     if (o_.objective == RopgObjective::KD)
       return ropg_kd_loss(b.scores, normalize_targets(b.utility, b.mask, o_.target_normalization).to(b.scores.dtype()),
-                          b.mask, o_.double_softmax, o_.target_temperature, o_.fit_policy_scale);
+                          b.mask, o_.double_softmax, o_.target_temperature, o_.fits_policy_scale());
     // One action per example from pi (detached), seeded by (seed, epoch, example).
     auto p = masked_softmax(b.scores.detach().to(torch::kCPU, torch::kFloat64), b.mask.to(torch::kCPU)).contiguous();
     auto pa = p.accessor<double, 2>();
@@ -544,9 +544,9 @@ void RopgOptions::validate() const {
     if (luf.in_batch && luf.lambda_strict == 0)
       throw FieldError<UsageError>("luf.in_batch", "in-batch negatives enter the strict loss only, whose weight is 0");
   }
-  if (fit_policy_scale && objective != RopgObjective::KD)
+  if (fits_policy_scale() && objective != RopgObjective::KD)
     throw FieldError<UsageError>("fit_policy_scale", "a fitted policy scale is ROPG-KD's (it fits pi to the KD target's spread)");
-  if (fit_policy_scale && double_softmax)
+  if (fits_policy_scale() && double_softmax)
     throw FieldError<UsageError>("fit_policy_scale", "a fitted policy scale does not apply to the double softmax (its policy is softmax(softmax(score)))");
   if (kd_target == KdTarget::Likelihood && objective != RopgObjective::KD)
     throw FieldError<UsageError>("kd_target", "kd_target = likelihood: the likelihood target is ROPG-KD's, not ROPG-RL's "

@@ -151,6 +151,7 @@ class Learning : public ::testing::Test {
     // epoch is the same).
     const auto off_json = train(method, folder + "-off", data + "--lr 0 --epochs 1", reader);
     const auto off = dev_of(off_json);
+    std::printf("%s: dev top-1 %.4f -> %.4f (oracle %.4f)\n", folder.c_str(), on.start, on.kept, on.oracle);
     ASSERT_GT(on.oracle, on.start + 0.02) << "no headroom: the check could not tell";
     EXPECT_GE(on.kept - on.start, 0.5 * (on.oracle - on.start))
         << folder << " recovered too little of the planted preference: dev top-1 " << on.start << " -> " << on.kept
@@ -175,6 +176,7 @@ class Learning : public ::testing::Test {
     }
     const auto e = eval(folder + "," + folder + "-off," + start + ",bm25");
     const auto& sig = e.at("significance");
+    std::printf("%s: test %s\n", folder.c_str(), e.at("results").dump().c_str());
     for (const std::string& base : {start, std::string("bm25")}) {
       const auto& better = sig.at(folder).at(base).at("rouge-1");
       EXPECT_TRUE(better.at("better").get<bool>() && better.at("p").get<double>() < 0.05)

@@ -99,9 +99,9 @@ void add_train(CLI::App& app, int& rc) {
                "paper's: near-uniform targets on [0, 1] utilities); RSPG: the same for the pool's Eval values "
                "(default none, the paper's)");
   add_optional(cmd, "--policy-scale", a->policy_scale,
-               "ROPG-KD: fixed (default; pi = softmax(score / tau), the paper's) or fitted (pi = softmax(c score / tau), "
-               "c fitted per batch to the target's spread, so a target broader or sharper than the starting policy does "
-               "not flatten or sharpen the encoder)")
+               "ROPG-KD: fitted (default; pi = softmax(c score / tau), c fitted per batch to the target's spread, so a "
+               "target broader or sharper than the starting policy does not flatten or sharpen the encoder) or fixed "
+               "(c = 1, the paper's; the default with --double-softmax)")
       ->check(CLI::IsMember({"fixed", "fitted"}));
   cmd->add_flag("--freeze-embeddings", a->freeze_embeddings,
                 "ropg-kd, ropg-rl, luf: keep the encoder's word embeddings as loaded (train the layers above them)");
@@ -206,7 +206,7 @@ void add_train(CLI::App& app, int& rc) {
     ro->double_softmax = a->double_softmax;
     ro->target_temperature = a->target_temperature.value_or(ro->target_temperature);
     ro->policy_temperature = a->policy_temperature;
-    ro->fit_policy_scale = a->policy_scale && *a->policy_scale == "fitted";
+    if (a->policy_scale) ro->fit_policy_scale = *a->policy_scale == "fitted";
     ro->freeze_word_embeddings = a->freeze_embeddings;
     if (a->target_normalization) ro->target_normalization = train::parse_target_normalization(*a->target_normalization);
     if (a->protocol == "rerank") ro->rerank = train::RopgOptions::Rerank{a->initial, a->top_l};

@@ -102,9 +102,14 @@ struct RopgOptions {
   bool double_softmax = false;        // KD: the reference code's softmax-then-cross-entropy
   double target_temperature = 1.0;    // KD: p_t = softmax(utility' / T); 000 uses 1
   // KD: pi = softmax(c * score) with c fitted per batch to the target (objectives.h
-  // fit_policy_scale), so the target's overall sharpness does not reshape the encoder; off:
-  // c = 1 (000's).
-  bool fit_policy_scale = false;
+  // fit_policy_scale), so the target's overall sharpness does not reshape the encoder.
+  // Unset: fitted for KD (but not the double softmax), and nothing for the other objectives;
+  // false: c = 1 (000's); true where it does not apply: refused. The default since
+  // 2026-11-27: from a sharp start, c = 1 flattened the ranking at once (docs/RESULTS.md).
+  std::optional<bool> fit_policy_scale;
+  bool fits_policy_scale() const {
+    return fit_policy_scale.value_or(objective == RopgObjective::KD && !double_softmax);
+  }
   // The encoder's word embeddings stay as loaded (most of a small encoder's parameters: 3.9M
   // of enc14's 4.5M). Adam moves a rare token's row as far as a common one's, so on a few
   // thousand queries they memorise the training queries' words.
