@@ -350,7 +350,7 @@ class RopgLearner final : public DevSelectedLearner {
     }
     optimizer_ = std::make_unique<torch::optim::Adam>(parameters(), torch::optim::AdamOptions(o.fit.lr));
     sig_ = {{"objective", objective_name(o.objective)}, {"double_softmax", o.double_softmax},
-            {"target_temperature", o.target_temperature}, 
+            {"target_temperature", o.target_temperature},
             {"target_normalization", to_string(o.target_normalization)}, {"policy_temperature", m_.tau}, {"skip_flat", o.skip_flat},
             {"document_dates", o.document_dates}, {"kd_target", to_string(o.kd_target)},
             {"initial_prior", to_string(o.initial_prior)},
