@@ -143,6 +143,9 @@ TEST_F(Cli, NumbersAreDecimalFiniteAndBounded) {
   refused(train + "--method purple --init x --pearl-tau 2", {"--pearl-tau applies to --method pearl, not purple"});
   refused(train + "--method pearl --init x --pointwise", {"--pointwise applies to --method purple"});
   refused(train + "--method purple --init no-such-encoder", {"--init no-such-encoder: no such model folder"});
+  refused(train + "--method ropg-rl --init x --policy-scale fitted", {"--policy-scale applies to ropg-kd, not ropg-rl"});
+  refused(train + "--method ropg-kd --init x --policy-scale sharp", {"--policy-scale", "sharp"});
+  refused(train + "--method pearl --freeze-embeddings", {"--freeze-embeddings applies to ropg-kd, ropg-rl and luf, not pearl"});
   // IUM's agents file: checked before anything else is read.
   refused(train + "--method ropg-kd --init x --agents a.json", {"--agents applies to --method ium, not ropg-kd"});
   refused(train + "--method ium --init x", {"--method ium needs --agents FILE"});

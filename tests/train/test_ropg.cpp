@@ -645,6 +645,13 @@ TEST_F(Ropg, BadInputIsRefused) {
   o = tiny_ropg(root_, "bad3", RopgObjective::RL);
   o.fit_policy_scale = true;  // ROPG-KD's
   EXPECT_THROW(train_ropg(synthetic(4, 1), {}, o), UsageError);
+  o = tiny_ropg(root_, "bad4", RopgObjective::KD);
+  o.double_softmax = true;
+  EXPECT_FALSE(o.fits_policy_scale());  // the default leaves the double softmax as it is
+  o.fit_policy_scale = true;           // asked for: refused
+  EXPECT_THROW(train_ropg(synthetic(4, 1), {}, o), UsageError);
+  EXPECT_TRUE(tiny_ropg(root_, "kd", RopgObjective::KD).fits_policy_scale());
+  EXPECT_FALSE(tiny_ropg(root_, "luf", RopgObjective::LUF).fits_policy_scale());
 }
 
 }  // namespace
