@@ -51,14 +51,18 @@ torch::Tensor normalize_targets(const torch::Tensor& utilities, const torch::Ten
 }
 
 torch::Tensor ropg_kd_loss(const torch::Tensor& scores, const torch::Tensor& utilities, const torch::Tensor& mask,
-                           bool double_softmax, double target_temperature, bool fit_scale) {
+                           bool double_softmax, double target_temperature, bool fit_scale, double* fitted_scale) {
   check(scores, mask, "ropg_kd_loss");
   TORCH_CHECK(utilities.sizes() == scores.sizes(), "ropg_kd_loss: utilities must have the scores' shape");
   TORCH_CHECK(target_temperature > 0, "ropg_kd_loss: the target temperature must be positive");
   TORCH_CHECK(!(fit_scale && double_softmax), "ropg_kd_loss: a fitted scale does not apply to the double softmax");
   auto target = masked_softmax(utilities.detach().to(scores.dtype()) / target_temperature, mask);
   auto s = double_softmax ? masked_softmax(scores, mask) : scores;
-  if (fit_scale) s = s * fit_policy_scale(target, scores, mask);
+  if (fit_scale) {
+    const double c = fit_policy_scale(target, scores, mask);
+    if (fitted_scale) *fitted_scale = c;
+    s = s * c;
+  }
   return kl_rows(target, s, mask).mean();
 }
 

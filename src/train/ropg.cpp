@@ -418,9 +418,13 @@ class RopgLearner final : public DevSelectedLearner {
       if (w.lambda_hard > 0) loss = loss + w.lambda_hard * luf_hard_negative_loss(b.scores, pos, neg, weights, w.gamma);
       return loss;
     }
-    if (o_.objective == RopgObjective::KD)
-      return ropg_kd_loss(b.scores, normalize_targets(b.utility, b.mask, o_.target_normalization).to(b.scores.dtype()),
-                          b.mask, o_.double_softmax, o_.target_temperature, o_.fits_policy_scale());
+    if (o_.objective == RopgObjective::KD) {
+      double c = 1;
+      auto loss = ropg_kd_loss(b.scores, normalize_targets(b.utility, b.mask, o_.target_normalization).to(b.scores.dtype()),
+                               b.mask, o_.double_softmax, o_.target_temperature, o_.fits_policy_scale(), &c);
+      if (o_.fits_policy_scale()) scale_sum_ += c, ++scale_n_;
+      return loss;
+    }
     // One action per example from pi (detached), seeded by (seed, epoch, example).
     auto p = masked_softmax(b.scores.detach().to(torch::kCPU, torch::kFloat64), b.mask.to(torch::kCPU)).contiguous();
     auto pa = p.accessor<double, 2>();
@@ -448,9 +452,17 @@ class RopgLearner final : public DevSelectedLearner {
   std::optional<DevValue> dev() override {
     if (dv_.empty()) return std::nullopt;
     const auto d = evaluate(m_, dv_, 32);
-    return DevValue{d.top1, {{"dev_top1", d.top1}, {"dev_expected", d.expected}, {"dev_oracle", d.oracle}},
-                    " dev top-1 utility " + std::to_string(d.top1) + " expected " + std::to_string(d.expected) +
-                        " (oracle " + std::to_string(d.oracle) + ")"};
+    DevValue v{d.top1, {{"dev_top1", d.top1}, {"dev_expected", d.expected}, {"dev_oracle", d.oracle}},
+               " dev top-1 utility " + std::to_string(d.top1) + " expected " + std::to_string(d.expected) +
+                   " (oracle " + std::to_string(d.oracle) + ")"};
+    if (scale_n_ > 0) {  // the epoch's fitted policy scale: how much broader (< 1) its targets were than pi
+      const double c = scale_sum_ / static_cast<double>(scale_n_);
+      v.values["policy_scale"] = c;
+      v.line += "; policy scale " + std::to_string(c);
+      scale_sum_ = 0;
+      scale_n_ = 0;
+    }
+    return v;
   }
   nlohmann::json signature() const override { return sig_; }
 
@@ -505,6 +517,10 @@ class RopgLearner final : public DevSelectedLearner {
   std::unique_ptr<torch::optim::Adam> optimizer_;
   nlohmann::json sig_;
   models::SaveBertOptions save_;
+  // The fitted policy scale's mean over the micro-batches since the last dev pass (this
+  // process's: a resumed epoch counts the batches after the resume).
+  double scale_sum_ = 0;
+  std::size_t scale_n_ = 0;
 };
 
 }  // namespace

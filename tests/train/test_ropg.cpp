@@ -328,7 +328,12 @@ TEST_F(Ropg, FrozenWordEmbeddingsStayAsLoadedWhileTheLayersLearn) {
   }
   EXPECT_GT(moved, 5u) << "the layers above the embeddings did not learn";
   std::ifstream in(o.fit.out / "attune_train.json");
-  EXPECT_EQ(nlohmann::json::parse(in)["options"]["freeze_word_embeddings"], true);
+  const auto j = nlohmann::json::parse(in);
+  EXPECT_EQ(j["options"]["freeze_word_embeddings"], true);
+  // KD's default fitted policy scale: each epoch records the mean c it fitted.
+  EXPECT_EQ(j["options"]["policy_scale"], "fitted");
+  ASSERT_EQ(j["epochs"].size(), 2u);
+  for (const auto& e : j["epochs"]) EXPECT_GT(e.value("policy_scale", 0.0), 0.0) << e.dump();
 }
 
 // LUF: the synthetic queries with judged labels: the helpful document contains the answer

@@ -37,7 +37,8 @@ torch::Tensor normalize_targets(const torch::Tensor& utilities, const torch::Ten
 // overall: a broad target cannot pull a sharp starting policy flat, nor a sharp one push all
 // scores apart. Not with `double_softmax`.
 torch::Tensor ropg_kd_loss(const torch::Tensor& scores, const torch::Tensor& utilities, const torch::Tensor& mask,
-                           bool double_softmax = false, double target_temperature = 1.0, bool fit_scale = false);
+                           bool double_softmax = false, double target_temperature = 1.0, bool fit_scale = false,
+                           double* fitted_scale = nullptr);  // receives c when fit_scale
 
 // argmin over c in [1e-4, 1e4] of sum over rows KL(target || softmax(c * scores)) (rows over
 // `mask`; target zero on padding). The KL is convex in c: bisection on log c of its derivative
