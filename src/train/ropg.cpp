@@ -332,8 +332,8 @@ class RopgLearner final : public DevSelectedLearner {
     lengths.doc_max_length = std::min(o.doc_max_length, cap);
     if (o.freeze_word_embeddings) {  // kept as loaded: no gradient, not in the optimiser (parameters())
       auto params = m_.bert->named_parameters();
-      auto* w = params.find("embeddings.word_embeddings.weight");
-      if (!w) throw Error(o.init.string() + ": no embeddings.word_embeddings.weight to freeze");
+      auto* w = params.find(kWordEmbeddings);
+      if (!w) throw Error(o.init.string() + ": no " + kWordEmbeddings + " to freeze");
       w->set_requires_grad(false);
     }
     tr_ = tokenize_examples(*tok, train, lengths);
@@ -389,7 +389,7 @@ class RopgLearner final : public DevSelectedLearner {
   std::vector<torch::Tensor> parameters() override {
     std::vector<torch::Tensor> p;
     for (const auto& kv : m_.bert->named_parameters())
-      if (!(o_.freeze_word_embeddings && kv.key() == "embeddings.word_embeddings.weight")) p.push_back(kv.value());
+      if (!(o_.freeze_word_embeddings && kv.key() == kWordEmbeddings)) p.push_back(kv.value());
     if (m_.prior) p.push_back(m_.theta);
     return p;
   }
@@ -419,10 +419,11 @@ class RopgLearner final : public DevSelectedLearner {
       return loss;
     }
     if (o_.objective == RopgObjective::KD) {
+      const bool fit = o_.fits_policy_scale();
       double c = 1;
       auto loss = ropg_kd_loss(b.scores, normalize_targets(b.utility, b.mask, o_.target_normalization).to(b.scores.dtype()),
-                               b.mask, o_.double_softmax, o_.target_temperature, o_.fits_policy_scale(), &c);
-      if (o_.fits_policy_scale()) scale_sum_ += c, ++scale_n_;
+                               b.mask, o_.double_softmax, o_.target_temperature, fit, &c);
+      if (fit) scale_sum_ += c, ++scale_n_;
       return loss;
     }
     // One action per example from pi (detached), seeded by (seed, epoch, example).
@@ -517,6 +518,8 @@ class RopgLearner final : public DevSelectedLearner {
   std::unique_ptr<torch::optim::Adam> optimizer_;
   nlohmann::json sig_;
   models::SaveBertOptions save_;
+  // --freeze-embeddings: the parameter it keeps as loaded (HF BERT's name).
+  static constexpr const char* kWordEmbeddings = "embeddings.word_embeddings.weight";
   // The fitted policy scale's mean over the micro-batches since the last dev pass (this
   // process's: a resumed epoch counts the batches after the resume).
   double scale_sum_ = 0;
