@@ -18,6 +18,12 @@
 //     no grad; shape 0 = `pretrain-encoder`'s default encoder (256 hidden, 4 layers, 4 heads,
 //     1024 FFN), 1 = MiniLM-L6, 2 = BERT-base. items/s = queries/s; ms per iteration = the
 //     reranking latency of one query.
+//   ServeForward/<kernel>/<shape>: what a server encodes per request, on a random 2-layer,
+//     128-wide encoder (2 heads, 512 FFN): shape 0 = one query of 32 tokens (dense
+//     retrieval), shape 1 = 20 (query, document) pairs of 128 tokens whose first ([CLS])
+//     states are wanted (a cross-encoder's rerank of 20). kernel 0 = torch's operators
+//     (BertModel::forward), 1 = the native path (models/bert_native.h, first-token-only
+//     last layer for shape 1). Run with torch on one thread for a server's per-pass cost.
 //   TrainStep: one contrastive step of the MiniLM-L6-size encoder: two views of 16 x 128
 //     tokens, InfoNCE (tau 0.05), backward, AdamW; reports seconds per step.
 #include <benchmark/benchmark.h>
@@ -25,6 +31,8 @@
 #include <cstdlib>
 
 #include "attune/models/bert.h"
+#include "attune/models/bert_native.h"
+#include "attune/models/runtime.h"
 #include "attune/models/decoding.h"
 #include "attune/train/contrastive.h"
 #include "attune/models/llama.h"
@@ -186,6 +194,38 @@ void IumRerank(benchmark::State& state) {
   state.SetLabel(names[state.range(0)]);
 }
 BENCHMARK(IumRerank)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void ServeForward(benchmark::State& state) {
+  const bool native_kernel = state.range(0) == 1, pairs = state.range(1) == 1;
+  BertConfig c;
+  c.vocab_size = 30522, c.hidden_size = 128, c.num_layers = 2, c.num_heads = 2, c.intermediate_size = 512;
+  torch::NoGradGuard g;
+  torch::manual_seed(0);
+  BertModel m(c, /*with_pooler=*/true);
+  m->init_weights();
+  m->eval();
+  const std::int64_t B = pairs ? 20 : 1, L = pairs ? 128 : 32;
+  auto ids = torch::randint(1000, 30000, {B, L}, torch::kInt64);
+  auto types = torch::zeros({B, L}, ids.options()), mask = torch::ones({B, L}, ids.options());
+  const BertNative native(bert_native_weights(m));
+  const std::size_t threads = torch_threads();
+  std::vector<float> out, pooled;
+  for (auto _ : state) {
+    if (native_kernel) {
+      native.forward(ids.data_ptr<std::int64_t>(), types.data_ptr<std::int64_t>(), mask.data_ptr<std::int64_t>(), B, L, pairs, out,
+                     threads);
+      if (pairs) native.pool(out.data(), B, pooled);
+      benchmark::DoNotOptimize(out.data());
+    } else {
+      auto h = m->forward(ids, types, mask);
+      if (pairs) h = m->pool(h);
+      benchmark::DoNotOptimize(h.data_ptr());
+    }
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.SetLabel(std::string(native_kernel ? "native" : "torch") + (pairs ? ", 20 pairs x 128" : ", 1 query x 32"));
+}
+BENCHMARK(ServeForward)->ArgsProduct({{0, 1}, {0, 1}})->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 void TrainStep(benchmark::State& state) {
   torch::manual_seed(0);

@@ -10,7 +10,7 @@ PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config
   nlohmann-json3-dev libcli11-dev libsqlite3-dev sqlite3
   libgtest-dev libgmock-dev libbenchmark-dev
-  libpcre2-dev libicu-dev libtorch-dev libopenblas0-openmp
+  libpcre2-dev libicu-dev libtorch-dev libopenblas0-openmp libblas-dev
   libcpp-httplib-dev libssl-dev
   libfaiss-dev
   libgit2-dev

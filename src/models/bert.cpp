@@ -8,6 +8,7 @@
 #include "attune/core/error.h"
 #include "attune/core/parallel.h"
 #include "attune/models/attention_kernel.h"
+#include "attune/models/bert_native.h"
 #include "attune/models/config.h"
 #include "attune/models/runtime.h"
 #include "attune/models/weights.h"
@@ -253,6 +254,57 @@ void BertModelImpl::init_weights(double stddev) {
     }
   }
   if (cfg.pad_token_id >= 0 && cfg.pad_token_id < cfg.vocab_size) embeddings->word_embeddings->weight[cfg.pad_token_id].zero_();
+}
+
+// ---------------------------------------------------------------- native copy
+
+namespace {
+std::vector<float> floats_of(const torch::Tensor& t) {
+  auto c = t.detach().to(torch::kCPU, torch::kFloat32).contiguous();
+  return std::vector<float>(c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
+}
+}  // namespace
+
+BertNativeWeights bert_native_weights(const BertModel& model) {
+  torch::NoGradGuard guard;
+  const BertConfig& c = model->cfg;
+  BertNativeWeights w;
+  w.hidden = c.hidden_size, w.heads = c.num_heads, w.intermediate = c.intermediate_size;
+  w.vocab = c.vocab_size, w.max_positions = c.max_positions, w.type_vocab = c.type_vocab_size;
+  w.eps = static_cast<float>(c.layer_norm_eps);
+  w.activation = c.hidden_act == "gelu"   ? BertNativeWeights::Activation::Gelu
+                 : c.hidden_act == "relu" ? BertNativeWeights::Activation::Relu
+                                          : BertNativeWeights::Activation::GeluTanh;
+  const auto& e = *model->embeddings;
+  w.word = floats_of(e.word_embeddings->weight);
+  w.position = floats_of(e.position_embeddings->weight);
+  w.token_type = floats_of(e.token_type_embeddings->weight);
+  w.ln_gamma = floats_of(e.LayerNorm->weight);
+  w.ln_beta = floats_of(e.LayerNorm->bias);
+  for (const auto& l : model->encoder->layers) {
+    const auto& sa = l->attention->self;
+    // The same fused, pre-scaled projection as LayerImpl::forward.
+    const double scale = 1.0 / std::sqrt(static_cast<double>(l->head_dim));
+    BertNativeLayer n;
+    n.w_qkv = floats_of(torch::cat({sa->query->weight * scale, sa->key->weight, sa->value->weight}, 0));
+    n.b_qkv = floats_of(torch::cat({sa->query->bias * scale, sa->key->bias, sa->value->bias}, 0));
+    n.w_attn_out = floats_of(l->attention->output->dense->weight);
+    n.b_attn_out = floats_of(l->attention->output->dense->bias);
+    n.ln1_gamma = floats_of(l->attention->output->LayerNorm->weight);
+    n.ln1_beta = floats_of(l->attention->output->LayerNorm->bias);
+    n.w_inter = floats_of(l->intermediate->dense->weight);
+    n.b_inter = floats_of(l->intermediate->dense->bias);
+    n.w_out = floats_of(l->output->dense->weight);
+    n.b_out = floats_of(l->output->dense->bias);
+    n.ln2_gamma = floats_of(l->output->LayerNorm->weight);
+    n.ln2_beta = floats_of(l->output->LayerNorm->bias);
+    w.layers.push_back(std::move(n));
+  }
+  if (model->pooler) {
+    w.pool_w = floats_of(model->pooler->dense->weight);
+    w.pool_b = floats_of(model->pooler->dense->bias);
+  }
+  return w;
 }
 
 // ---------------------------------------------------------------- pooling

@@ -1,10 +1,14 @@
 #include "attune/models/encoder.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <numeric>
 
 #include "attune/core/error.h"
 #include "attune/models/bert.h"
+#include "attune/models/bert_native.h"
+#include "attune/models/runtime.h"
 #include "attune/models/weights.h"
 #include "attune/text/subword.h"
 
@@ -41,10 +45,28 @@ struct Common {
                   std::to_string(bert.model->cfg.vocab_size));
   }
 
-  // Runs `fn(hidden, mask_tensor, rows)` over length-sorted batches of an encoded chunk;
-  // `rows` are the chunk rows of the batch.
+  // The CPU inference path without torch operators (models/bert_native.h); null on CUDA
+  // or when ATTUNE_ENCODER_KERNEL=torch asks for torch's operators (for A/B measurements).
+  std::unique_ptr<const BertNative> native;
+
+  void init_native() {
+    const char* kernel = std::getenv("ATTUNE_ENCODER_KERNEL");
+    const std::string k = kernel ? kernel : "";
+    if (!k.empty() && k != "native" && k != "torch")
+      throw UsageError("ATTUNE_ENCODER_KERNEL=" + k + ": expected native or torch");
+    if (device.is_cpu() && k != "torch") native = std::make_unique<const BertNative>(bert_native_weights(bert.model));
+  }
+
+  // One length-sorted batch of an encoded chunk: `rows` are its chunk rows, ids/types/mask
+  // [rows.size(), L] row-major.
+  struct HostBatch {
+    std::vector<std::size_t> rows;
+    std::int64_t L = 1;
+    std::vector<std::int64_t> ids, types, mask;
+  };
+
   template <class Fn>
-  void for_batches(const SubwordTokenizer::Batch& b, Fn&& fn) {
+  void for_host_batches(const SubwordTokenizer::Batch& b, Fn&& fn) const {
     std::vector<std::size_t> len(b.rows), order(b.rows);
     for (std::size_t r = 0; r < b.rows; ++r)
       len[r] = static_cast<std::size_t>(std::count_if(b.mask.begin() + r * b.cols, b.mask.begin() + (r + 1) * b.cols, [](int m) { return m != 0; }));
@@ -52,26 +74,36 @@ struct Common {
     std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) { return len[x] < len[y]; });
     for (std::size_t lo = 0; lo < b.rows; lo += batch_size) {
       const std::size_t hi = std::min(b.rows, lo + batch_size);
-      std::vector<std::size_t> rows(order.begin() + lo, order.begin() + hi);
+      HostBatch h;
+      h.rows.assign(order.begin() + lo, order.begin() + hi);
       std::size_t L = 1;
-      for (auto r : rows) L = std::max(L, len[r]);
-      const auto n = static_cast<std::int64_t>(rows.size());
-      auto ids = torch::zeros({n, static_cast<std::int64_t>(L)}, torch::kInt64);
-      auto types = torch::zeros_like(ids), mask = torch::zeros_like(ids);
-      auto ia = ids.accessor<std::int64_t, 2>(), ta = types.accessor<std::int64_t, 2>(), ma = mask.accessor<std::int64_t, 2>();
-      for (std::int64_t i = 0; i < n; ++i)
+      for (auto r : h.rows) L = std::max(L, len[r]);
+      h.L = static_cast<std::int64_t>(L);
+      const std::size_t n = h.rows.size();
+      h.ids.assign(n * L, 0), h.types.assign(n * L, 0), h.mask.assign(n * L, 0);
+      for (std::size_t i = 0; i < n; ++i)
         for (std::size_t j = 0; j < L; ++j) {
-          const std::size_t at = rows[i] * b.cols + j;
-          ia[i][j] = b.ids[at];
-          ta[i][j] = b.type_ids[at];
-          ma[i][j] = b.mask[at];
+          const std::size_t at = h.rows[i] * b.cols + j;
+          h.ids[i * L + j] = b.ids[at];
+          h.types[i * L + j] = b.type_ids[at];
+          h.mask[i * L + j] = b.mask[at];
         }
-      ids = ids.to(device);
-      types = types.to(device);
-      mask = mask.to(device);
-      auto hidden = bert.model->forward(ids, types, mask);
-      fn(hidden, mask, rows);
+      fn(h);
     }
+  }
+
+  // Runs `fn(hidden, mask_tensor, rows)` over length-sorted batches with torch's operators.
+  template <class Fn>
+  void for_batches(const SubwordTokenizer::Batch& b, Fn&& fn) {
+    for_host_batches(b, [&](HostBatch& h) {
+      const auto n = static_cast<std::int64_t>(h.rows.size());
+      auto ids = torch::from_blob(h.ids.data(), {n, h.L}, torch::kInt64).to(device);
+      auto types = torch::from_blob(h.types.data(), {n, h.L}, torch::kInt64).to(device);
+      auto mask = torch::from_blob(h.mask.data(), {n, h.L}, torch::kInt64).to(device);
+      // from_blob on the CPU reads h's vectors in place; they outlive fn.
+      auto hidden = bert.model->forward(ids, types, mask);
+      fn(hidden, mask, h.rows);
+    });
   }
 };
 
@@ -92,6 +124,7 @@ std::shared_ptr<const TextEncoder> TextEncoder::load(const fs::path& dir, const 
   const PoolingSpec spec = read_pooling_spec(dir);
   const Pooling asked = parse_pooling(opts.pooling);
   impl->init(dir, opts, /*classifier=*/false, spec.max_seq_length);
+  impl->init_native();
   impl->pooling = asked == Pooling::Auto ? spec.pooling : asked;
   impl->normalize = opts.normalize < 0 ? spec.normalize : opts.normalize > 0;
   return std::make_shared<const TextEncoder>(std::move(impl));
@@ -109,6 +142,42 @@ std::vector<float> TextEncoder::embed(std::span<const std::string> texts) const 
   for (std::size_t c0 = 0; c0 < texts.size(); c0 += kChunk) {
     const auto chunk = texts.subspan(c0, std::min(kChunk, texts.size() - c0));
     const auto batch = impl_->tok->encode_batch(chunk, bo);
+    if (impl_->native) {
+      // torch_threads() also gives this thread torch's OpenMP thread count, which the
+      // sgemm calls under BertNative follow.
+      const std::size_t threads = torch_threads();
+      const bool cls = impl_->pooling == Pooling::Cls;
+      std::vector<float> hidden;
+      impl_->for_host_batches(batch, [&](const Common::HostBatch& h) {
+        const auto n = static_cast<std::int64_t>(h.rows.size());
+        impl_->native->forward(h.ids.data(), h.types.data(), h.mask.data(), n, h.L, cls, hidden, threads);
+        for (std::int64_t i = 0; i < n; ++i) {
+          float* e = out.data() + (c0 + h.rows[static_cast<std::size_t>(i)]) * D;
+          if (cls) {
+            std::copy(hidden.begin() + i * static_cast<std::int64_t>(D), hidden.begin() + (i + 1) * static_cast<std::int64_t>(D), e);
+          } else {
+            // Mean over the sequence's tokens (pool_embeddings).
+            double count = 0;
+            std::fill(e, e + D, 0.0f);
+            for (std::int64_t j = 0; j < h.L; ++j) {
+              if (!h.mask[static_cast<std::size_t>(i * h.L + j)]) continue;
+              count += 1;
+              const float* v = hidden.data() + (i * h.L + j) * static_cast<std::int64_t>(D);
+              for (std::size_t c = 0; c < D; ++c) e[c] += v[c];
+            }
+            const auto inv = static_cast<float>(1.0 / std::max(count, 1e-9));
+            for (std::size_t c = 0; c < D; ++c) e[c] *= inv;
+          }
+          if (impl_->normalize) {  // sentence-transformers' Normalize
+            double sq = 0;
+            for (std::size_t c = 0; c < D; ++c) sq += static_cast<double>(e[c]) * e[c];
+            const auto inv = static_cast<float>(1.0 / std::max(std::sqrt(sq), 1e-12));
+            for (std::size_t c = 0; c < D; ++c) e[c] *= inv;
+          }
+        }
+      });
+      continue;
+    }
     impl_->for_batches(batch, [&](const torch::Tensor& hidden, const torch::Tensor& mask, const std::vector<std::size_t>& rows) {
       auto e = pool_embeddings(hidden, mask, impl_->pooling, impl_->normalize).to(torch::kCPU, torch::kFloat32).contiguous();
       const float* p = e.data_ptr<float>();
@@ -120,7 +189,9 @@ std::vector<float> TextEncoder::embed(std::span<const std::string> texts) const 
 
 // ---------------------------------------------------------------- CrossEncoder
 
-struct CrossEncoder::Impl : Common {};
+struct CrossEncoder::Impl : Common {
+  std::vector<float> classifier_w, classifier_b;  // the native path's copy of classifier.{weight,bias}
+};
 
 CrossEncoder::CrossEncoder(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 CrossEncoder::~CrossEncoder() = default;
@@ -128,6 +199,13 @@ CrossEncoder::~CrossEncoder() = default;
 std::shared_ptr<const CrossEncoder> CrossEncoder::load(const fs::path& dir, const EncoderOptions& opts) {
   auto impl = std::make_unique<Impl>();
   impl->init(dir, opts, /*classifier=*/true, read_pooling_spec(dir).max_seq_length);
+  impl->init_native();
+  if (impl->native) {
+    auto cw = impl->bert.classifier->weight.detach().to(torch::kCPU, torch::kFloat32).contiguous();
+    auto cb = impl->bert.classifier->bias.detach().to(torch::kCPU, torch::kFloat32).contiguous();
+    impl->classifier_w.assign(cw.data_ptr<float>(), cw.data_ptr<float>() + cw.numel());
+    impl->classifier_b.assign(cb.data_ptr<float>(), cb.data_ptr<float>() + cb.numel());
+  }
   return std::make_shared<const CrossEncoder>(std::move(impl));
 }
 
@@ -142,6 +220,37 @@ std::vector<float> CrossEncoder::score(std::string_view query, std::span<const s
     std::vector<std::pair<std::string, std::string>> pairs;
     for (std::size_t i = c0; i < std::min(docs.size(), c0 + kChunk); ++i) pairs.emplace_back(std::string(query), docs[i]);
     const auto batch = impl_->tok->encode_batch(std::span<const std::pair<std::string, std::string>>(pairs), bo);
+    if (impl_->native) {
+      const std::size_t threads = torch_threads();  // also sets this thread's OpenMP count (TextEncoder::embed)
+      const auto& w = impl_->classifier_w;
+      const auto& bias = impl_->classifier_b;
+      const auto labels = static_cast<std::int64_t>(bias.size());
+      const std::int64_t H = impl_->bert.model->cfg.hidden_size;
+      std::vector<float> first, pooled;
+      impl_->for_host_batches(batch, [&](const Common::HostBatch& h) {
+        const auto n = static_cast<std::int64_t>(h.rows.size());
+        impl_->native->forward(h.ids.data(), h.types.data(), h.mask.data(), n, h.L, /*first_only=*/true, first, threads);
+        impl_->native->pool(first.data(), n, pooled);
+        for (std::int64_t i = 0; i < n; ++i) {
+          // logits = classifier(pooled); the score is the logit, or log p(last label).
+          std::vector<double> logit(static_cast<std::size_t>(labels));
+          for (std::int64_t c = 0; c < labels; ++c) {
+            float z = bias[static_cast<std::size_t>(c)];
+            for (std::int64_t j = 0; j < H; ++j) z += w[static_cast<std::size_t>(c * H + j)] * pooled[static_cast<std::size_t>(i * H + j)];
+            logit[static_cast<std::size_t>(c)] = z;
+          }
+          double v = logit.back();
+          if (labels > 1) {
+            const double top = *std::max_element(logit.begin(), logit.end());
+            double sum = 0;
+            for (double z : logit) sum += std::exp(z - top);
+            v = logit.back() - top - std::log(sum);
+          }
+          out[c0 + h.rows[static_cast<std::size_t>(i)]] = static_cast<float>(v);
+        }
+      });
+      continue;
+    }
     impl_->for_batches(batch, [&](const torch::Tensor& hidden, const torch::Tensor&, const std::vector<std::size_t>& rows) {
       auto logits = impl_->bert.classifier->forward(impl_->bert.model->pool(hidden)).to(torch::kCPU, torch::kFloat32);
       auto s = logits.size(1) == 1 ? logits.select(1, 0) : torch::log_softmax(logits, 1).select(1, logits.size(1) - 1);

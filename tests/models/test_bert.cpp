@@ -6,10 +6,12 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <tuple>
 
 #include "attune/core/error.h"
 #include "attune/models/attention_kernel.h"
 #include "attune/models/bert.h"
+#include "attune/models/bert_native.h"
 #include "attune/models/encoder.h"
 #include "attune/models/weights.h"
 #include "attune/neural/dense.h"
@@ -237,6 +239,86 @@ TEST(FusedAttention, BertForwardWithoutGradMatchesTheTorchPath) {
   }
 }
 
+// The encoders' CPU inference path (models/bert_native.h) computes BertModel's graph without
+// torch operators: the same hidden states to float32 rounding, padding included, for each
+// activation; the first-token-only last layer gives the first rows; the pooler matches; the
+// thread count does not change a bit; bad ids are refused.
+TEST(BertNative, MatchesTheTorchForwardForEachActivationWithPadding) {
+  for (const char* act : {"gelu", "gelu_new", "relu"})
+    for (auto [hidden, heads, layers] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{8, 2, 2}, {64, 4, 3}, {32, 1, 1}}) {
+      auto c = tiny_config();
+      c.hidden_size = hidden, c.num_heads = heads, c.num_layers = layers, c.intermediate_size = 3 * hidden, c.hidden_act = act;
+      auto m = random_bert(c, /*pooler=*/true, 21);
+      const models::BertNative native(models::bert_native_weights(m));
+      torch::manual_seed(22);
+      const std::int64_t B = 3, L = 19;
+      auto ids = torch::randint(0, c.vocab_size, {B, L}, torch::kInt64), types = torch::randint(0, 2, {B, L}, torch::kInt64);
+      auto mask = torch::ones({B, L}, torch::kInt64);
+      mask.index_put_({1, torch::indexing::Slice(7)}, 0);
+      mask.index_put_({2, torch::indexing::Slice(18)}, 0);
+      torch::NoGradGuard g;
+      const auto ref = m->forward(ids, types, mask).contiguous();
+      const std::string where = std::string(act) + " hidden " + std::to_string(hidden) + " layers " + std::to_string(layers);
+      std::vector<float> full, first, again;
+      native.forward(ids.data_ptr<std::int64_t>(), types.data_ptr<std::int64_t>(), mask.data_ptr<std::int64_t>(), B, L, false, full, 1);
+      ASSERT_EQ(full.size(), static_cast<std::size_t>(B * L * hidden));
+      const auto got = torch::from_blob(full.data(), {B, L, hidden}, torch::kFloat32);
+      EXPECT_LT((got - ref).abs().max().item<float>(), 2e-5) << where;
+      native.forward(ids.data_ptr<std::int64_t>(), types.data_ptr<std::int64_t>(), mask.data_ptr<std::int64_t>(), B, L, true, first, 1);
+      ASSERT_EQ(first.size(), static_cast<std::size_t>(B * hidden));
+      const auto cls = torch::from_blob(first.data(), {B, hidden}, torch::kFloat32);
+      EXPECT_LT((cls - ref.select(1, 0)).abs().max().item<float>(), 2e-5) << where;
+      std::vector<float> pooled;
+      native.pool(first.data(), B, pooled);
+      const auto pool_ref = m->pool(ref);
+      EXPECT_LT((torch::from_blob(pooled.data(), {B, hidden}, torch::kFloat32) - pool_ref).abs().max().item<float>(), 2e-5) << where;
+      // More threads, the same bits.
+      native.forward(ids.data_ptr<std::int64_t>(), types.data_ptr<std::int64_t>(), mask.data_ptr<std::int64_t>(), B, L, false, again, 2);
+      EXPECT_EQ(again, full) << where;
+    }
+  auto c = tiny_config();
+  const models::BertNative native(models::bert_native_weights(random_bert(c, false, 23)));
+  std::vector<std::int64_t> ids = {2, 5, 3}, types = {0, 0, 0}, mask = {1, 1, 1};
+  std::vector<float> out;
+  ids[1] = c.vocab_size;
+  EXPECT_THROW(native.forward(ids.data(), types.data(), mask.data(), 1, 3, false, out, 1), Error);
+  ids[1] = 5, types[2] = 2;
+  EXPECT_THROW(native.forward(ids.data(), types.data(), mask.data(), 1, 3, false, out, 1), Error);
+  std::vector<std::int64_t> longer(static_cast<std::size_t>(c.max_positions + 1), 5), zeros(longer.size(), 0), ones(longer.size(), 1);
+  EXPECT_THROW(native.forward(longer.data(), zeros.data(), ones.data(), 1, c.max_positions + 1, false, out, 1), Error);
+  EXPECT_THROW(native.pool(out.data(), 0, out), Error);  // no pooler
+}
+
+// TextEncoder and CrossEncoder take the native path on the CPU; ATTUNE_ENCODER_KERNEL=torch
+// takes torch's operators. Both give the same embeddings and scores; a bad value is refused.
+TEST(BertNative, TheEncodersGiveTheSameOutputsOnEitherKernel) {
+  const auto dir = fresh_dir("bert_kernels");
+  testing::write_tiny_encoder(dir, Pooling::Mean, true);
+  models::EncoderOptions eo;
+  eo.device = "cpu";
+  eo.batch_size = 3;
+  const std::vector<std::string> texts = {"the red dog ran fast on the big green river stone", "the cat sat", "a small car",
+                                          "debian package library kernel network server client file system", "python"};
+  const auto native = models::TextEncoder::load(dir, eo)->embed(texts);
+  ::setenv("ATTUNE_ENCODER_KERNEL", "torch", 1);
+  const auto torch_ops = models::TextEncoder::load(dir, eo)->embed(texts);
+  ::setenv("ATTUNE_ENCODER_KERNEL", "fast", 1);
+  EXPECT_THROW(models::TextEncoder::load(dir, eo), UsageError);
+  ::unsetenv("ATTUNE_ENCODER_KERNEL");
+  ASSERT_EQ(native.size(), torch_ops.size());
+  for (std::size_t i = 0; i < native.size(); ++i) EXPECT_NEAR(native[i], torch_ops[i], 1e-5) << i;
+  // CLS pooling takes the first-token-only last layer.
+  const auto cls_dir = fresh_dir("bert_kernels_cls");
+  testing::write_tiny_encoder(cls_dir, Pooling::Cls, false);
+  const auto cls_native = models::TextEncoder::load(cls_dir, eo)->embed(texts);
+  ::setenv("ATTUNE_ENCODER_KERNEL", "torch", 1);
+  const auto cls_torch = models::TextEncoder::load(cls_dir, eo)->embed(texts);
+  ::unsetenv("ATTUNE_ENCODER_KERNEL");
+  for (std::size_t i = 0; i < cls_native.size(); ++i) EXPECT_NEAR(cls_native[i], cls_torch[i], 1e-5) << i;
+  fs::remove_all(dir);
+  fs::remove_all(cls_dir);
+}
+
 TEST(BertForward, ParameterNamesAreHuggingFaceNames) {
   auto m = random_bert(tiny_config(), true, 1);
   std::set<std::string> names;
@@ -371,8 +453,33 @@ void write_cross_encoder(const fs::path& dir, BertModel& m, torch::nn::Linear& h
   models::write_safetensors(dir / "model.safetensors", ts);
   auto j = tiny_config().to_json();
   j["architectures"] = {"BertForSequenceClassification"};
-  j["num_labels"] = 1;
+  j["num_labels"] = head->weight.size(0);
   write_config(dir, j);
+}
+
+// Both kernels score alike, with one label (the logit) and two (log p(last label)).
+TEST(CrossEncoder, TheNativeAndTorchKernelsScoreAlike) {
+  for (std::int64_t labels : {1, 2}) {
+    const auto dir = fresh_dir("bert_cross_kernels");
+    auto m = random_bert(tiny_config(), true, 31);
+    torch::manual_seed(32);
+    torch::nn::Linear head(8, labels);
+    write_cross_encoder(dir, m, head);
+    models::EncoderOptions eo;
+    eo.device = "cpu";
+    eo.batch_size = 2;
+    const std::vector<std::string> docs = {"the cat sat on the mat", "a red car", "dog", "big green tree house", "python file system"};
+    const auto native = models::CrossEncoder::load(dir, eo)->score("the cat ran", docs);
+    ::setenv("ATTUNE_ENCODER_KERNEL", "torch", 1);
+    const auto torch_ops = models::CrossEncoder::load(dir, eo)->score("the cat ran", docs);
+    ::unsetenv("ATTUNE_ENCODER_KERNEL");
+    ASSERT_EQ(native.size(), docs.size());
+    for (std::size_t i = 0; i < docs.size(); ++i) EXPECT_NEAR(native[i], torch_ops[i], 1e-5) << labels << " labels, doc " << i;
+    if (labels == 2) {
+      for (float v : native) EXPECT_LT(v, 0.0f);  // a log probability
+    }
+    fs::remove_all(dir);
+  }
 }
 
 TEST(CrossEncoder, ScoresAreTheClassifierOnThePooledPairAndTheRerankerOrdersByThem) {

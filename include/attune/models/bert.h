@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "attune/models/bert_native.h"
 #include "attune/models/config.h"
 #include "attune/models/safetensors.h"
 
@@ -62,6 +63,10 @@ struct BertModelImpl : torch::nn::Module {
   std::shared_ptr<BertPoolerImpl> pooler;
 };
 TORCH_MODULE(BertModel);
+
+// A copy of the model's weights for BertNative (models/bert_native.h), the CPU inference
+// path the encoders take: float32, the query|key|value projection fused and pre-scaled.
+BertNativeWeights bert_native_weights(const BertModel& model);
 
 enum class Pooling { Auto, Mean, Cls };
 // "mean" | "cls" | "auto"; UsageError otherwise.
