@@ -14,7 +14,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
+#include <stdexcept>
+#include <string>
+
+#include "attune/core/error.h"
 
 namespace attune::index {
 
@@ -191,6 +196,117 @@ std::vector<std::size_t> rank_bm25_top(const std::vector<double>& scores, std::s
   std::partial_sort(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(k), idx.end(), before);
   idx.resize(k);
   return idx;
+}
+
+
+// ---------------------------------------------------------------- bytes
+
+namespace {
+
+constexpr char kMagic[8] = {'A', 'T', 'B', 'M', '2', '5', 'v', '1'};
+
+struct Writer {
+  std::string out;
+  template <class T>
+  void raw(const T& v) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    out.append(reinterpret_cast<const char*>(&v), sizeof v);
+  }
+  template <class T>
+  void vec(const std::vector<T>& v) {
+    raw(static_cast<std::uint64_t>(v.size()));
+    out.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+  }
+};
+
+struct Reader {
+  std::string_view in;
+  std::size_t at = 0;
+  [[noreturn]] static void bad(const std::string& why) { throw Error("BM25 statistics: " + why); }
+  void need(std::size_t n) const {
+    if (n > in.size() - at) bad("truncated at byte " + std::to_string(at) + " of " + std::to_string(in.size()));
+  }
+  template <class T>
+  T raw() {
+    need(sizeof(T));
+    T v;
+    std::memcpy(&v, in.data() + at, sizeof v);
+    at += sizeof v;
+    return v;
+  }
+  template <class T>
+  std::vector<T> vec() {
+    const auto n = raw<std::uint64_t>();
+    if (n > (in.size() - at) / sizeof(T)) bad("an array of " + std::to_string(n) + " items runs past the end");
+    std::vector<T> v(static_cast<std::size_t>(n));
+    std::memcpy(v.data(), in.data() + at, v.size() * sizeof(T));
+    at += v.size() * sizeof(T);
+    return v;
+  }
+};
+
+}  // namespace
+
+std::string Bm25Okapi::serialize() const {
+  Writer w;
+  w.out.append(kMagic, sizeof kMagic);
+  w.raw(p_.k1), w.raw(p_.b), w.raw(p_.epsilon), w.raw(avgdl_), w.raw(average_idf_);
+  w.raw(static_cast<std::uint8_t>(sparse_exact_));
+  std::vector<std::uint64_t> len(doc_len_.begin(), doc_len_.end());
+  w.vec(len);
+  // Terms in id order: each one's length, then the bytes of all of them.
+  std::vector<std::string_view> terms(term_ids_.size());
+  for (const auto& [term, id] : term_ids_) terms[id] = term;
+  std::vector<std::uint32_t> term_len;
+  std::string term_bytes;
+  for (auto t : terms) term_len.push_back(static_cast<std::uint32_t>(t.size())), term_bytes.append(t);
+  w.vec(term_len);
+  w.raw(static_cast<std::uint64_t>(term_bytes.size()));
+  w.out += term_bytes;
+  w.vec(idf_), w.vec(post_off_), w.vec(post_doc_), w.vec(post_tf_), w.vec(norm_), w.vec(post_factor_);
+  return std::move(w.out);
+}
+
+Bm25Okapi Bm25Okapi::deserialize(std::string_view bytes) {
+  Reader r{bytes};
+  r.need(sizeof kMagic);
+  if (std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0) Reader::bad("not attune's BM25 layout (or another version of it)");
+  r.at = sizeof kMagic;
+  Bm25Okapi m;
+  m.p_.k1 = r.raw<double>(), m.p_.b = r.raw<double>(), m.p_.epsilon = r.raw<double>();
+  m.avgdl_ = r.raw<double>(), m.average_idf_ = r.raw<double>();
+  m.sparse_exact_ = r.raw<std::uint8_t>() != 0;
+  const auto len = r.vec<std::uint64_t>();
+  m.doc_len_.assign(len.begin(), len.end());
+  const auto term_len = r.vec<std::uint32_t>();
+  const auto total = r.raw<std::uint64_t>();
+  r.need(static_cast<std::size_t>(total));
+  std::uint64_t used = 0;
+  m.term_ids_.reserve(term_len.size());
+  for (std::size_t i = 0; i < term_len.size(); ++i) {
+    if (term_len[i] > total - used) Reader::bad("the terms' lengths exceed their bytes");
+    m.term_ids_.emplace(std::string(bytes.substr(r.at + used, term_len[i])), static_cast<std::uint32_t>(i));
+    used += term_len[i];
+  }
+  if (used != total || m.term_ids_.size() != term_len.size()) Reader::bad("the terms do not add up (a repeated term or stray bytes)");
+  r.at += static_cast<std::size_t>(total);
+  m.idf_ = r.vec<double>();
+  m.post_off_ = r.vec<std::uint32_t>();
+  m.post_doc_ = r.vec<std::uint32_t>();
+  m.post_tf_ = r.vec<std::uint32_t>();
+  m.norm_ = r.vec<double>();
+  m.post_factor_ = r.vec<double>();
+  if (r.at != bytes.size()) Reader::bad(std::to_string(bytes.size() - r.at) + " bytes after the end");
+  const std::size_t T = term_len.size(), N = m.doc_len_.size(), P = m.post_doc_.size();
+  if (m.idf_.size() != T || m.post_off_.size() != T + 1 || m.post_tf_.size() != P || m.norm_.size() != N ||
+      (m.sparse_exact_ && m.post_factor_.size() != P) || m.post_off_.back() != P)
+    Reader::bad("inconsistent sizes (" + std::to_string(T) + " terms, " + std::to_string(N) + " documents, " + std::to_string(P) +
+                " postings)");
+  for (std::size_t t = 0; t < T; ++t)
+    if (m.post_off_[t] > m.post_off_[t + 1]) Reader::bad("posting offsets go backwards at term " + std::to_string(t));
+  for (auto d : m.post_doc_)
+    if (d >= N) Reader::bad("a posting names document " + std::to_string(d) + " of " + std::to_string(N));
+  return m;
 }
 
 }  // namespace attune::index

@@ -1,6 +1,7 @@
 #include "attune/retrieval/profile_bm25.h"
 
 #include "attune/core/error.h"
+#include "attune/core/sha256.h"
 #include "attune/text/lexical.h"
 
 namespace attune::retrieval {
@@ -26,6 +27,22 @@ UserId single_owner(const std::vector<Document>& docs) {
 
 ProfileBm25::ProfileBm25(std::vector<Document> docs)
     : docs_(std::move(docs)), owner_(single_owner(docs_)), bm25_(tokens_of(docs_)) {}
+
+ProfileBm25::ProfileBm25(std::vector<Document> docs, std::string_view statistics)
+    : docs_(std::move(docs)), owner_(single_owner(docs_)), bm25_(index::Bm25Okapi::deserialize(statistics)) {
+  if (bm25_.size() != docs_.size())
+    throw Error("BM25 statistics of " + std::to_string(bm25_.size()) + " documents given for a profile of " +
+                std::to_string(docs_.size()));
+}
+
+std::string ProfileBm25::fingerprint(const std::vector<Document>& docs) {
+  Sha256 h;
+  // Bump when bm25_token_views or Bm25Okapi's layout changes what the bytes mean.
+  h.add("attune profile bm25 statistics v1");
+  h.add(static_cast<std::uint64_t>(docs.size()));
+  for (const auto& d : docs) h.add(d.owner).add(d.id).add(d.text);
+  return h.hex();
+}
 
 Ranking ProfileBm25::rank(const Query& q, std::size_t k) const {
   if (!owner_.empty() && owner_ != q.user)

@@ -537,6 +537,10 @@ struct HttpServer::Impl {
            c.replica_reloads);
     metric("attune_change_log_pruned_total", "counter", "Rows of the store's document change log this replica pruned.",
            c.pruned_changes);
+    metric("attune_profile_stats_loaded_total", "counter",
+           "Users' BM25 statistics read back from the store (no document tokenised).", c.profile_stats_loaded);
+    metric("attune_profile_stats_built_total", "counter",
+           "Users' BM25 statistics built from their documents and written to the store.", c.profile_stats_built);
     metric("attune_learner_lease", "gauge", "1 while this replica holds the store's learner lease (it alone learns).",
            c.learner_lease ? 1 : 0);
     metric("attune_tenants_loaded", "gauge", "Tenants whose documents are in memory.", c.tenants_loaded);

@@ -335,6 +335,9 @@ void Service::apply_changes(Tenant& t, const std::vector<store::DocumentChange>&
     if (c.op == Op::DeleteUser) {
       changed = t.users.erase(d.user) > 0;
       t.profile_bm25.erase(d.user);
+      // The store removed the user's statistics with the change; this replica, lagging,
+      // may have written them again from its older documents since. Remove them once more.
+      if (changed) store_.blob_delete(store::profile_stats_blob_key(t.id, d.user));
     } else if (d.user.empty()) {
       map_corpus();
       const auto it = corpus_at.find(d.id);
@@ -381,7 +384,10 @@ void Service::apply_changes(Tenant& t, const std::vector<store::DocumentChange>&
         else t.users[d.user].push_back(std::move(doc));
         changed = true;
       }
-      if (changed) t.profile_bm25.erase(d.user);
+      if (changed) {
+        t.profile_bm25.erase(d.user);
+        if (c.op == Op::Delete) store_.blob_delete(store::profile_stats_blob_key(t.id, d.user));  // as for DeleteUser
+      }
     }
     if (changed) ++synced_changes_;
   }
@@ -491,6 +497,28 @@ Service::Tenant& Service::tenant(TenantId id) {
 
 // The tenant's documents as the store holds them now, replacing what memory had (the caller
 // holds t.mu exclusively, or t is not shared yet).
+std::shared_ptr<const retrieval::ProfileBm25> Service::profile_statistics(Tenant& t, const std::string& user,
+                                                                          const std::vector<Document>& docs) {
+  const std::string key = store::profile_stats_blob_key(t.id, user);
+  const std::string fingerprint = retrieval::ProfileBm25::fingerprint(docs);
+  if (const auto blob = store_.blob_get(key); blob && blob->size() > fingerprint.size() && blob->starts_with(fingerprint)) {
+    try {
+      auto kept = std::make_shared<const retrieval::ProfileBm25>(docs, std::string_view(*blob).substr(fingerprint.size()));
+      ++profile_stats_loaded_;
+      return kept;
+    } catch (const PrivacyError&) {
+      throw;
+    } catch (const Error& e) {  // damaged bytes: built again below, and overwritten
+      std::fprintf(stderr, "serve: tenant %lld: the stored BM25 statistics of a user are unreadable (%s); built again\n",
+                   static_cast<long long>(t.id), e.what());
+    }
+  }
+  auto built = std::make_shared<const retrieval::ProfileBm25>(docs);
+  ++profile_stats_built_;
+  store_.blob_put(key, fingerprint + built->statistics());
+  return built;
+}
+
 void Service::load_documents(Tenant& t) {
   // The counter first: a change made between the two reads is replayed by the next sync
   // (replaying a change memory already has changes nothing).
@@ -554,7 +582,7 @@ RetrieveResponse Service::retrieve(TenantId id, const RetrieveRequest& r) {
     std::unique_lock lock(t.mu);
     if (profile_wanted() && !t.profile_bm25.count(r.user)) {
       auto it = t.users.find(r.user);
-      if (it != t.users.end()) t.profile_bm25[r.user] = std::make_shared<const retrieval::ProfileBm25>(it->second);
+      if (it != t.users.end()) t.profile_bm25[r.user] = profile_statistics(t, r.user, it->second);
     }
     if (r.corpus && !t.corpus_index && !t.corpus.empty()) {
       std::vector<std::string> texts;
@@ -839,6 +867,8 @@ Counts Service::counts() {
   c.retrieves = retrieves_;
   c.personal_admitted = personal_admitted_;
   c.replica_reloads = replica_reloads_;
+  c.profile_stats_loaded = profile_stats_loaded_;
+  c.profile_stats_built = profile_stats_built_;
   c.pruned_changes = pruned_changes_;
   c.personal_below_threshold = personal_below_;
   c.feedback_records = feedback_records_;

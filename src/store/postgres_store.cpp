@@ -15,6 +15,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <regex>
 #include <unordered_map>
 
@@ -975,6 +976,13 @@ class PostgresStore final : public Store {
     });
   }
 
+  bool blob_delete(const std::string& key) override {
+    auto lock = session();
+    bool gone = false;
+    write_all([&] { gone = db().exec("DELETE FROM blobs WHERE key=$1", {key}).affected() > 0; });
+    return gone;
+  }
+
   // --- TenantStore (tenant_store.h) -------------------------------------------------------
 
   TenantId tenant_create(const std::string& name) override {
@@ -1058,6 +1066,7 @@ class PostgresStore final : public Store {
     auto lock = session();
     write_all([&] {
       const std::int64_t seq = next_seq(tenant);
+      std::set<std::string> users;  // whose statistics blob went already
       for (const auto& d : docs) {
         // ord=excluded.ord: a replaced document takes a new place at the end, as SQLite's
         // INSERT OR REPLACE gives it a new rowid.
@@ -1067,6 +1076,8 @@ class PostgresStore final : public Store {
                  {tenant, d.user, d.id, d.text, d.date});
         db().exec("INSERT INTO serve_changes (tenant_id, seq, op, \"user\", doc_id) VALUES ($1,$2,'put',$3,$4)",
                  {tenant, seq, d.user, d.id});
+        if (!d.user.empty() && users.insert(d.user).second)
+          db().exec("DELETE FROM blobs WHERE key=$1", {profile_stats_blob_key(tenant, d.user)});
       }
     });
   }
@@ -1078,9 +1089,11 @@ class PostgresStore final : public Store {
       lock_tenant(tenant);
       gone = db().exec("DELETE FROM serve_documents WHERE tenant_id=$1 AND \"user\"=$2 AND doc_id=$3", {tenant, user, id})
                  .affected() > 0;
-      if (gone)
+      if (gone) {
         db().exec("INSERT INTO serve_changes (tenant_id, seq, op, \"user\", doc_id) VALUES ($1,$2,'delete',$3,$4)",
                  {tenant, next_seq(tenant), user, id});
+        if (!user.empty()) db().exec("DELETE FROM blobs WHERE key=$1", {profile_stats_blob_key(tenant, user)});
+      }
     });
     return gone;
   }
@@ -1097,6 +1110,7 @@ class PostgresStore final : public Store {
                               "DELETE FROM serve_requests WHERE tenant_id=$1 AND \"user\"=$2",
                               "DELETE FROM serve_documents WHERE tenant_id=$1 AND \"user\"=$2"})
         n += db().exec(sql, {tenant, user}).affected();
+      n += db().exec("DELETE FROM blobs WHERE key=$1", {profile_stats_blob_key(tenant, user)}).affected();
       db().exec("INSERT INTO serve_changes (tenant_id, seq, op, \"user\", doc_id) VALUES ($1,$2,'delete_user',$3,'')",
                {tenant, next_seq(tenant), user});
     });

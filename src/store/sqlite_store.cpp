@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <thread>
 #include <mutex>
+#include <set>
 #include <unordered_map>
 
 #include <nlohmann/json.hpp>
@@ -657,6 +658,14 @@ class SqliteStore final : public Store {
     tx.commit();
   }
 
+  bool blob_delete(const std::string& key) override {
+    std::lock_guard lock(mu_);
+    Stmt del(db_, "DELETE FROM blobs WHERE key=?");
+    del.bind(1, key);
+    del.run();
+    return db_.changes() > 0;
+  }
+
   // --- TenantStore (tenant_store.h) -------------------------------------------------------
 
   TenantId tenant_create(const std::string& name) override {
@@ -746,11 +755,17 @@ class SqliteStore final : public Store {
                               "VALUES (?,?,?,?,?,") + kNow + ")");
     const std::int64_t seq = next_seq(tenant);
     Stmt log(db_, "INSERT INTO serve_changes (tenant_id, seq, op, user, doc_id) VALUES (?,?,'put',?,?)");
+    Stmt stats(db_, "DELETE FROM blobs WHERE key=?");
+    std::set<std::string> users;
     for (const auto& d : docs) {
       ins.bind(1, tenant).bind(2, d.user).bind(3, d.id).bind(4, d.text).bind(5, d.date);
       ins.run();
       log.bind(1, tenant).bind(2, seq).bind(3, d.user).bind(4, d.id);
       log.run();
+      if (!d.user.empty() && users.insert(d.user).second) {
+        stats.bind(1, profile_stats_blob_key(tenant, d.user));
+        stats.run();
+      }
     }
     tx.commit();
   }
@@ -766,6 +781,11 @@ class SqliteStore final : public Store {
       Stmt log(db_, "INSERT INTO serve_changes (tenant_id, seq, op, user, doc_id) VALUES (?,?,'delete',?,?)");
       log.bind(1, tenant).bind(2, next_seq(tenant)).bind(3, user).bind(4, id);
       log.run();
+      if (!user.empty()) {
+        Stmt stats(db_, "DELETE FROM blobs WHERE key=?");
+        stats.bind(1, profile_stats_blob_key(tenant, user));
+        stats.run();
+      }
     }
     tx.commit();
     return gone;
@@ -785,6 +805,10 @@ class SqliteStore final : public Store {
       del.run();
       n += static_cast<std::size_t>(db_.changes());
     }
+    Stmt stats(db_, "DELETE FROM blobs WHERE key=?");
+    stats.bind(1, profile_stats_blob_key(tenant, user));
+    stats.run();
+    n += static_cast<std::size_t>(db_.changes());
     Stmt log(db_, "INSERT INTO serve_changes (tenant_id, seq, op, user, doc_id) VALUES (?,?,'delete_user',?,'')");
     log.bind(1, tenant).bind(2, next_seq(tenant)).bind(3, user);
     log.run();

@@ -22,7 +22,10 @@ TEST(ProfileBm25, RanksBitIdenticallyToBm25OverTheSameDocuments) {
       docs[i].owner = "t/ann";
       for (std::size_t w = 0, n = 1 + rng() % 12; w < n; ++w) docs[i].text += words[rng() % words.size()] + " ";
     }
-    retrieval::ProfileBm25 index(docs);
+    retrieval::ProfileBm25 built(docs);
+    // Statistics read back from their bytes rank the same, bit for bit (the server's store).
+    retrieval::ProfileBm25 index(docs, built.statistics());
+    ASSERT_EQ(index.statistics(), built.statistics());
     for (int qi = 0; qi < 5; ++qi) {
       retrieval::Query q{"q", "t/ann", words[rng() % words.size()] + " " + words[rng() % words.size()]};
       for (std::size_t k : {std::size_t{0}, std::size_t{1}, std::size_t{5}}) {
@@ -45,4 +48,47 @@ TEST(ProfileBm25, AnswersOnlyItsOwnersQueries) {
   EXPECT_THROW(index.rank({"q", "t/bob", "parser"}, 1), PrivacyError);
   docs[1].owner = "t/bob";
   EXPECT_THROW(retrieval::ProfileBm25{docs}, PrivacyError);
+}
+
+// The bytes of the statistics: a fingerprint that changes with any document, and every
+// damaged form refused with an Error (never a crash, never other scores).
+TEST(ProfileBm25, StatisticsBytesAreCheckedAndTheFingerprintFollowsTheDocuments) {
+  std::vector<Document> docs(3);
+  docs[0] = {"a", "t/ann", "fix the parser crash", {}, std::nullopt};
+  docs[1] = {"b", "t/ann", "release notes for the parser", {}, std::nullopt};
+  docs[2] = {"c", "t/ann", "update the manual", {}, std::nullopt};
+  const retrieval::ProfileBm25 index(docs);
+  const std::string bytes = index.statistics(), fp = retrieval::ProfileBm25::fingerprint(docs);
+  EXPECT_EQ(fp.size(), 64u);
+  auto edited = docs;
+  edited[2].text += "s";
+  EXPECT_NE(retrieval::ProfileBm25::fingerprint(edited), fp);
+  edited = docs;
+  edited[1].id = "b2";
+  EXPECT_NE(retrieval::ProfileBm25::fingerprint(edited), fp);
+  edited = docs;
+  std::swap(edited[0], edited[1]);
+  EXPECT_NE(retrieval::ProfileBm25::fingerprint(edited), fp);
+  edited = docs;
+  for (auto& d : edited) d.owner = "t/bob";
+  EXPECT_NE(retrieval::ProfileBm25::fingerprint(edited), fp);
+  // Every truncation, and a stray byte after the end, is refused.
+  for (std::size_t n = 0; n < bytes.size(); ++n)
+    EXPECT_THROW(retrieval::ProfileBm25(docs, std::string_view(bytes).substr(0, n)), Error) << n;
+  EXPECT_THROW(retrieval::ProfileBm25(docs, bytes + "x"), Error);
+  // Statistics of another number of documents are refused.
+  EXPECT_THROW(retrieval::ProfileBm25(std::vector<Document>(docs.begin(), docs.begin() + 2), bytes), Error);
+  // A flipped byte either fails a check or leaves well-formed statistics; never a crash.
+  for (std::size_t i = 8; i < bytes.size(); ++i) {
+    std::string bad = bytes;
+    bad[i] = static_cast<char>(bad[i] ^ 0x5A);
+    try {
+      retrieval::ProfileBm25 r(docs, bad);
+      (void)r.rank({"q", "t/ann", "parser crash"}, 0);
+    } catch (const Error&) {
+    }
+  }
+  std::string magic = bytes;
+  magic[0] = 'X';
+  EXPECT_THROW(retrieval::ProfileBm25(docs, magic), Error);
 }

@@ -418,6 +418,7 @@ class MemoryBlobs final : public store::BlobStore {
     blobs[key] = value;
     ++puts;
   }
+  bool blob_delete(const std::string& key) override { return blobs.erase(key) > 0; }
   std::map<std::string, std::string> blobs;
   int puts = 0;
 };

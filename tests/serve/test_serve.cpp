@@ -319,7 +319,7 @@ TEST(Serve, DeletingAUserRemovesEverythingDerivedFromThem) {
   ASSERT_EQ(call(a, "POST", "/v1/feedback", json{{"request_id", r.body["request_id"]}, {"reward", 1}}).status, 200);
   const auto d = call(a, "DELETE", "/v1/users/ann");
   ASSERT_EQ(d.status, 200);
-  EXPECT_EQ(d.body["rows"], 3);  // 1 document, 1 request, 1 feedback record
+  EXPECT_EQ(d.body["rows"], 4);  // 1 document, 1 request, 1 feedback record, the stored BM25 statistics
   EXPECT_TRUE(ids(call(a, "POST", "/v1/retrieve", json{{"user", "ann"}, {"query", "parser"}})).empty());
   EXPECT_EQ(call(a, "POST", "/v1/feedback", json{{"request_id", r.body["request_id"]}, {"reward", 1}}).status, 404);
   EXPECT_EQ(ids(call(a, "POST", "/v1/retrieve", json{{"user", "bob"}, {"query", "parser"}})), std::set<std::string>{"b1"});
@@ -421,6 +421,61 @@ TEST(Serve, ARestartedServerHasEverythingThatWasAcknowledged) {
   EXPECT_EQ(call(f.client(f.key_a), "POST", "/v1/feedback", json{{"request_id", r.body["request_id"]}, {"reward", 0}}).status,
             200);
   EXPECT_EQ(f.st->feedback_of(*f.st->tenant_find("acme")).size(), 2u);
+}
+
+// A user's BM25 statistics are kept in the store: a restarted server scores with them
+// without tokenising a document (the same ranking, bit for bit), a change to the documents
+// removes them with the change and the next query writes them again, and deleting the user
+// removes them.
+TEST(Serve, AUsersBm25StatisticsAreKeptInTheStoreAndGoWithTheirDocuments) {
+  Fixture f;
+  auto c = f.client(f.key_a);
+  call(c, "PUT", "/v1/users/ann/documents",
+       docs({{"a1", "parser crash on empty input"}, {"a2", "the network server times out"}, {"a3", "parser fix for the crash"}}));
+  const json q = {{"user", "ann"}, {"query", "parser crash"}, {"k", 3}, {"sources", {"user"}}};
+  const auto first = call(c, "POST", "/v1/retrieve", q);
+  ASSERT_EQ(first.status, 200);
+  const auto tenant = *f.st->tenant_find("acme");
+  const auto key = store::profile_stats_blob_key(tenant, "ann");
+  ASSERT_TRUE(f.st->blob_get(key).has_value());
+  EXPECT_EQ(f.service->counts().profile_stats_built, 1u);
+  f.stop();
+  f.start();
+  auto c2 = f.client(f.key_a);
+  const auto again = call(c2, "POST", "/v1/retrieve", q);
+  EXPECT_EQ(f.service->counts().profile_stats_loaded, 1u);
+  EXPECT_EQ(f.service->counts().profile_stats_built, 0u);
+  ASSERT_EQ(again.body["documents"].size(), first.body["documents"].size());
+  for (std::size_t i = 0; i < first.body["documents"].size(); ++i) {
+    EXPECT_EQ(again.body["documents"][i]["id"], first.body["documents"][i]["id"]);
+    EXPECT_EQ(again.body["documents"][i]["score"].get<double>(), first.body["documents"][i]["score"].get<double>());
+  }
+  // Damaged bytes behind a matching fingerprint are built again, not served.
+  const auto stored = *f.st->blob_get(key);
+  f.st->blob_put(key, stored.substr(0, 64) + "garbage");
+  f.stop();
+  f.start();
+  EXPECT_EQ(call(f.client(f.key_a), "POST", "/v1/retrieve", q).body["documents"], first.body["documents"]);
+  EXPECT_EQ(f.service->counts().profile_stats_built, 1u);
+  EXPECT_EQ(*f.st->blob_get(key), stored);
+  // A change removes them; the next query builds and stores the new ones.
+  call(f.client(f.key_a), "PUT", "/v1/users/ann/documents", docs({{"a4", "parser crash again"}}));
+  EXPECT_FALSE(f.st->blob_get(key).has_value());
+  const auto changed = call(f.client(f.key_a), "POST", "/v1/retrieve", q);
+  EXPECT_EQ(changed.body["documents"][0]["id"], "a4");
+  ASSERT_TRUE(f.st->blob_get(key).has_value());
+  EXPECT_NE(*f.st->blob_get(key), stored);
+  EXPECT_NE(f.st->blob_get(key)->find("again"), std::string::npos);  // the new document's terms
+  ASSERT_EQ(call(f.client(f.key_a), "DELETE", "/v1/users/ann/documents/a4").status, 200);
+  EXPECT_FALSE(f.st->blob_get(key).has_value());
+  call(f.client(f.key_a), "POST", "/v1/retrieve", q);
+  ASSERT_TRUE(f.st->blob_get(key).has_value());
+  EXPECT_EQ(f.st->blob_get(key)->find("again"), std::string::npos);  // the deleted document's are gone
+  ASSERT_EQ(call(f.client(f.key_a), "DELETE", "/v1/users/ann").status, 200);
+  EXPECT_FALSE(f.st->blob_get(key).has_value());
+  const auto metrics = f.client("").Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("attune_profile_stats_loaded_total"), std::string::npos);
 }
 
 TEST(Serve, ConfigFileErrorsNameTheKey) {

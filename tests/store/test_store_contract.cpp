@@ -354,6 +354,45 @@ TEST_P(StoreContract, BlobsKeepEveryByte) {
   EXPECT_EQ(s->blob_get("all"), all);
 }
 
+TEST_P(StoreContract, ABlobIsDeletedOnceAndAUsersStatisticsBlobGoesWithEveryChangeToTheirDocuments) {
+  auto s = open();
+  s->blob_put("k", "v");
+  EXPECT_TRUE(s->blob_delete("k"));
+  EXPECT_FALSE(s->blob_get("k").has_value());
+  EXPECT_FALSE(s->blob_delete("k"));
+  const auto a = s->tenant_create("acme"), b = s->tenant_create("globex");
+  s->documents_put(a, {{"ann", "d1", "ann's note", ""}, {"bob", "d1", "bob's note", ""}});
+  s->documents_put(b, {{"ann", "d1", "globex's ann", ""}});
+  const auto stats = [&](TenantId t, const std::string& u) { return attune::store::profile_stats_blob_key(t, u); };
+  const auto put_all = [&] {
+    for (const auto& [t, u] : std::vector<std::pair<TenantId, std::string>>{{a, "ann"}, {a, "bob"}, {b, "ann"}})
+      s->blob_put(stats(t, u), "statistics of " + u);
+  };
+  const auto present = [&](TenantId t, const std::string& u) { return s->blob_get(stats(t, u)).has_value(); };
+  // A put for ann removes ann's statistics in tenant a only.
+  put_all();
+  s->documents_put(a, {{"ann", "d2", "another note", ""}});
+  EXPECT_FALSE(present(a, "ann"));
+  EXPECT_TRUE(present(a, "bob"));
+  EXPECT_TRUE(present(b, "ann"));
+  // A corpus document changes no user's statistics.
+  put_all();
+  s->documents_put(a, {{"", "c1", "shared", ""}});
+  EXPECT_TRUE(present(a, "ann"));
+  // Deleting a document that is not there changes nothing; one that is removes them.
+  EXPECT_FALSE(s->document_delete(a, "bob", "nope"));
+  EXPECT_TRUE(present(a, "bob"));
+  EXPECT_TRUE(s->document_delete(a, "bob", "d1"));
+  EXPECT_FALSE(present(a, "bob"));
+  EXPECT_TRUE(present(a, "ann"));
+  // Deleting a user removes theirs, and counts it among the rows that went.
+  put_all();
+  EXPECT_EQ(s->user_delete(a, "ann"), 3u);  // d1, d2 and the statistics
+  EXPECT_FALSE(present(a, "ann"));
+  EXPECT_TRUE(present(a, "bob"));
+  EXPECT_TRUE(present(b, "ann"));
+}
+
 // Each role used alone through its own interface, as a component given only that role
 // would: the answer when absent, a write, the read back.
 void use_datasets(DatasetStore& datasets, const data::Dataset& ds) {

@@ -19,6 +19,10 @@ struct Bm25Params {
 
 class Bm25Okapi {
  public:
+  Bm25Okapi(const Bm25Okapi&) = default;
+  Bm25Okapi(Bm25Okapi&&) noexcept = default;
+  Bm25Okapi& operator=(const Bm25Okapi&) = default;
+  Bm25Okapi& operator=(Bm25Okapi&&) noexcept = default;
   // docs: each document's tokens (text::bm25_tokens for LaMP fidelity). An empty corpus
   // is allowed and scores nothing.
   explicit Bm25Okapi(const std::vector<std::vector<std::string>>& docs, Bm25Params p = {});
@@ -34,6 +38,14 @@ class Bm25Okapi {
   double average_idf() const { return average_idf_; }
   double avgdl() const { return avgdl_; }
   std::size_t size() const { return doc_len_.size(); }
+
+  // The statistics as bytes (a versioned little-endian layout: parameters, lengths, terms in
+  // id order, idf, postings and their factors, every double as its bits), so a server keeps
+  // them in its store and a restart scores with them without tokenising a document again.
+  std::string serialize() const;
+  // The statistics serialize() wrote: scores bit-identical to the original's. Error for
+  // bytes that are not such a layout (wrong magic or version, truncated, inconsistent sizes).
+  static Bm25Okapi deserialize(std::string_view bytes);
 
  private:
   Bm25Params p_;
@@ -54,6 +66,7 @@ class Bm25Okapi {
   std::vector<double> post_factor_;
   bool sparse_exact_ = true;  // every norm_ > 0, so absent terms add exactly +-0
   double avgdl_ = 0, average_idf_ = 0;
+  Bm25Okapi() = default;  // deserialize()
 };
 
 // numpy.argsort(scores)[::-1]: descending score, ties in DESCENDING index order.

@@ -29,6 +29,7 @@
 
 namespace attune::retrieval {
 class Retriever;
+class ProfileBm25;
 }
 namespace attune::llm {
 class LanguageModel;
@@ -263,6 +264,9 @@ struct Counts {
   std::uint64_t personal_admitted = 0, personal_below_threshold = 0;
   std::uint64_t replica_reloads = 0;  // tenants loaded again because the change log was pruned past this replica
   std::uint64_t pruned_changes = 0;   // change-log rows this replica pruned
+  // Users' BM25 statistics read back from the store (no document tokenised), and built from
+  // the documents (then written to the store).
+  std::uint64_t profile_stats_loaded = 0, profile_stats_built = 0;
   bool learner_lease = false;        // whether this replica held the learner lease at its last try
 };
 
@@ -360,6 +364,11 @@ class Service {
   std::atomic<std::uint64_t> retrieves_{0}, feedback_records_{0}, learn_rounds_{0}, promotions_{0};
   void apply_changes(Tenant& t, const std::vector<store::DocumentChange>& changes);
   void load_documents(Tenant& t);
+  // A user's BM25 statistics: read from the store when it holds them for exactly these
+  // documents (ProfileBm25::fingerprint), else built and written there. Under t.mu, exclusive.
+  std::shared_ptr<const retrieval::ProfileBm25> profile_statistics(Tenant& t, const std::string& user,
+                                                                   const std::vector<Document>& docs);
+  std::atomic<std::uint64_t> profile_stats_loaded_{0}, profile_stats_built_{0};
   void prune_change_log(const std::vector<Tenant*>& loaded);
   std::optional<std::chrono::steady_clock::time_point> pruned_at_;  // guarded by bg_mu_
   std::atomic<std::uint64_t> replica_reloads_{0}, pruned_changes_{0};

@@ -14,6 +14,8 @@ class BlobStore {
   virtual std::optional<std::string> blob_get(const std::string& key) = 0;
   // Writes the bytes under key, replacing what was there.
   virtual void blob_put(const std::string& key, const std::string& value) = 0;
+  // Removes the key; false when there was none.
+  virtual bool blob_delete(const std::string& key) = 0;
 };
 
 }  // namespace attune::store

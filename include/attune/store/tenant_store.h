@@ -14,6 +14,14 @@ namespace attune::store {
 
 using TenantId = std::int64_t;
 
+// The blob (BlobStore) where the server keeps a user's BM25 statistics
+// (retrieval::ProfileBm25). They are derived from the user's documents, so documents_put,
+// document_delete and user_delete remove it in their own transaction whenever they touch
+// that user's documents; the server writes it again at the user's next query.
+inline std::string profile_stats_blob_key(TenantId tenant, const std::string& user) {
+  return "serve/bm25/" + std::to_string(tenant) + "/" + user;
+}
+
 struct TenantInfo {
   TenantId id = 0;
   std::string name;
@@ -86,7 +94,8 @@ class TenantStore {
   virtual std::optional<TenantId> key_tenant(const std::string& hash) = 0;
   virtual std::vector<ApiKeyInfo> key_list() = 0;
 
-  // Inserts or replaces documents (by tenant, user, id).
+  // Inserts or replaces documents (by tenant, user, id). Each user's profile_stats_blob_key
+  // goes in the same transaction (so do document_delete's and user_delete's).
   virtual void documents_put(TenantId tenant, const std::vector<ServeDocument>& docs) = 0;
   // Removes one document; false when there was none.
   virtual bool document_delete(TenantId tenant, const std::string& user, const std::string& id) = 0;
