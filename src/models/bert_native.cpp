@@ -70,15 +70,8 @@ void layer_norm(float* x, std::int64_t lo, std::int64_t hi, std::int64_t H, cons
 
 void activate(float* x, std::int64_t n, Act act) {
   switch (act) {
-    case Act::Gelu:
-      for (std::int64_t i = 0; i < n; ++i) x[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * 0.70710678118654752f));
-      break;
-    case Act::GeluTanh:
-      for (std::int64_t i = 0; i < n; ++i) {
-        const float v = x[i];
-        x[i] = 0.5f * v * (1.0f + std::tanh(0.79788456080286536f * (v + 0.044715f * v * v * v)));
-      }
-      break;
+    case Act::Gelu: gelu_erf(x, n); break;
+    case Act::GeluTanh: gelu_tanh(x, n); break;
     case Act::Relu:
       for (std::int64_t i = 0; i < n; ++i) x[i] = std::max(x[i], 0.0f);
       break;

@@ -217,6 +217,34 @@ TEST(FusedAttention, MatchesSoftmaxAttentionInDoubles) {
   }
 }
 
+// The vectorized GELUs against their definitions in doubles, over [-12, 12] and on lengths
+// that leave a tail after the 16-float vectors; infinities and large values saturate.
+TEST(FusedAttention, VectorizedGeluMatchesItsDefinitionInDoubles) {
+  for (std::int64_t n : {1, 15, 16, 17, 4001}) {
+    std::vector<float> x(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i) x[static_cast<std::size_t>(i)] = n == 1 ? 0.7f : -12.0f + 24.0f * static_cast<float>(i) / static_cast<float>(n - 1);
+    auto e = x, t = x;
+    models::gelu_erf(e.data(), n);
+    models::gelu_tanh(t.data(), n);
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      const double v = x[i];
+      const double want_e = 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
+      const double want_t = 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+      EXPECT_NEAR(e[i], want_e, 2e-6 * std::max(1.0, std::abs(v))) << "erf form at " << v;
+      EXPECT_NEAR(t[i], want_t, 2e-6 * std::max(1.0, std::abs(v))) << "tanh form at " << v;
+    }
+  }
+  std::vector<float> big = {1e30f, -1e30f, INFINITY};
+  auto big_t = big;
+  models::gelu_erf(big.data(), 3);
+  models::gelu_tanh(big_t.data(), 3);
+  EXPECT_EQ(big[0], 1e30f);
+  EXPECT_EQ(big[1], 0.0f);
+  EXPECT_EQ(big[2], INFINITY);
+  EXPECT_EQ(big_t[0], 1e30f);
+  EXPECT_EQ(big_t[1], 0.0f);
+}
+
 // Inference (no grad) takes the fused kernel, training the torch ops; both give the same
 // hidden states, padding included.
 TEST(FusedAttention, BertForwardWithoutGradMatchesTheTorchPath) {

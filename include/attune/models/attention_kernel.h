@@ -31,4 +31,11 @@ std::size_t attention_scratch_floats(const AttentionHead& shape);
 void attention_head(const float* q, const float* k, const float* v, const float* mask, float* out, const AttentionHead& shape,
                     float* scratch);
 
+// GELU in place over n floats, vectorized as attention_head is: the erf form
+// 0.5 x (1 + erf(x / sqrt 2)) with erf by Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7, the
+// formula torch's vectorized CPU erf uses), and the tanh form (gelu_new). BertNative's
+// activation; the scalar std::erf it replaced was a sixth of a small encoder's forward.
+void gelu_erf(float* x, std::int64_t n);
+void gelu_tanh(float* x, std::int64_t n);
+
 }  // namespace attune::models
