@@ -126,6 +126,33 @@ void ProfileBm25Kept(benchmark::State& state) {
 }
 BENCHMARK(ProfileBm25Kept)->ArgNames({"n", "k"})->ArgsProduct({{16, 64, 256}, {0, 5}});
 
+// A user's statistics made ready after a restart (the server's first query for them):
+// mode 0 builds them from the n documents' text (tokenising every document), mode 1 reads
+// them back from the bytes the store keeps (ProfileBm25::statistics), mode 2 only computes
+// the documents' fingerprint (ProfileBm25::fingerprint, which the server checks first).
+void ProfileBm25Ready(benchmark::State& state) {
+  const auto& data = profile_data();
+  const auto n = static_cast<std::size_t>(state.range(0));
+  const std::vector<Document> docs(data.docs.begin(), data.docs.begin() + static_cast<std::ptrdiff_t>(n));
+  const std::string bytes = attune::retrieval::ProfileBm25(docs).statistics();
+  for (auto _ : state) {
+    if (state.range(1) == 0) {
+      attune::retrieval::ProfileBm25 p(docs);
+      benchmark::DoNotOptimize(p);
+    } else if (state.range(1) == 1) {
+      attune::retrieval::ProfileBm25 p(docs, bytes);
+      benchmark::DoNotOptimize(p);
+    } else {
+      auto fp = attune::retrieval::ProfileBm25::fingerprint(docs);
+      benchmark::DoNotOptimize(fp);
+    }
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
+  state.SetLabel(state.range(1) == 0 ? "built from text" : state.range(1) == 1 ? "read from bytes" : "fingerprint");
+  state.counters["bytes"] = static_cast<double>(bytes.size());
+}
+BENCHMARK(ProfileBm25Ready)->ArgNames({"n", "mode"})->ArgsProduct({{64, 256}, {0, 1, 2}});
+
 // ---- corpus --------------------------------------------------------------------------------
 
 const fs::path kCorpus = kShared / "data/debian/debian_corpus.jsonl";

@@ -105,13 +105,20 @@ Bm25Okapi::Bm25Okapi(std::span<const std::vector<std::string_view>> docs, Bm25Pa
     }
   }
 
+  derive_factors();
+}
+
+void Bm25Okapi::derive_factors() {
   // k1 * ((1 - b) + (b * dl) / avgdl): numpy evaluates b * doc_len first, then / avgdl,
   // then adds the scalar (1 - b), then multiplies by k1. Same value for every token.
+  const std::size_t n_docs = doc_len_.size();
+  sparse_exact_ = true;
   norm_.resize(n_docs);
-  for (std::uint32_t d = 0; d < n_docs; ++d) {
+  for (std::size_t d = 0; d < n_docs; ++d) {
     norm_[d] = p_.k1 * ((1 - p_.b) + p_.b * static_cast<double>(doc_len_[d]) / avgdl_);
     if (!(norm_[d] > 0)) sparse_exact_ = false;
   }
+  post_factor_.clear();
   if (sparse_exact_) {
     const double k1p1 = p_.k1 + 1;
     post_factor_.resize(post_doc_.size());
@@ -203,7 +210,7 @@ std::vector<std::size_t> rank_bm25_top(const std::vector<double>& scores, std::s
 
 namespace {
 
-constexpr char kMagic[8] = {'A', 'T', 'B', 'M', '2', '5', 'v', '1'};
+constexpr char kMagic[8] = {'A', 'T', 'B', 'M', '2', '5', 'v', '2'};
 
 struct Writer {
   std::string out;
@@ -251,7 +258,6 @@ std::string Bm25Okapi::serialize() const {
   Writer w;
   w.out.append(kMagic, sizeof kMagic);
   w.raw(p_.k1), w.raw(p_.b), w.raw(p_.epsilon), w.raw(avgdl_), w.raw(average_idf_);
-  w.raw(static_cast<std::uint8_t>(sparse_exact_));
   std::vector<std::uint64_t> len(doc_len_.begin(), doc_len_.end());
   w.vec(len);
   // Terms in id order: each one's length, then the bytes of all of them.
@@ -263,7 +269,9 @@ std::string Bm25Okapi::serialize() const {
   w.vec(term_len);
   w.raw(static_cast<std::uint64_t>(term_bytes.size()));
   w.out += term_bytes;
-  w.vec(idf_), w.vec(post_off_), w.vec(post_doc_), w.vec(post_tf_), w.vec(norm_), w.vec(post_factor_);
+  // norm_ and post_factor_ are not written: deserialize() derives them as the constructor
+  // does, the same operations on the same values, so the same bits.
+  w.vec(idf_), w.vec(post_off_), w.vec(post_doc_), w.vec(post_tf_);
   return std::move(w.out);
 }
 
@@ -275,7 +283,6 @@ Bm25Okapi Bm25Okapi::deserialize(std::string_view bytes) {
   Bm25Okapi m;
   m.p_.k1 = r.raw<double>(), m.p_.b = r.raw<double>(), m.p_.epsilon = r.raw<double>();
   m.avgdl_ = r.raw<double>(), m.average_idf_ = r.raw<double>();
-  m.sparse_exact_ = r.raw<std::uint8_t>() != 0;
   const auto len = r.vec<std::uint64_t>();
   m.doc_len_.assign(len.begin(), len.end());
   const auto term_len = r.vec<std::uint32_t>();
@@ -294,18 +301,18 @@ Bm25Okapi Bm25Okapi::deserialize(std::string_view bytes) {
   m.post_off_ = r.vec<std::uint32_t>();
   m.post_doc_ = r.vec<std::uint32_t>();
   m.post_tf_ = r.vec<std::uint32_t>();
-  m.norm_ = r.vec<double>();
-  m.post_factor_ = r.vec<double>();
   if (r.at != bytes.size()) Reader::bad(std::to_string(bytes.size() - r.at) + " bytes after the end");
   const std::size_t T = term_len.size(), N = m.doc_len_.size(), P = m.post_doc_.size();
-  if (m.idf_.size() != T || m.post_off_.size() != T + 1 || m.post_tf_.size() != P || m.norm_.size() != N ||
-      (m.sparse_exact_ && m.post_factor_.size() != P) || m.post_off_.back() != P)
+  // An empty corpus keeps no offsets at all (the constructor returns before them).
+  const bool offsets_ok = (N == 0 && T == 0 && P == 0 && m.post_off_.empty()) || (m.post_off_.size() == T + 1 && m.post_off_.back() == P);
+  if (m.idf_.size() != T || !offsets_ok || m.post_tf_.size() != P)
     Reader::bad("inconsistent sizes (" + std::to_string(T) + " terms, " + std::to_string(N) + " documents, " + std::to_string(P) +
                 " postings)");
-  for (std::size_t t = 0; t < T; ++t)
+  for (std::size_t t = 0; t + 1 < m.post_off_.size(); ++t)
     if (m.post_off_[t] > m.post_off_[t + 1]) Reader::bad("posting offsets go backwards at term " + std::to_string(t));
   for (auto d : m.post_doc_)
     if (d >= N) Reader::bad("a posting names document " + std::to_string(d) + " of " + std::to_string(N));
+  m.derive_factors();
   return m;
 }
 

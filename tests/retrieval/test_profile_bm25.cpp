@@ -88,6 +88,9 @@ TEST(ProfileBm25, StatisticsBytesAreCheckedAndTheFingerprintFollowsTheDocuments)
     } catch (const Error&) {
     }
   }
+  // An empty profile round-trips too.
+  const retrieval::ProfileBm25 empty(std::vector<Document>{});
+  EXPECT_TRUE(retrieval::ProfileBm25(std::vector<Document>{}, empty.statistics()).rank({"q", "t/ann", "parser"}, 0).ids.empty());
   std::string magic = bytes;
   magic[0] = 'X';
   EXPECT_THROW(retrieval::ProfileBm25(docs, magic), Error);

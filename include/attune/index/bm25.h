@@ -40,7 +40,8 @@ class Bm25Okapi {
   std::size_t size() const { return doc_len_.size(); }
 
   // The statistics as bytes (a versioned little-endian layout: parameters, lengths, terms in
-  // id order, idf, postings and their factors, every double as its bits), so a server keeps
+  // id order, idf and postings, every double as its bits; the per-posting factors are derived
+  // again on reading), so a server keeps
   // them in its store and a restart scores with them without tokenising a document again.
   std::string serialize() const;
   // The statistics serialize() wrote: scores bit-identical to the original's. Error for
@@ -67,6 +68,8 @@ class Bm25Okapi {
   bool sparse_exact_ = true;  // every norm_ > 0, so absent terms add exactly +-0
   double avgdl_ = 0, average_idf_ = 0;
   Bm25Okapi() = default;  // deserialize()
+  // norm_, post_factor_ and sparse_exact_ from doc_len_, avgdl_, p_ and the postings.
+  void derive_factors();
 };
 
 // numpy.argsort(scores)[::-1]: descending score, ties in DESCENDING index order.
