@@ -26,7 +26,8 @@ struct Common {
   fs::path dir;
   torch::Device device{torch::kCPU};
   std::shared_ptr<const SubwordTokenizer> tok;
-  LoadedBert bert;
+  LoadedBert bert;  // released once the native path holds its copy (one copy of the weights in memory)
+  BertConfig cfg;
   std::size_t max_length = 0, batch_size = 32;
 
   void init(const fs::path& d, const EncoderOptions& opts, bool classifier, std::size_t st_max) {
@@ -35,6 +36,7 @@ struct Common {
     dir = d;
     device = to_torch(opts.device);
     bert = load_bert(d, device, classifier);
+    cfg = bert.model->cfg;
     tok = SubwordTokenizer::load(d);
     max_length = std::min<std::size_t>(opts.max_length, static_cast<std::size_t>(bert.model->cfg.max_positions));
     if (st_max > 0) max_length = std::min(max_length, st_max);
@@ -125,12 +127,13 @@ std::shared_ptr<const TextEncoder> TextEncoder::load(const fs::path& dir, const 
   const Pooling asked = parse_pooling(opts.pooling);
   impl->init(dir, opts, /*classifier=*/false, spec.max_seq_length);
   impl->init_native();
+  if (impl->native) impl->bert = LoadedBert{};
   impl->pooling = asked == Pooling::Auto ? spec.pooling : asked;
   impl->normalize = opts.normalize < 0 ? spec.normalize : opts.normalize > 0;
   return std::make_shared<const TextEncoder>(std::move(impl));
 }
 
-std::size_t TextEncoder::dim() const { return static_cast<std::size_t>(impl_->bert.model->cfg.hidden_size); }
+std::size_t TextEncoder::dim() const { return static_cast<std::size_t>(impl_->cfg.hidden_size); }
 std::string TextEncoder::id() const { return "dense:" + impl_->dir.string(); }
 
 std::vector<float> TextEncoder::embed(std::span<const std::string> texts) const {
@@ -205,6 +208,7 @@ std::shared_ptr<const CrossEncoder> CrossEncoder::load(const fs::path& dir, cons
     auto cb = impl->bert.classifier->bias.detach().to(torch::kCPU, torch::kFloat32).contiguous();
     impl->classifier_w.assign(cw.data_ptr<float>(), cw.data_ptr<float>() + cw.numel());
     impl->classifier_b.assign(cb.data_ptr<float>(), cb.data_ptr<float>() + cb.numel());
+    impl->bert = LoadedBert{};
   }
   return std::make_shared<const CrossEncoder>(std::move(impl));
 }
@@ -225,7 +229,7 @@ std::vector<float> CrossEncoder::score(std::string_view query, std::span<const s
       const auto& w = impl_->classifier_w;
       const auto& bias = impl_->classifier_b;
       const auto labels = static_cast<std::int64_t>(bias.size());
-      const std::int64_t H = impl_->bert.model->cfg.hidden_size;
+      const std::int64_t H = impl_->cfg.hidden_size;
       std::vector<float> first, pooled;
       impl_->for_host_batches(batch, [&](const Common::HostBatch& h) {
         const auto n = static_cast<std::int64_t>(h.rows.size());
