@@ -386,7 +386,7 @@ void Service::apply_changes(Tenant& t, const std::vector<store::DocumentChange>&
       }
       if (changed) {
         t.profile_bm25.erase(d.user);
-        if (c.op == Op::Delete) store_.blob_delete(store::profile_stats_blob_key(t.id, d.user));  // as for DeleteUser
+        store_.blob_delete(store::profile_stats_blob_key(t.id, d.user));  // as for DeleteUser: nothing of an old text stays
       }
     }
     if (changed) ++synced_changes_;
@@ -495,8 +495,6 @@ Service::Tenant& Service::tenant(TenantId id) {
   return *tenants_.emplace(id, std::move(t)).first->second;
 }
 
-// The tenant's documents as the store holds them now, replacing what memory had (the caller
-// holds t.mu exclusively, or t is not shared yet).
 std::shared_ptr<const retrieval::ProfileBm25> Service::profile_statistics(Tenant& t, const std::string& user,
                                                                           const std::vector<Document>& docs) {
   const std::string key = store::profile_stats_blob_key(t.id, user);
@@ -519,6 +517,8 @@ std::shared_ptr<const retrieval::ProfileBm25> Service::profile_statistics(Tenant
   return built;
 }
 
+// The tenant's documents as the store holds them now, replacing what memory had (the caller
+// holds t.mu exclusively, or t is not shared yet).
 void Service::load_documents(Tenant& t) {
   // The counter first: a change made between the two reads is replayed by the next sync
   // (replaying a change memory already has changes nothing).

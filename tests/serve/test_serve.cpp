@@ -1049,6 +1049,34 @@ void replicas_share_documents_models_and_one_learner(const std::string& spec, co
 
 }  // namespace
 
+// A replica that has not synced yet may store a user's BM25 statistics from documents
+// another replica already removed; its own sync of the removal removes them again, so
+// nothing of a deleted document stays in the store.
+TEST(Serve, ALaggingReplicasStoredStatisticsGoWhenItSyncsTheRemoval) {
+  TempDir dir;
+  const std::string spec = (dir.path / "serve.db").string();
+  const std::string key = tenant_with_key(spec);
+  serve::ServeConfig cfg;
+  cfg.sync_seconds = 0;  // the test syncs by hand
+  Replica a(spec, cfg), b(spec, cfg);
+  const json q = {{"user", "ann"}, {"query", "secret note"}, {"k", 10}, {"sources", {"user"}}};
+  EXPECT_TRUE(ids(call(b.client(key), "POST", "/v1/retrieve", q)).empty());  // b loads the tenant at counter 0
+  ASSERT_EQ(call(a.client(key), "PUT", "/v1/users/ann/documents/n1", json{{"text", "secret plan"}}).status, 200);
+  ASSERT_EQ(call(a.client(key), "PUT", "/v1/users/ann/documents/n2", json{{"text", "public note"}}).status, 200);
+  EXPECT_EQ(b.service->sync(), 2u);
+  ASSERT_EQ(call(a.client(key), "DELETE", "/v1/users/ann/documents/n1").status, 200);
+  const auto stats = store::profile_stats_blob_key(1, "ann");
+  EXPECT_FALSE(b.st->blob_get(stats).has_value());
+  // b still holds n1 and writes statistics that contain it.
+  EXPECT_EQ(ids(call(b.client(key), "POST", "/v1/retrieve", q)), (std::set<std::string>{"n1", "n2"}));
+  ASSERT_TRUE(b.st->blob_get(stats).has_value());
+  EXPECT_NE(b.st->blob_get(stats)->find("secret"), std::string::npos);
+  EXPECT_EQ(b.service->sync(), 1u);
+  EXPECT_FALSE(b.st->blob_get(stats).has_value());
+  EXPECT_EQ(ids(call(b.client(key), "POST", "/v1/retrieve", q)), std::set<std::string>{"n2"});
+  EXPECT_EQ(b.st->blob_get(stats)->find("secret"), std::string::npos);
+}
+
 // The change log stays bounded (change_log_keep): a replica's sync prunes it, and a replica
 // that fell behind the pruned part loads the tenant's documents again, so it ends with the
 // store's state, removals included.
