@@ -51,10 +51,8 @@ Bm25Okapi::Bm25Okapi(std::span<const std::vector<std::string_view>> docs, Bm25Pa
     doc_len_.push_back(docs[d].size());
     num_tokens += docs[d].size();
     for (const auto& w : docs[d]) {
-      auto it = term_ids_.find(w);
-      const bool inserted = it == term_ids_.end();
-      if (inserted) it = term_ids_.emplace(std::string(w), static_cast<std::uint32_t>(nd.size())).first;
-      const std::uint32_t t = it->second;
+      bool inserted = false;
+      const std::uint32_t t = term_ids_.insert(w, inserted);
       if (inserted) {
         nd.push_back(0);
         last_doc.push_back(0);
@@ -130,8 +128,8 @@ void Bm25Okapi::derive_factors() {
 }
 
 double Bm25Okapi::idf(const std::string& term) const {
-  auto it = term_ids_.find(term);
-  return it == term_ids_.end() ? 0.0 : idf_[it->second];
+  const std::uint32_t t = term_ids_.find(term);
+  return t == TermTable::kNone ? 0.0 : idf_[t];
 }
 
 std::vector<double> Bm25Okapi::scores(const std::vector<std::string>& query) const {
@@ -148,10 +146,9 @@ void Bm25Okapi::scores_into(std::span<const std::string_view> query, std::vector
   const double k1p1 = p_.k1 + 1;
   std::vector<double> dense_tf;
   for (const auto& q : query) {
-    auto it = term_ids_.find(q);
+    const std::uint32_t t = term_ids_.find(q);
     if (sparse_exact_) {
-      if (it == term_ids_.end()) continue;  // idf 0 * finite = 0: adds nothing
-      const std::uint32_t t = it->second;
+      if (t == TermTable::kNone) continue;  // idf 0 * finite = 0: adds nothing
       const double w = idf_[t];  // `self.idf.get(q) or 0`
       // w * (tf * k1p1 / (tf + norm)), with the parenthesis computed at build time.
       for (std::uint32_t i = post_off_[t]; i < post_off_[t + 1]; ++i) score[post_doc_[i]] += w * post_factor_[i];
@@ -159,8 +156,7 @@ void Bm25Okapi::scores_into(std::span<const std::string_view> query, std::vector
       // Degenerate parameters: numpy's dense evaluation, NaNs included.
       dense_tf.assign(n, 0.0);
       double w = 0;
-      if (it != term_ids_.end()) {
-        const std::uint32_t t = it->second;
+      if (t != TermTable::kNone) {
         w = idf_[t];
         for (std::uint32_t i = post_off_[t]; i < post_off_[t + 1]; ++i) {
           dense_tf[post_doc_[i]] = static_cast<double>(post_tf_[i]);
@@ -205,6 +201,56 @@ std::vector<std::size_t> rank_bm25_top(const std::vector<double>& scores, std::s
   return idx;
 }
 
+
+// ---------------------------------------------------------------- term table
+
+std::uint32_t Bm25Okapi::TermTable::find(std::string_view term) const {
+  if (slots_.empty()) return kNone;
+  const std::uint64_t h = std::hash<std::string_view>{}(term), tag = h >> 32 << 32, mask = slots_.size() - 1;
+  for (std::uint64_t i = h & mask;; i = (i + 1) & mask) {
+    const std::uint64_t s = slots_[i];
+    if (s == 0) return kNone;
+    if ((s & 0xFFFFFFFF00000000ull) == tag) {
+      const auto id = static_cast<std::uint32_t>((s & 0xFFFFFFFFull) - 1);
+      if (this->term(id) == term) return id;
+    }
+  }
+}
+
+void Bm25Okapi::TermTable::reserve(std::size_t n) {
+  off_.reserve(n + 1);
+  while (slots_.size() < 2 * n) grow();
+}
+
+void Bm25Okapi::TermTable::grow() {
+  std::vector<std::uint64_t> old = std::move(slots_);
+  slots_.assign(old.empty() ? 16 : old.size() * 2, 0);
+  const std::uint64_t mask = slots_.size() - 1;
+  for (std::uint64_t s : old) {
+    if (s == 0) continue;
+    const auto id = static_cast<std::uint32_t>((s & 0xFFFFFFFFull) - 1);
+    std::uint64_t i = std::hash<std::string_view>{}(term(id)) & mask;
+    while (slots_[i] != 0) i = (i + 1) & mask;
+    slots_[i] = s;
+  }
+}
+
+std::uint32_t Bm25Okapi::TermTable::insert(std::string_view term, bool& added) {
+  added = false;
+  if (const std::uint32_t id = find(term); id != kNone) return id;
+  if (2 * (size() + 1) > slots_.size()) grow();  // at most half full
+  const auto id = static_cast<std::uint32_t>(size());
+  if (bytes_.size() + term.size() >= kNone || id + 1 >= kNone)
+    throw Error("BM25 statistics: more than 4 GiB of distinct terms, or 2^32 of them, in one index");
+  bytes_.append(term);
+  off_.push_back(static_cast<std::uint32_t>(bytes_.size()));
+  const std::uint64_t h = std::hash<std::string_view>{}(term), mask = slots_.size() - 1;
+  std::uint64_t i = h & mask;
+  while (slots_[i] != 0) i = (i + 1) & mask;
+  slots_[i] = (h >> 32 << 32) | (static_cast<std::uint64_t>(id) + 1);
+  added = true;
+  return id;
+}
 
 // ---------------------------------------------------------------- bytes
 
@@ -262,7 +308,7 @@ std::string Bm25Okapi::serialize() const {
   w.vec(len);
   // Terms in id order: each one's length, then the bytes of all of them.
   std::vector<std::string_view> terms(term_ids_.size());
-  for (const auto& [term, id] : term_ids_) terms[id] = term;
+  for (std::uint32_t id = 0; id < terms.size(); ++id) terms[id] = term_ids_.term(id);
   std::vector<std::uint32_t> term_len;
   std::string term_bytes;
   for (auto t : terms) term_len.push_back(static_cast<std::uint32_t>(t.size())), term_bytes.append(t);
@@ -292,7 +338,9 @@ Bm25Okapi Bm25Okapi::deserialize(std::string_view bytes) {
   m.term_ids_.reserve(term_len.size());
   for (std::size_t i = 0; i < term_len.size(); ++i) {
     if (term_len[i] > total - used) Reader::bad("the terms' lengths exceed their bytes");
-    m.term_ids_.emplace(std::string(bytes.substr(r.at + used, term_len[i])), static_cast<std::uint32_t>(i));
+    bool added = false;
+    m.term_ids_.insert(bytes.substr(r.at + used, term_len[i]), added);
+    if (!added) Reader::bad("a repeated term");
     used += term_len[i];
   }
   if (used != total || m.term_ids_.size() != term_len.size()) Reader::bad("the terms do not add up (a repeated term or stray bytes)");

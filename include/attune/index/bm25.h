@@ -54,11 +54,26 @@ class Bm25Okapi {
   // Terms numbered in first-seen order (rank_bm25's dict order); idf_ by term id, with
   // the epsilon floor applied. Postings in CSR form: term t's (doc, tf) pairs, by doc,
   // are post_doc_/post_tf_[post_off_[t] .. post_off_[t + 1]).
-  struct TermHash {
-    using is_transparent = void;
-    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  // Term -> id: open addressing over one array of (hash tag, id + 1) slots, the terms' bytes
+  // in one buffer. A query's lookups were a third of a kept profile's query time with
+  // std::unordered_map (a node chase and a compare per probe; bench/RESULTS.md).
+  class TermTable {
+   public:
+    static constexpr std::uint32_t kNone = 0xFFFFFFFFu;
+    std::uint32_t find(std::string_view term) const;
+    // The term's id, adding it with the next id when new; `added` says which.
+    std::uint32_t insert(std::string_view term, bool& added);
+    std::size_t size() const { return off_.size() - 1; }
+    std::string_view term(std::uint32_t id) const { return std::string_view(bytes_).substr(off_[id], off_[id + 1] - off_[id]); }
+    void reserve(std::size_t n);
+
+   private:
+    std::vector<std::uint64_t> slots_;  // 0 = empty; else (hash >> 32) << 32 | (id + 1)
+    std::string bytes_;
+    std::vector<std::uint32_t> off_{0};
+    void grow();
   };
-  std::unordered_map<std::string, std::uint32_t, TermHash, std::equal_to<>> term_ids_;
+  TermTable term_ids_;
   std::vector<double> idf_;
   std::vector<std::uint32_t> post_off_, post_doc_, post_tf_;
   std::vector<double> norm_;  // per doc: k1 * ((1 - b) + b * dl / avgdl)
