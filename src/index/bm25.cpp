@@ -20,6 +20,7 @@
 #include <string>
 
 #include "attune/core/error.h"
+#include "byte_io.h"
 
 namespace attune::index {
 
@@ -256,110 +257,90 @@ std::uint32_t Bm25Okapi::TermTable::insert(std::string_view term, bool& added) {
 
 namespace {
 
-constexpr char kMagic[8] = {'A', 'T', 'B', 'M', '2', '5', 'v', '2'};
+// magic "ATBM25v3" | f64 k1, b, epsilon, avgdl, average_idf | then arrays, each a varint
+// count and its items' bytes as this (little-endian) machine holds them: u64 doc lengths,
+// u32 term lengths, the terms' bytes, f64 idf, u32 post_off, post_doc, post_tf.
+constexpr char kMagic[8] = {'A', 'T', 'B', 'M', '2', '5', 'v', '3'};
 
-struct Writer {
-  std::string out;
-  template <class T>
-  void raw(const T& v) {
-    static_assert(std::is_trivially_copyable_v<T>);
-    out.append(reinterpret_cast<const char*>(&v), sizeof v);
-  }
-  template <class T>
-  void vec(const std::vector<T>& v) {
-    raw(static_cast<std::uint64_t>(v.size()));
-    out.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
-  }
+struct Bm25Blob {
+  static constexpr const char* kWhat = "BM25 statistics: ";
 };
+using Writer = detail::ByteWriter;
+using Reader = detail::ByteReader<Bm25Blob>;
 
-struct Reader {
-  std::string_view in;
-  std::size_t at = 0;
-  [[noreturn]] static void bad(const std::string& why) { throw Error("BM25 statistics: " + why); }
-  void need(std::size_t n) const {
-    if (n > in.size() - at) bad("truncated at byte " + std::to_string(at) + " of " + std::to_string(in.size()));
-  }
-  template <class T>
-  T raw() {
-    need(sizeof(T));
-    T v;
-    std::memcpy(&v, in.data() + at, sizeof v);
-    at += sizeof v;
-    return v;
-  }
-  template <class T>
-  std::vector<T> vec() {
-    const auto n = raw<std::uint64_t>();
-    if (n > (in.size() - at) / sizeof(T)) bad("an array of " + std::to_string(n) + " items runs past the end");
-    std::vector<T> v(static_cast<std::size_t>(n));
-    std::memcpy(v.data(), in.data() + at, v.size() * sizeof(T));
-    at += v.size() * sizeof(T);
-    return v;
-  }
-};
+template <class T>
+void put_array(Writer& w, const T* data, std::size_t n) {
+  w.varint(n);
+  w.raw(data, n * sizeof(T));
+}
+
+template <class T>
+std::vector<T> get_array(Reader& r, const char* what) {
+  const std::size_t n = r.count(what, sizeof(T));
+  const auto b = r.bytes(n * sizeof(T), what);
+  std::vector<T> v(n);
+  if (n) std::memcpy(v.data(), b.data(), b.size());
+  return v;
+}
 
 }  // namespace
 
 std::string Bm25Okapi::serialize() const {
   Writer w;
-  w.out.append(kMagic, sizeof kMagic);
-  w.raw(p_.k1), w.raw(p_.b), w.raw(p_.epsilon), w.raw(avgdl_), w.raw(average_idf_);
-  std::vector<std::uint64_t> len(doc_len_.begin(), doc_len_.end());
-  w.vec(len);
-  // Terms in id order: each one's length, then the bytes of all of them.
-  std::vector<std::string_view> terms(term_ids_.size());
-  for (std::uint32_t id = 0; id < terms.size(); ++id) terms[id] = term_ids_.term(id);
-  std::vector<std::uint32_t> term_len;
-  std::string term_bytes;
-  for (auto t : terms) term_len.push_back(static_cast<std::uint32_t>(t.size())), term_bytes.append(t);
-  w.vec(term_len);
-  w.raw(static_cast<std::uint64_t>(term_bytes.size()));
-  w.out += term_bytes;
+  w.raw(kMagic, sizeof kMagic);
+  for (double v : {p_.k1, p_.b, p_.epsilon, avgdl_, average_idf_}) w.f64(v);
+  const std::vector<std::uint64_t> len(doc_len_.begin(), doc_len_.end());
+  put_array(w, len.data(), len.size());
+  // Terms in id order: their lengths, then all their bytes.
+  std::vector<std::uint32_t> term_len(term_ids_.size());
+  std::size_t total = 0;
+  for (std::uint32_t id = 0; id < term_len.size(); ++id) total += term_len[id] = static_cast<std::uint32_t>(term_ids_.term(id).size());
+  put_array(w, term_len.data(), term_len.size());
+  w.varint(total);
+  for (std::uint32_t id = 0; id < term_len.size(); ++id) w.raw(term_ids_.term(id).data(), term_len[id]);
   // norm_ and post_factor_ are not written: deserialize() derives them as the constructor
   // does, the same operations on the same values, so the same bits.
-  w.vec(idf_), w.vec(post_off_), w.vec(post_doc_), w.vec(post_tf_);
-  return std::move(w.out);
+  put_array(w, idf_.data(), idf_.size());
+  for (const auto* v : {&post_off_, &post_doc_, &post_tf_}) put_array(w, v->data(), v->size());
+  return std::move(w.str());
 }
 
 Bm25Okapi Bm25Okapi::deserialize(std::string_view bytes) {
-  Reader r{bytes};
-  r.need(sizeof kMagic);
-  if (std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0) Reader::bad("not attune's BM25 layout (or another version of it)");
-  r.at = sizeof kMagic;
+  Reader r(bytes);
+  if (r.bytes(sizeof kMagic, "magic") != std::string_view(kMagic, sizeof kMagic))
+    Reader::fail("not attune's BM25 layout (or another version of it)");
   Bm25Okapi m;
-  m.p_.k1 = r.raw<double>(), m.p_.b = r.raw<double>(), m.p_.epsilon = r.raw<double>();
-  m.avgdl_ = r.raw<double>(), m.average_idf_ = r.raw<double>();
-  const auto len = r.vec<std::uint64_t>();
+  m.p_.k1 = r.f64("k1"), m.p_.b = r.f64("b"), m.p_.epsilon = r.f64("epsilon");
+  m.avgdl_ = r.f64("avgdl"), m.average_idf_ = r.f64("average idf");
+  const auto len = get_array<std::uint64_t>(r, "document lengths");
   m.doc_len_.assign(len.begin(), len.end());
-  const auto term_len = r.vec<std::uint32_t>();
-  const auto total = r.raw<std::uint64_t>();
-  r.need(static_cast<std::size_t>(total));
-  std::uint64_t used = 0;
+  const auto term_len = get_array<std::uint32_t>(r, "term lengths");
+  const std::string_view term_bytes = r.bytes(r.count("term bytes", 1), "term bytes");
+  std::size_t used = 0;
   m.term_ids_.reserve(term_len.size());
-  for (std::size_t i = 0; i < term_len.size(); ++i) {
-    if (term_len[i] > total - used) Reader::bad("the terms' lengths exceed their bytes");
+  for (const std::uint32_t n : term_len) {
+    if (n > term_bytes.size() - used) Reader::fail("the terms' lengths exceed their bytes");
     bool added = false;
-    m.term_ids_.insert(bytes.substr(r.at + used, term_len[i]), added);
-    if (!added) Reader::bad("a repeated term");
-    used += term_len[i];
+    m.term_ids_.insert(term_bytes.substr(used, n), added);
+    if (!added) Reader::fail("a repeated term");
+    used += n;
   }
-  if (used != total || m.term_ids_.size() != term_len.size()) Reader::bad("the terms do not add up (a repeated term or stray bytes)");
-  r.at += static_cast<std::size_t>(total);
-  m.idf_ = r.vec<double>();
-  m.post_off_ = r.vec<std::uint32_t>();
-  m.post_doc_ = r.vec<std::uint32_t>();
-  m.post_tf_ = r.vec<std::uint32_t>();
-  if (r.at != bytes.size()) Reader::bad(std::to_string(bytes.size() - r.at) + " bytes after the end");
+  if (used != term_bytes.size()) Reader::fail("the terms do not add up (stray bytes)");
+  m.idf_ = get_array<double>(r, "idf");
+  m.post_off_ = get_array<std::uint32_t>(r, "posting offsets");
+  m.post_doc_ = get_array<std::uint32_t>(r, "posting documents");
+  m.post_tf_ = get_array<std::uint32_t>(r, "posting frequencies");
+  if (!r.done()) Reader::fail("bytes after the end");
   const std::size_t T = term_len.size(), N = m.doc_len_.size(), P = m.post_doc_.size();
   // An empty corpus keeps no offsets at all (the constructor returns before them).
   const bool offsets_ok = (N == 0 && T == 0 && P == 0 && m.post_off_.empty()) || (m.post_off_.size() == T + 1 && m.post_off_.back() == P);
   if (m.idf_.size() != T || !offsets_ok || m.post_tf_.size() != P)
-    Reader::bad("inconsistent sizes (" + std::to_string(T) + " terms, " + std::to_string(N) + " documents, " + std::to_string(P) +
-                " postings)");
+    Reader::fail("inconsistent sizes (" + std::to_string(T) + " terms, " + std::to_string(N) + " documents, " + std::to_string(P) +
+                 " postings)");
   for (std::size_t t = 0; t + 1 < m.post_off_.size(); ++t)
-    if (m.post_off_[t] > m.post_off_[t + 1]) Reader::bad("posting offsets go backwards at term " + std::to_string(t));
+    if (m.post_off_[t] > m.post_off_[t + 1]) Reader::fail("posting offsets go backwards at term " + std::to_string(t));
   for (auto d : m.post_doc_)
-    if (d >= N) Reader::bad("a posting names document " + std::to_string(d) + " of " + std::to_string(N));
+    if (d >= N) Reader::fail("a posting names document " + std::to_string(d) + " of " + std::to_string(N));
   m.derive_factors();
   return m;
 }
