@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <set>
 #include <shared_mutex>
 #include <unordered_map>
 
@@ -328,6 +329,10 @@ void Service::apply_changes(Tenant& t, const std::vector<store::DocumentChange>&
     for (std::size_t i = 0; i < t.corpus.size(); ++i) corpus_at.emplace(t.corpus[i].id, i);
     mapped = true;
   };
+  // Users whose stored BM25 statistics go after the replay. The store removed them with each
+  // change; this replica, lagging, may have written them again from its older documents
+  // since. Removed once per user, not once per change.
+  std::set<std::string> stale_stats;
   for (const auto& c : changes) {
     t.seq = std::max(t.seq, c.seq);
     const auto& d = c.doc;
@@ -335,9 +340,7 @@ void Service::apply_changes(Tenant& t, const std::vector<store::DocumentChange>&
     if (c.op == Op::DeleteUser) {
       changed = t.users.erase(d.user) > 0;
       t.profile_bm25.erase(d.user);
-      // The store removed the user's statistics with the change; this replica, lagging,
-      // may have written them again from its older documents since. Remove them once more.
-      if (changed) store_.blob_delete(store::profile_stats_blob_key(t.id, d.user));
+      if (changed) stale_stats.insert(d.user);
     } else if (d.user.empty()) {
       map_corpus();
       const auto it = corpus_at.find(d.id);
@@ -386,11 +389,12 @@ void Service::apply_changes(Tenant& t, const std::vector<store::DocumentChange>&
       }
       if (changed) {
         t.profile_bm25.erase(d.user);
-        store_.blob_delete(store::profile_stats_blob_key(t.id, d.user));  // as for DeleteUser: nothing of an old text stays
+        stale_stats.insert(d.user);  // nothing of an old text stays
       }
     }
     if (changed) ++synced_changes_;
   }
+  for (const auto& user : stale_stats) store_.blob_delete(store::profile_stats_blob_key(t.id, user));
 }
 
 // Swaps in a model version another replica promoted (newer than the one served, on the same base).
