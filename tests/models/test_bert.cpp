@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <tuple>
 
@@ -267,6 +268,17 @@ TEST(FusedAttention, BertForwardWithoutGradMatchesTheTorchPath) {
   }
 }
 
+// The Error `fn` throws names every one of `parts`.
+template <class E = Error>
+void expect_thrown_naming(const std::function<void()>& fn, const std::vector<std::string>& parts) {
+  try {
+    fn();
+    ADD_FAILURE() << "no error";
+  } catch (const E& e) {
+    for (const auto& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what() << " lacks " << p;
+  }
+}
+
 // The encoders' CPU inference path (models/bert_native.h) computes BertModel's graph without
 // torch operators: the same hidden states to float32 rounding, padding included, for each
 // activation; the first-token-only last layer gives the first rows; the pooler matches; the
@@ -309,12 +321,15 @@ TEST(BertNative, MatchesTheTorchForwardForEachActivationWithPadding) {
   std::vector<std::int64_t> ids = {2, 5, 3}, types = {0, 0, 0}, mask = {1, 1, 1};
   std::vector<float> out;
   ids[1] = c.vocab_size;
-  EXPECT_THROW(native.forward(ids.data(), types.data(), mask.data(), 1, 3, false, out, 1), Error);
+  expect_thrown_naming([&] { native.forward(ids.data(), types.data(), mask.data(), 1, 3, false, out, 1); },
+                       {"token id " + std::to_string(c.vocab_size), "outside the vocabulary"});
   ids[1] = 5, types[2] = 2;
-  EXPECT_THROW(native.forward(ids.data(), types.data(), mask.data(), 1, 3, false, out, 1), Error);
+  expect_thrown_naming([&] { native.forward(ids.data(), types.data(), mask.data(), 1, 3, false, out, 1); },
+                       {"token type 2", "type_vocab_size"});
   std::vector<std::int64_t> longer(static_cast<std::size_t>(c.max_positions + 1), 5), zeros(longer.size(), 0), ones(longer.size(), 1);
-  EXPECT_THROW(native.forward(longer.data(), zeros.data(), ones.data(), 1, c.max_positions + 1, false, out, 1), Error);
-  EXPECT_THROW(native.pool(out.data(), 0, out), Error);  // no pooler
+  expect_thrown_naming([&] { native.forward(longer.data(), zeros.data(), ones.data(), 1, c.max_positions + 1, false, out, 1); },
+                       {"max_position_embeddings"});
+  expect_thrown_naming([&] { native.pool(out.data(), 0, out); }, {"no pooler"});
 }
 
 // TextEncoder and CrossEncoder take the native path on the CPU; ATTUNE_ENCODER_KERNEL=torch
@@ -331,7 +346,7 @@ TEST(BertNative, TheEncodersGiveTheSameOutputsOnEitherKernel) {
   ::setenv("ATTUNE_ENCODER_KERNEL", "torch", 1);
   const auto torch_ops = models::TextEncoder::load(dir, eo)->embed(texts);
   ::setenv("ATTUNE_ENCODER_KERNEL", "fast", 1);
-  EXPECT_THROW(models::TextEncoder::load(dir, eo), UsageError);
+  expect_thrown_naming<UsageError>([&] { models::TextEncoder::load(dir, eo); }, {"ATTUNE_ENCODER_KERNEL=fast", "native or torch"});
   ::unsetenv("ATTUNE_ENCODER_KERNEL");
   ASSERT_EQ(native.size(), torch_ops.size());
   for (std::size_t i = 0; i < native.size(); ++i) EXPECT_NEAR(native[i], torch_ops[i], 1e-5) << i;
