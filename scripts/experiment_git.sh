@@ -39,6 +39,7 @@ SEED=${SEED:-0}
 EVAL_SPLIT=${EVAL_SPLIT:-test}
 EVAL_LIMIT=${EVAL_LIMIT:-0}           # 0 = the whole split
 SCHEDULE=${SCHEDULE:-small}
+DEVICE=${DEVICE:-}                    # --device of every neural step (cuda on a GPU machine; empty: the CPU)
 case "$SCHEDULE" in
   small)
     TRAIN_LIMIT=${TRAIN_LIMIT:-320}       # training queries per task (of 1,144-2,500)
@@ -85,7 +86,8 @@ finished() {
 if [ ! -f "$ENC/model.safetensors" ]; then
   resume=(); [ -d "$ENC/checkpoint" ] && resume=(--resume)
   run "$ATTUNE" pretrain-encoder "${resume[@]}" --data "$DATA" --task commit_subject --out "$ENC" --seed "$SEED" \
-    --hidden 128 --layers 3 --heads 4 --max-length 256 --steps "$PRETRAIN_STEPS" --batch-size 32 --log-every 100
+    --hidden 128 --layers 3 --heads 4 --max-length 256 --steps "$PRETRAIN_STEPS" --batch-size 32 --log-every 100 \
+    $([ -n "$DEVICE" ] && echo --device "$DEVICE")
 fi
 
 common=(--data "$DATA" --store "$STORE" --seed "$SEED" --llm "$LLM" --max-new-tokens "$MAX_NEW_TOKENS")
@@ -95,6 +97,8 @@ train+=("${more[@]}")
 mapfile -t ropg_lr < <(opt --lr "$ROPG_LR")
 mapfile -t rspg_lr < <(opt --lr "$RSPG_LR")
 mapfile -t pearl_lr < <(opt --lr "$PEARL_LR")
+mapfile -t device < <(opt --device "$DEVICE")
+common+=("${device[@]}")
 
 for T in $TASKS; do
   D=$OUT/$T

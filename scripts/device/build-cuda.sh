@@ -21,6 +21,11 @@ shopt -s nullglob
 for f in "$DEBS"/*.deb; do dpkg-deb -x "$f" "$PREFIX"; done
 for f in "$DEBS"/*.tar.xz; do tar -C "$PREFIX" -xJf "$f"; done
 L=$PREFIX/usr/lib/x86_64-linux-gnu
+# Debian's alternatives, which dpkg-deb -x does not make: BLAS's pkg-config file, its library
+# (OpenBLAS, as an installed system routes it) and the CBLAS header.
+[ -e "$L/pkgconfig/blas.pc" ] || ln -s blas-netlib.pc "$L/pkgconfig/blas.pc"
+[ -e "$L/libblas.so" ] || ln -s openblas-openmp/libblas.so.3 "$L/libblas.so"
+[ -e "$PREFIX/usr/include/x86_64-linux-gnu/cblas.h" ] || ln -s cblas-netlib.h "$PREFIX/usr/include/x86_64-linux-gnu/cblas.h"
 # prefix=/usr (and any other absolute /usr path a .pc names) -> PREFIX/usr; idempotent.
 sed -i -E "s#^([A-Za-z_]+) ?= ?/usr#\1=$PREFIX/usr#" "$L"/pkgconfig/*.pc "$PREFIX"/usr/share/pkgconfig/*.pc
 # faiss's exported target names /usr's BLAS and LAPACK by absolute path: use the carried OpenBLAS.

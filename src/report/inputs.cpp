@@ -305,7 +305,7 @@ TrainRun read_train_run(const fs::path& folder, const std::string& shown) {
       t.initial_dev.emplace_back(k.substr(5), d.number(v, k));
       continue;
     }
-    if (k == "objective" && t.method == v) continue;
+    if (k == "objective" && v.is_string() && t.method == v.get<std::string>()) continue;
     flatten(v, k, t.other);
   }
   const fs::path model = folder / "attune_model.json";
@@ -392,7 +392,7 @@ EvalRun read_eval(const fs::path& file) {
   if (const auto* o = d.find(root, "oracle"); o && o->is_object() && !o->empty() && o->begin()->is_object()) {
     const auto* pm = d.find(*o->begin(), "metric");
     if (pm && pm->is_string()) {
-      auto it = std::find_if(run.metrics.begin(), run.metrics.end(), [&](const Metric& m) { return m.name == *pm; });
+      auto it = std::find_if(run.metrics.begin(), run.metrics.end(), [&](const Metric& m) { return m.name == pm->get<std::string>(); });
       if (it != run.metrics.end()) std::rotate(run.metrics.begin(), it, it + 1);
     }
   }

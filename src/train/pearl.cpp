@@ -296,14 +296,14 @@ class PearlLearner final : public Learner {
             {"positives_median", median(pos)}};
   }
 
+  // "epochs" has the shape of every other trainer's ({epoch, loss} objects), so that
+  // `attune report` draws Pearl's curve beside the others.
   nlohmann::json metadata(const FitState& st, std::size_t step) const {
-    std::vector<double> epoch_loss;
-    for (const auto& e : st.epochs) epoch_loss.push_back(e.loss);
     return {{"method", "pearl"}, {"data", o_.fit.data_description}, {"seed", o_.fit.seed},
             {"torch_threads", models::torch_threads()}, {"options", sig_},
             {"y0", y0_}, {"labels", label_stats_}, {"requests", res_.requests},
             {"kept_requests", res_.kept_requests}, {"lists", tl_.size()}, {"steps", step}, {"total_steps", st.total_steps},
-            {"epochs", epoch_loss}, {"eval_top1_before", res_.eval_top1_before}, {"device", o_.fit.device.str()}};
+            {"epochs", st.epochs_json()}, {"eval_top1_before", res_.eval_top1_before}, {"device", o_.fit.device.str()}};
   }
 
   const PearlOptions& o_;

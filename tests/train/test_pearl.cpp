@@ -14,6 +14,7 @@
 #include "attune/core/rng.h"
 #include "attune/models/encoder.h"
 #include "attune/models/weights.h"
+#include "attune/report/inputs.h"
 #include "attune/llm/reference.h"
 #include "attune/retrieval/candidates.h"
 #include "attune/store/store.h"
@@ -248,6 +249,15 @@ TEST_F(Pearl, TheTrainedCrossEncoderRanksTheUsefulDocumentsFirst) {
   EXPECT_EQ(meta["labels"]["count"], 48u * 6u);
   EXPECT_NEAR(meta["labels"]["positive_fraction"].get<double>(), 1.0 / 6.0, 1e-12);
   EXPECT_EQ(meta["options"]["tau"], 5.0);
+  // Its epochs are {epoch, loss} records like every trainer's, so `attune report` reads the
+  // folder and draws its curve (a list of bare losses was refused there).
+  const auto runs = report::read_train(o.fit.out);
+  ASSERT_EQ(runs.size(), 1u);
+  ASSERT_EQ(runs[0].epochs.size(), res.epoch_loss.size());
+  for (std::size_t i = 0; i < res.epoch_loss.size(); ++i) {
+    EXPECT_EQ(runs[0].epochs[i].epoch, i + 1);
+    EXPECT_DOUBLE_EQ(runs[0].epochs[i].loss, res.epoch_loss[i]);
+  }
   // The folder is a cross-encoder whose scores are the trained model's: useful first.
   models::EncoderOptions eo;
   eo.device = "cpu";
