@@ -589,6 +589,7 @@ RopgResult train_ropg(const std::vector<RopgExample>& train_in, const std::vecto
     if (o.objective != RopgObjective::LUF) return e.docs.size();
     return static_cast<std::size_t>(std::count_if(e.judgement.begin(), e.judgement.end(), [](std::int8_t j) { return j >= 0; }));
   };
+  std::size_t flat_kept = 0;  // flat examples kept (RL, or KD without skip_flat)
   for (const auto& e : train_in) {
     if (usable(e) < 2) continue;
     const bool same = std::all_of(e.utility.begin(), e.utility.end(), [&](double u) { return u == e.utility.front(); });
@@ -596,8 +597,14 @@ RopgResult train_ropg(const std::vector<RopgExample>& train_in, const std::vecto
       ++flat;
       continue;
     }
+    flat_kept += same;
     train.push_back(e);
   }
+  // Every reward the same (a reader that never gets a query right, say): RL's advantages are
+  // all zero and it would "train" to its start without a word. Refuse, as KD does.
+  if (o.objective == RopgObjective::RL && !train.empty() && flat_kept == train.size())
+    throw Error("ROPG-RL has no training example with at least 2 candidate documents whose utilities differ (" +
+                std::to_string(flat_kept) + " had all equal utilities): every reward is the same, so there is nothing to learn");
   if (train.empty())
     throw Error(std::string("ROPG has no training example with at least 2 ") +
                 (o.objective == RopgObjective::LUF ? "judged candidate documents (LUF reads each document's judged label)"

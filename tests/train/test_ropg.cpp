@@ -630,6 +630,24 @@ TEST_F(Ropg, KdLeavesOutQueriesWhoseCandidatesAllHelpAlike) {
   }
 }
 
+TEST_F(Ropg, RlRefusesQueriesThatAllRewardAlike) {
+  auto train = synthetic(16, 1);
+  for (std::size_t i = 0; i < 6; ++i) std::fill(train[i].utility.begin(), train[i].utility.end(), 0.0);
+  auto some = tiny_ropg(root_, "rl_some", RopgObjective::RL);
+  some.fit.epochs = 1;
+  EXPECT_EQ(train_ropg(train, {}, some).steps_done, 2u);  // flat queries among others: kept, as the paper does
+  for (auto& e : train) std::fill(e.utility.begin(), e.utility.end(), 0.0);
+  auto none = tiny_ropg(root_, "rl_none", RopgObjective::RL);
+  try {
+    train_ropg(train, {}, none);
+    FAIL() << "ROPG-RL trained on rewards that are all the same";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("ROPG-RL has no training example"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("16 had all equal utilities"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(root_ / "rl_none" / "model.safetensors"));
+}
+
 TEST_F(Ropg, BadInputIsRefused) {
   auto o = tiny_ropg(root_, "bad", RopgObjective::KD);
   auto one = synthetic(4, 1);
