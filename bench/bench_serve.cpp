@@ -32,6 +32,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attune/neural/dense.h"
+#include "attune/neural/dense_corpus.h"
 #include "attune/serve/http.h"
 #include "attune/serve/service.h"
 #include "attune/store/store.h"
@@ -118,6 +119,7 @@ int main(int argc, char** argv) {
     cfg.retriever = a.retriever;
     cfg.dense_micro_batch = a.micro_batch;
     neural::register_retrievers();
+    neural::register_first_stages();
     neural::configure_for_serving(cfg.dense_micro_batch);  // as attune serve does
     serve::Service service(*st, cfg);
 

@@ -11,6 +11,7 @@
 #include "attune/core/hash.h"
 #include "attune/core/sha256.h"
 #include "attune/core/progress.h"
+#include "attune/retrieval/first_stage.h"
 
 namespace fs = std::filesystem;
 
@@ -204,6 +205,57 @@ std::vector<Document> DenseCorpusCandidates::candidates(const Example& ex) const
   out.reserve(h.size());
   for (auto id : h.ids) out.push_back(corpus_[static_cast<std::size_t>(id)]);
   return out;
+}
+
+namespace {
+
+// `attune serve`'s first stage for a tenant's corpus under dense:DIR (retrieval/first_stage.h):
+// the passages embedded once (cached in the caller's store scope by content-defined chunks, so
+// a changed corpus embeds only the chunks it changed, and a restart none), an exact flat
+// index, and the query's top n by inner product.
+class DenseFirstStage final : public retrieval::CorpusFirstStage {
+ public:
+  DenseFirstStage(const std::string& dir, const std::vector<std::string>& texts, store::BlobStore* cache,
+                  const models::EncoderOptions& eo) {
+    std::vector<Document> docs(texts.size());
+    for (std::size_t i = 0; i < texts.size(); ++i) {
+      docs[i].id = std::to_string(i);
+      docs[i].text = texts[i];
+    }
+    DenseCorpusOptions opts;
+    opts.progress = false;
+    index_ = DenseCorpusCandidates::open(free_text_task(), std::move(docs), dir, cache, eo, opts);
+  }
+  std::vector<std::pair<std::size_t, double>> search(const std::string& query, std::size_t n) const override {
+    if (n == 0 || index_->corpus().empty()) return {};
+    const auto hits = index_->search(std::span<const std::string>(&query, 1), std::min(n, index_->corpus().size()));
+    std::vector<std::pair<std::size_t, double>> out;
+    out.reserve(hits[0].size());
+    for (std::size_t i = 0; i < hits[0].size(); ++i)
+      out.emplace_back(static_cast<std::size_t>(hits[0].ids[i]), static_cast<double>(hits[0].scores[i]));
+    return out;
+  }
+  std::size_t passages_embedded() const override { return index_->passages_embedded(); }
+
+ private:
+  // DenseCorpusCandidates reads a task only to turn an Example into its query (candidates());
+  // this stage searches free text (search()), so any task serves.
+  static const tasks::Task& free_text_task() {
+    static const auto task = tasks::make_task("qa");
+    return *task;
+  }
+  std::unique_ptr<DenseCorpusCandidates> index_;
+};
+
+}  // namespace
+
+void register_first_stages(const Device& device) {
+  models::EncoderOptions o;
+  o.device = device;
+  retrieval::register_first_stage("dense", [o](std::string_view dir, const std::vector<std::string>& texts,
+                                               store::BlobStore* cache) -> std::unique_ptr<retrieval::CorpusFirstStage> {
+    return std::make_unique<DenseFirstStage>(std::string(dir), texts, cache, o);
+  });
 }
 
 }  // namespace attune::neural

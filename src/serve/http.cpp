@@ -541,6 +541,12 @@ struct HttpServer::Impl {
            "Users' BM25 statistics read back from the store (no document tokenised).", c.profile_stats_loaded);
     metric("attune_profile_stats_built_total", "counter",
            "Users' BM25 statistics built from their documents and written to the store.", c.profile_stats_built);
+    metric("attune_corpus_stages_built_total", "counter",
+           "Corpus first stages built (dense:DIR over a tenant's corpus, after a start or a corpus change).",
+           c.corpus_stages_built);
+    metric("attune_corpus_passages_embedded_total", "counter",
+           "Corpus passages run through an encoder for a first stage (those cached in the store not counted).",
+           c.corpus_passages_embedded);
     metric("attune_learner_lease", "gauge", "1 while this replica holds the store's learner lease (it alone learns).",
            c.learner_lease ? 1 : 0);
     metric("attune_tenants_loaded", "gauge", "Tenants whose documents are in memory.", c.tenants_loaded);

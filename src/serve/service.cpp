@@ -21,6 +21,7 @@
 #include "attune/core/sha256.h"
 #include "attune/core/strings.h"
 #include "attune/index/corpus_index.h"
+#include "attune/retrieval/first_stage.h"
 #include "attune/retrieval/profile_bm25.h"
 #include "attune/retrieval/spec.h"
 #include "attune/tasks/task.h"
@@ -31,6 +32,19 @@ using nlohmann::json;
 namespace fs = std::filesystem;
 
 namespace {
+
+// A BlobStore whose keys all start with `prefix` (a tenant's scope in the shared store).
+class ScopedBlobs final : public store::BlobStore {
+ public:
+  ScopedBlobs(store::BlobStore& inner, std::string prefix) : inner_(inner), prefix_(std::move(prefix)) {}
+  std::optional<std::string> blob_get(const std::string& key) override { return inner_.blob_get(prefix_ + key); }
+  void blob_put(const std::string& key, const std::string& value) override { inner_.blob_put(prefix_ + key, value); }
+  bool blob_delete(const std::string& key) override { return inner_.blob_delete(prefix_ + key); }
+
+ private:
+  store::BlobStore& inner_;
+  std::string prefix_;
+};
 
 std::string random_hex(std::size_t bytes) {
   std::ifstream f("/dev/urandom", std::ios::binary);
@@ -150,6 +164,10 @@ struct Service::Tenant {
   std::unordered_map<std::string, std::vector<Document>> users;
   std::vector<Document> corpus;
   std::unique_ptr<index::CorpusIndex> corpus_index;  // null when stale (rebuilt at the next query)
+  // The corpus's own first stage under a spec that has one (dense:DIR: the passages embedded,
+  // retrieval/first_stage.h), and that spec; null when stale or not asked for yet.
+  std::unique_ptr<retrieval::CorpusFirstStage> corpus_stage;
+  std::string corpus_stage_spec;
   // Per user, their BM25 statistics, for queries that rank only their documents with plain
   // bm25 (exactly as bm25 over them would); dropped when their documents change.
   std::unordered_map<std::string, std::shared_ptr<const retrieval::ProfileBm25>> profile_bm25;
@@ -364,7 +382,10 @@ void Service::apply_changes(Tenant& t, const std::vector<store::DocumentChange>&
         }
         changed = true;
       }
-      if (changed) t.corpus_index.reset();
+      if (changed) {
+        t.corpus_index.reset();
+        t.corpus_stage.reset();
+      }
     } else {
       const auto u = t.users.find(d.user);
       std::vector<Document>* list = u == t.users.end() ? nullptr : &u->second;
@@ -530,6 +551,7 @@ void Service::load_documents(Tenant& t) {
   t.users.clear();
   t.corpus.clear();
   t.corpus_index.reset();
+  t.corpus_stage.reset();
   t.profile_bm25.clear();
   for (auto& d : store_.documents_of(t.id)) {
     Document doc;
@@ -573,9 +595,14 @@ RetrieveResponse Service::retrieve(TenantId id, const RetrieveRequest& r) {
   const auto profile_wanted = [&] {
     return (fixed ? fixed_spec : sl.spec) == "bm25" && r.personal && (!r.corpus || t.corpus.empty());
   };
+  // A spec with a corpus first stage of its own (dense:DIR) searches the corpus with it;
+  // any other keeps BM25's top corpus_candidates as the corpus's candidates.
+  const std::string& active = fixed ? fixed_spec : sl.spec;
+  const bool own_stage = r.corpus && retrieval::has_first_stage(active);
+  const auto stage_stale = [&] { return own_stage && !t.corpus.empty() && (!t.corpus_stage || t.corpus_stage_spec != active); };
   const auto stale = [&] {
     return (profile_wanted() && t.users.count(r.user) && !t.profile_bm25.count(r.user)) ||
-           (r.corpus && !t.corpus_index && !t.corpus.empty());
+           (r.corpus && !t.corpus_index && !t.corpus.empty()) || stage_stale();
   };
   bool build = false;
   {
@@ -593,6 +620,19 @@ RetrieveResponse Service::retrieve(TenantId id, const RetrieveRequest& r) {
       texts.reserve(t.corpus.size());
       for (const auto& d : t.corpus) texts.push_back(d.text);
       t.corpus_index = std::make_unique<index::CorpusIndex>(index::CorpusIndex::build(texts));
+    }
+    if (stage_stale()) {
+      // Built once per corpus version and spec; its embeddings are cached in the store under
+      // this tenant's own keys, so a restart or a small corpus change embeds little or nothing.
+      std::vector<std::string> texts;
+      texts.reserve(t.corpus.size());
+      for (const auto& d : t.corpus) texts.push_back(d.text);
+      ScopedBlobs cache(store_, store::corpus_stage_blob_prefix(t.id));
+      t.corpus_stage.reset();
+      t.corpus_stage = retrieval::make_first_stage(active, texts, &cache);
+      t.corpus_stage_spec = active;
+      ++corpus_stages_built_;
+      corpus_passages_embedded_ += t.corpus_stage->passages_embedded();
     }
   }
   RetrieveResponse out;
@@ -654,7 +694,12 @@ RetrieveResponse Service::retrieve(TenantId id, const RetrieveRequest& r) {
           }
         }
       }
-      if (r.corpus && t.corpus_index)
+      if (own_stage && t.corpus_stage && t.corpus_stage_spec == active) {
+        for (const auto& [row, score] : t.corpus_stage->search(r.query, config_.corpus_candidates)) {
+          candidates.push_back(t.corpus[row]);
+          from_corpus.push_back(1);
+        }
+      } else if (r.corpus && t.corpus_index)
         for (const auto& h : t.corpus_index->search(r.query, config_.corpus_candidates)) {
           candidates.push_back(t.corpus[h.doc]);
           from_corpus.push_back(1);
@@ -788,9 +833,10 @@ void Service::put_documents(TenantId id, const std::string& user, const std::vec
       list.push_back(std::move(doc));
     }
   }
-  if (user.empty())
+  if (user.empty()) {
     t.corpus_index.reset();
-  else
+    t.corpus_stage.reset();
+  } else
     t.profile_bm25.erase(user);
 }
 
@@ -801,6 +847,7 @@ bool Service::delete_document(TenantId id, const std::string& user, const std::s
   if (user.empty()) {
     std::erase_if(t.corpus, [&](const Document& d) { return d.id == doc; });
     t.corpus_index.reset();
+    t.corpus_stage.reset();
   } else {
     auto it = t.users.find(user);
     if (it != t.users.end()) {
@@ -873,6 +920,8 @@ Counts Service::counts() {
   c.replica_reloads = replica_reloads_;
   c.profile_stats_loaded = profile_stats_loaded_;
   c.profile_stats_built = profile_stats_built_;
+  c.corpus_stages_built = corpus_stages_built_;
+  c.corpus_passages_embedded = corpus_passages_embedded_;
   c.pruned_changes = pruned_changes_;
   c.personal_below_threshold = personal_below_;
   c.feedback_records = feedback_records_;

@@ -12,7 +12,9 @@
 #include "attune/core/error.h"
 #include "attune/neural/dense.h"
 #include "attune/neural/dense_corpus.h"
+#include "attune/retrieval/first_stage.h"
 #include "attune/retrieval/retriever.h"
+#include "attune/serve/service.h"
 #include "attune/store/store.h"
 #include "attune/tasks/task.h"
 #include "tiny_bert.h"
@@ -284,6 +286,107 @@ TEST_F(DenseCorpus, MicroBatchedQueriesRankAsEachAloneUnderConcurrentCalls) {
         EXPECT_EQ(got[i].ids[j], expect[i].ids[j]) << i << " rank " << j;
     }
   }
+}
+
+
+// `attune serve` under dense:DIR searches the tenant's whole corpus with its embeddings (the
+// corpus first stage), not BM25's candidates: a query that shares no word with any passage
+// still gets the dense top k, in the order a brute-force scan gives. The embeddings are
+// cached in the store per tenant: a restarted server embeds nothing, another tenant with the
+// same passages embeds its own, and a changed corpus is searched again at once.
+TEST(DenseFirstStage, ServeSearchesATenantsWholeCorpusDenselyWithEmbeddingsCachedPerTenant) {
+  const auto dir = testing::fresh_dir("serve_dense_stage");
+  const auto model = dir / "enc";
+  testing::write_tiny_encoder(model, models::Pooling::Mean, /*normalize=*/true, 11);
+  neural::register_retrievers();
+  neural::register_first_stages();
+  const std::string spec = "dense:" + model.string();
+  EXPECT_TRUE(retrieval::has_first_stage(spec));
+  EXPECT_FALSE(retrieval::has_first_stage("bm25"));
+  EXPECT_FALSE(retrieval::has_first_stage("rrf(bm25," + spec + ")"));
+  EXPECT_EQ(retrieval::make_first_stage("bm25", {"a"}, nullptr), nullptr);
+  // Passages of the first 15 tiny words; the query of the last 15: no word in common.
+  const auto& w = testing::tiny_words();
+  std::mt19937 rng(5);
+  std::vector<store::ServeDocument> docs;
+  std::vector<std::string> texts;
+  for (int i = 0; i < 40; ++i) {
+    std::string t;
+    for (int j = 0; j < 6; ++j) t += (j ? " " : "") + w[rng() % 15];
+    docs.push_back({"", "c" + std::to_string(i), t, ""});
+    texts.push_back(t);
+  }
+  const std::string query = w[15] + " " + w[20] + " " + w[27];
+  // Brute force: the encoder's inner products over every passage.
+  models::EncoderOptions eo;
+  eo.device = "cpu";
+  const auto enc = neural::shared_encoder(model.string(), eo);
+  const auto P = enc->embed(texts);
+  const auto qv = enc->embed(std::vector<std::string>{query});
+  const std::size_t D = enc->dim();
+  std::vector<std::pair<double, std::size_t>> scored;
+  for (std::size_t i = 0; i < texts.size(); ++i) {
+    double acc = 0;
+    for (std::size_t d = 0; d < D; ++d) acc += static_cast<double>(qv[d]) * P[i * D + d];
+    scored.emplace_back(-acc, i);
+  }
+  std::sort(scored.begin(), scored.end());
+  std::vector<std::string> expected;
+  for (int i = 0; i < 5; ++i) expected.push_back("c" + std::to_string(scored[static_cast<std::size_t>(i)].second));
+
+  const auto db = dir / "serve.db";
+  auto st = store::open_sqlite(db);
+  const auto a = st->tenant_create("acme"), b = st->tenant_create("globex");
+  serve::ServeConfig cfg;
+  cfg.retriever = spec;
+  cfg.corpus_candidates = 10;
+  serve::RetrieveRequest rq;
+  rq.user = "ann";
+  rq.query = query;
+  rq.k = 5;
+  rq.personal = false;
+  const auto served = [&](serve::Service& svc, store::TenantId t) {
+    std::vector<std::string> ids;
+    for (const auto& d : svc.retrieve(t, rq).documents) {
+      EXPECT_EQ(d.source, "corpus");
+      ids.push_back(d.id);
+    }
+    return ids;
+  };
+  {
+    serve::Service svc(*st, cfg);
+    svc.put_documents(a, "", docs);
+    EXPECT_EQ(served(svc, a), expected);  // BM25 would find no candidate at all
+    EXPECT_EQ(served(svc, a), expected);
+    EXPECT_EQ(svc.counts().corpus_stages_built, 1u);
+    EXPECT_EQ(svc.counts().corpus_passages_embedded, 40u);
+    // Another tenant's same passages: its own cache, so embedded again, never read from acme's.
+    svc.put_documents(b, "", docs);
+    EXPECT_EQ(served(svc, b), expected);
+    EXPECT_EQ(svc.counts().corpus_passages_embedded, 80u);
+    // A spec without a first stage of its own keeps BM25's candidates: none for this query.
+    serve::ServeConfig plain;
+    plain.retriever = "bm25";
+    serve::Service bm25(*st, plain);
+    EXPECT_TRUE(served(bm25, a).empty());
+  }
+  {
+    // A restart: the same answers from the stored embeddings, no passage embedded.
+    serve::Service svc(*st, cfg);
+    EXPECT_EQ(served(svc, a), expected);
+    EXPECT_EQ(svc.counts().corpus_passages_embedded, 0u);
+    // A new passage, the query's own text: the stage is rebuilt and serves it first.
+    svc.put_documents(a, "", {{"", "new", query, ""}});
+    const auto ids = served(svc, a);
+    ASSERT_FALSE(ids.empty());
+    EXPECT_EQ(ids[0], "new");
+    EXPECT_EQ(svc.counts().corpus_stages_built, 2u);
+    // A deleted passage is no longer served.
+    ASSERT_TRUE(svc.delete_document(a, "", "new"));
+    EXPECT_EQ(served(svc, a), expected);
+  }
+  st.reset();
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "attune/core/error.h"
 #include "attune/models/runtime.h"
 #include "attune/neural/dense.h"
+#include "attune/neural/dense_corpus.h"
 #include "cmd_neural.h"
 #include "common.h"
 
@@ -30,6 +31,7 @@ __attribute__((section(".preinit_array"), used)) void (*const preinit_omp)(int, 
 
 int main(int argc, char** argv) {
   attune::neural::register_retrievers();  // dense:MODEL_DIR, cross:MODEL_DIR
+  attune::neural::register_first_stages();  // `attune serve`'s corpus search under dense:MODEL_DIR
   attune::cli::on_threads_option([](std::size_t n) { attune::models::set_torch_threads(n); });
   CLI::App app{attune::cli::kDescription};
   app.require_subcommand(1);

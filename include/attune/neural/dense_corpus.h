@@ -103,4 +103,8 @@ class DenseCorpusCandidates final : public retrieval::CandidateSource {
   mutable std::unordered_map<std::string, index::VectorHits> hits_;  // query text -> top-n
 };
 
+// Registers the dense first stage (retrieval/first_stage.h) for dense:DIR specs, its models
+// on `device`: what `attune serve` searches a tenant's corpus with under dense:DIR.
+void register_first_stages(const Device& device = {});
+
 }  // namespace attune::neural

@@ -267,6 +267,9 @@ struct Counts {
   // Users' BM25 statistics read back from the store (no document tokenised), and built from
   // the documents (then written to the store).
   std::uint64_t profile_stats_loaded = 0, profile_stats_built = 0;
+  // Corpus first stages built (dense:DIR over a tenant's corpus), and the passages they ran
+  // through the model (those found in the store's cache are not counted).
+  std::uint64_t corpus_stages_built = 0, corpus_passages_embedded = 0;
   bool learner_lease = false;        // whether this replica held the learner lease at its last try
 };
 
@@ -369,6 +372,7 @@ class Service {
   std::shared_ptr<const retrieval::ProfileBm25> profile_statistics(Tenant& t, const std::string& user,
                                                                    const std::vector<Document>& docs);
   std::atomic<std::uint64_t> profile_stats_loaded_{0}, profile_stats_built_{0};
+  std::atomic<std::uint64_t> corpus_stages_built_{0}, corpus_passages_embedded_{0};
   void prune_change_log(const std::vector<Tenant*>& loaded);
   std::optional<std::chrono::steady_clock::time_point> pruned_at_;  // guarded by bg_mu_
   std::atomic<std::uint64_t> replica_reloads_{0}, pruned_changes_{0};

@@ -22,6 +22,12 @@ inline std::string profile_stats_blob_key(TenantId tenant, const std::string& us
   return "serve/bm25/" + std::to_string(tenant) + "/" + user;
 }
 
+// The prefix of the blobs where the server caches the embeddings of a tenant's corpus for
+// its corpus first stage (dense:DIR; chunks keyed by the model and their passages' content).
+// Scoped by tenant, so that one tenant's cache never answers another's, even for the same
+// passages. Chunks of passages the corpus no longer holds are not removed yet.
+inline std::string corpus_stage_blob_prefix(TenantId tenant) { return "serve/dense/" + std::to_string(tenant) + "/"; }
+
 struct TenantInfo {
   TenantId id = 0;
   std::string name;
