@@ -224,6 +224,11 @@ class DenseFirstStage final : public retrieval::CorpusFirstStage {
     }
     DenseCorpusOptions opts;
     opts.progress = false;
+    // attune's own exact search, one thread a query (the server runs queries side by side):
+    // Debian's FAISS flat index scans with its scalar reference loop, 55% of a request's
+    // CPU in `perf` (bench/RESULTS.md).
+    opts.index = "exact";
+    opts.index_options.threads = 1;
     index_ = DenseCorpusCandidates::open(free_text_task(), std::move(docs), dir, cache, eo, opts);
   }
   std::vector<std::pair<std::size_t, double>> search(const std::string& query, std::size_t n) const override {
