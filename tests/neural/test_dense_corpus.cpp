@@ -305,6 +305,14 @@ TEST(DenseFirstStage, ServeSearchesATenantsWholeCorpusDenselyWithEmbeddingsCache
   EXPECT_FALSE(retrieval::has_first_stage("bm25"));
   EXPECT_FALSE(retrieval::has_first_stage("rrf(bm25," + spec + ")"));
   EXPECT_EQ(retrieval::make_first_stage("bm25", {"a"}, nullptr), nullptr);
+  for (const char* bad : {"", "dense:x"}) {
+    try {
+      retrieval::register_first_stage(bad, {});
+      ADD_FAILURE() << "registered the first stage kind \"" << bad << "\"";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("a prefix is a non-empty name without ':'"), std::string::npos) << e.what();
+    }
+  }
   // Passages of the first 15 tiny words; the query of the last 15: no word in common.
   const auto& w = testing::tiny_words();
   std::mt19937 rng(5);
