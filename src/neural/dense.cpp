@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <map>
 #include <numeric>
+#include <optional>
+#include <utility>
 
 #include "attune/core/error.h"
 #include "attune/core/sha256.h"
@@ -136,6 +138,26 @@ void set_query_micro_batch(std::size_t n, std::size_t concurrency) {
   micro_batch_concurrency = concurrency;
 }
 std::size_t query_micro_batch() { return micro_batch; }
+std::size_t query_micro_batch_concurrency() { return micro_batch_concurrency; }
+
+namespace {
+struct OfferedQuery {
+  std::string encoder_id, text;
+  std::vector<float> v;
+};
+thread_local OfferedQuery offered;
+// The offered embedding when it is of `text` by `encoder_id` (taken: an offer serves once).
+std::optional<std::vector<float>> take_offered(const std::string& encoder_id, const std::string& text, std::size_t dim) {
+  if (offered.v.empty() || offered.v.size() != dim || offered.encoder_id != encoder_id || offered.text != text)
+    return std::nullopt;
+  offered.text.clear();
+  return std::exchange(offered.v, {});
+}
+}  // namespace
+
+void offer_query_embedding(std::string encoder_id, std::string text, std::vector<float> v) {
+  offered = {std::move(encoder_id), std::move(text), std::move(v)};
+}
 
 void configure_for_serving(std::size_t n) {
   models::ensure_torch_runtime();
@@ -194,15 +216,18 @@ Ranking DenseRetriever::do_rank(const retrieval::Query& q, std::span<const Docum
     }
   }
   std::vector<float> query, emb;
-  if (missing.empty() && queries_) {
+  if (auto v = take_offered(encoder_->id(), q.text, D)) query = std::move(*v);  // the first stage's
+  if (query.empty() && missing.empty() && queries_) {
     query = queries_->run(q.text);  // with the queries of concurrent calls
-  } else {
-    // Embed outside the lock (another thread may embed the same text meanwhile; both agree).
-    missing.push_back(q.text);
+  } else if (query.empty() || !missing.empty()) {
+    // Embed outside the lock (another thread may embed the same text meanwhile; both agree),
+    // the query with the documents when it has no embedding yet.
+    const bool with_query = query.empty();
+    if (with_query) missing.push_back(q.text);
     emb = encoder_->embed(missing);
-    query.assign(emb.end() - static_cast<std::ptrdiff_t>(D), emb.end());
+    if (with_query) query.assign(emb.end() - static_cast<std::ptrdiff_t>(D), emb.end());
     std::lock_guard lock(mu_);
-    for (std::size_t j = 0; j + 1 < missing.size(); ++j) {
+    for (std::size_t j = 0; j < missing_at.size(); ++j) {
       rows[missing_at[j]] = emb.data() + j * D;
       cache_.emplace(keys[missing_at[j]], std::vector<float>(emb.begin() + j * D, emb.begin() + (j + 1) * D));
     }

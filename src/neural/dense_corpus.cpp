@@ -10,6 +10,7 @@
 #include "attune/core/error.h"
 #include "attune/core/hash.h"
 #include "attune/core/sha256.h"
+#include "attune/core/micro_batch.h"
 #include "attune/core/progress.h"
 #include "attune/retrieval/first_stage.h"
 
@@ -224,25 +225,67 @@ class DenseFirstStage final : public retrieval::CorpusFirstStage {
     }
     DenseCorpusOptions opts;
     opts.progress = false;
-    // attune's own exact search, one thread a query (the server runs queries side by side):
-    // Debian's FAISS flat index scans with its scalar reference loop, 55% of a request's
-    // CPU in `perf` (bench/RESULTS.md).
+    // attune's own exact search, one thread a batch of queries (the server runs batches side
+    // by side): Debian's FAISS flat index scans with its scalar reference loop, 55% of a
+    // request's CPU in `perf` (bench/RESULTS.md).
     opts.index = "exact";
     opts.index_options.threads = 1;
     index_ = DenseCorpusCandidates::open(free_text_task(), std::move(docs), dir, cache, eo, opts);
+    // Concurrent requests' queries are encoded together and scanned in one pass over the
+    // passages (the scan is memory-bound: the index reads each block of rows once for up to 8
+    // queries), as the server's dense queries are micro-batched (query_micro_batch()).
+    if (const std::size_t n = query_micro_batch(); n > 1)
+      batcher_ = std::make_unique<MicroBatcher<Request, Found>>(
+          [this](std::span<const Request> batch) { return find(batch); }, n, query_micro_batch_concurrency());
   }
   std::vector<std::pair<std::size_t, double>> search(const std::string& query, std::size_t n) const override {
     if (n == 0 || index_->corpus().empty()) return {};
-    const auto hits = index_->search(std::span<const std::string>(&query, 1), std::min(n, index_->corpus().size()));
+    Request r{query, std::min(n, index_->corpus().size())};
+    Found f = batcher_ ? batcher_->run(std::move(r)) : std::move(find(std::span<const Request>(&r, 1))[0]);
     std::vector<std::pair<std::size_t, double>> out;
-    out.reserve(hits[0].size());
-    for (std::size_t i = 0; i < hits[0].size(); ++i)
-      out.emplace_back(static_cast<std::size_t>(hits[0].ids[i]), static_cast<double>(hits[0].scores[i]));
+    out.reserve(f.hits.size());
+    for (std::size_t i = 0; i < f.hits.size(); ++i)
+      out.emplace_back(static_cast<std::size_t>(f.hits.ids[i]), static_cast<double>(f.hits.scores[i]));
+    // The caller ranks next with dense:DIR on this thread: it takes the query's embedding
+    // instead of encoding the query again.
+    offer_query_embedding(index_->encoder().id(), query, std::move(f.query));
     return out;
   }
   std::size_t passages_embedded() const override { return index_->passages_embedded(); }
 
  private:
+  struct Request {
+    std::string query;
+    std::size_t n = 0;
+  };
+  struct Found {
+    index::VectorHits hits;
+    std::vector<float> query;  // its embedding
+  };
+  // The batch's queries encoded in one forward pass and searched in one scan.
+  std::vector<Found> find(std::span<const Request> batch) const {
+    std::vector<std::string> texts;
+    std::size_t n = 0;
+    for (const auto& r : batch) {
+      texts.push_back(r.query);
+      n = std::max(n, r.n);
+    }
+    const auto& enc = index_->encoder();
+    const std::size_t D = enc.dim();
+    const auto q = enc.embed(texts);
+    auto hits = index_->vectors().search(q.data(), batch.size(), n);
+    std::vector<Found> out(batch.size());
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      out[i].hits = std::move(hits[i]);
+      if (out[i].hits.size() > batch[i].n) {  // best first: its own n are the head
+        out[i].hits.ids.resize(batch[i].n);
+        out[i].hits.scores.resize(batch[i].n);
+      }
+      out[i].query.assign(q.begin() + static_cast<std::ptrdiff_t>(i * D), q.begin() + static_cast<std::ptrdiff_t>((i + 1) * D));
+    }
+    return out;
+  }
+
   // DenseCorpusCandidates reads a task only to turn an Example into its query (candidates());
   // this stage searches free text (search()), so any task serves.
   static const tasks::Task& free_text_task() {
@@ -250,6 +293,7 @@ class DenseFirstStage final : public retrieval::CorpusFirstStage {
     return *task;
   }
   std::unique_ptr<DenseCorpusCandidates> index_;
+  std::unique_ptr<MicroBatcher<Request, Found>> batcher_;  // null: each query alone
 };
 
 }  // namespace

@@ -397,5 +397,77 @@ TEST(DenseFirstStage, ServeSearchesATenantsWholeCorpusDenselyWithEmbeddingsCache
   fs::remove_all(dir);
 }
 
+// Under concurrent requests with micro-batching on (what `attune serve` configures), the
+// dense stage encodes the queries of concurrent requests together and scans the passages once
+// for the batch, and each request's query is encoded once: dense:DIR ranks the stage's
+// candidates with the stage's embedding of the query (the retriever's own query batcher
+// encodes nothing). Every request still gets its own brute-force top 5.
+TEST(DenseFirstStage, ConcurrentRequestsAreBatchedAndEachQueryIsEncodedOnce) {
+  const auto dir = testing::fresh_dir("serve_dense_stage_batch");
+  const auto model = dir / "enc";
+  testing::write_tiny_encoder(model, models::Pooling::Mean, /*normalize=*/true, 12);
+  neural::register_retrievers();
+  neural::register_first_stages();
+  const auto& w = testing::tiny_words();
+  std::mt19937 rng(9);
+  std::vector<store::ServeDocument> docs;
+  std::vector<std::string> texts, queries;
+  for (int i = 0; i < 60; ++i) {
+    std::string t;
+    for (int j = 0; j < 5; ++j) t += (j ? " " : "") + w[rng() % w.size()];
+    docs.push_back({"", "c" + std::to_string(i), t, ""});
+    texts.push_back(t);
+  }
+  for (int i = 0; i < 24; ++i) queries.push_back(w[rng() % w.size()] + " " + w[rng() % w.size()] + " " + w[rng() % w.size()]);
+  models::EncoderOptions eo;
+  eo.device = "cpu";
+  const auto enc = neural::shared_encoder(model.string(), eo);
+  const auto P = enc->embed(texts), Q = enc->embed(queries);
+  const std::size_t D = enc->dim();
+  std::vector<std::vector<std::string>> expected;
+  for (std::size_t q = 0; q < queries.size(); ++q) {
+    std::vector<std::pair<double, std::size_t>> scored;
+    for (std::size_t i = 0; i < texts.size(); ++i) {
+      double acc = 0;
+      for (std::size_t d = 0; d < D; ++d) acc += static_cast<double>(Q[q * D + d]) * P[i * D + d];
+      scored.emplace_back(-acc, i);
+    }
+    std::sort(scored.begin(), scored.end());
+    std::vector<std::string> top;
+    for (int i = 0; i < 5; ++i) top.push_back("c" + std::to_string(scored[static_cast<std::size_t>(i)].second));
+    expected.push_back(top);
+  }
+  neural::set_query_micro_batch(4, 2);
+  {
+    auto st = store::open_sqlite(dir / "serve.db");
+    const auto t = st->tenant_create("acme");
+    serve::ServeConfig cfg;
+    cfg.retriever = "dense:" + model.string();
+    cfg.corpus_candidates = 10;
+    serve::Service svc(*st, cfg);
+    svc.put_documents(t, "", docs);
+    const auto before = neural::query_batch_stats();
+    std::vector<std::vector<std::string>> got(queries.size());
+    std::vector<std::thread> threads;
+    for (std::size_t c = 0; c < 6; ++c)
+      threads.emplace_back([&, c] {
+        for (std::size_t q = c; q < queries.size(); q += 6) {
+          serve::RetrieveRequest rq;
+          rq.user = "u" + std::to_string(c);
+          rq.query = queries[q];
+          rq.k = 5;
+          rq.personal = false;
+          for (const auto& d : svc.retrieve(t, rq).documents) got[q].push_back(d.id);
+        }
+      });
+    for (auto& th : threads) th.join();
+    for (std::size_t q = 0; q < queries.size(); ++q) EXPECT_EQ(got[q], expected[q]) << "query " << q << ": " << queries[q];
+    EXPECT_EQ(neural::query_batch_stats().queries, before.queries) << "dense:DIR encoded a query the stage had encoded";
+    EXPECT_EQ(svc.counts().corpus_stages_built, 1u);
+  }
+  neural::set_query_micro_batch(1, 1);
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace attune

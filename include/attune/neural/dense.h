@@ -50,6 +50,14 @@ std::shared_ptr<const CorpusEmbeddings> published_embeddings(const std::string& 
 // did, for /metrics and benchmarks.
 void set_query_micro_batch(std::size_t n, std::size_t concurrency = 1);
 std::size_t query_micro_batch();
+std::size_t query_micro_batch_concurrency();
+
+// Hands the embedding `v` of query `text` by the encoder `encoder_id`, computed on this thread
+// (the dense corpus first stage of `attune serve`), to the next DenseRetriever of that encoder
+// ranking the same text on this thread, so a request encodes its query once. Thread-local:
+// another thread (another request) never reads it; the next offer replaces it, and a rank()
+// of another text or encoder leaves it unused.
+void offer_query_embedding(std::string encoder_id, std::string text, std::vector<float> v);
 // At most n cross-encoder forward passes (cross:, ium:, purple:) at once in this process,
 // admitted first come first served; 0 (the default) admits every caller at once. A server
 // with more concurrent requests than cores sets it, so that requests queue instead of
