@@ -131,6 +131,7 @@ void DenseCorpusCandidates::build(store::BlobStore* store) {
       const std::size_t lo = chunks_[c].lo, hi = chunks_[c].hi;
       for (std::size_t b = lo; b < hi; b += opts_.embed_batch) {
         const std::size_t be = std::min(hi, b + opts_.embed_batch);
+        if (opts_.cancelled && opts_.cancelled()) throw retrieval::FirstStageCancelled();
         texts.clear();
         for (std::size_t i = b; i < be; ++i) texts.push_back(corpus_[i].text);
         const auto v = encoder_->embed(texts);
@@ -217,7 +218,7 @@ namespace {
 class DenseFirstStage final : public retrieval::CorpusFirstStage {
  public:
   DenseFirstStage(const std::string& dir, const std::vector<std::string>& texts, store::BlobStore* cache,
-                  const models::EncoderOptions& eo) {
+                  const models::EncoderOptions& eo, const retrieval::StageCancelled& cancelled) {
     std::vector<Document> docs(texts.size());
     for (std::size_t i = 0; i < texts.size(); ++i) {
       docs[i].id = std::to_string(i);
@@ -230,6 +231,7 @@ class DenseFirstStage final : public retrieval::CorpusFirstStage {
     // request's CPU in `perf` (bench/RESULTS.md).
     opts.index = "exact";
     opts.index_options.threads = 1;
+    opts.cancelled = cancelled;
     index_ = DenseCorpusCandidates::open(free_text_task(), std::move(docs), dir, cache, eo, opts);
     // Concurrent requests' queries are encoded together and scanned in one pass over the
     // passages (the scan is memory-bound: the index reads each block of rows once for up to 8
@@ -302,8 +304,9 @@ void register_first_stages(const Device& device) {
   models::EncoderOptions o;
   o.device = device;
   retrieval::register_first_stage("dense", [o](std::string_view dir, const std::vector<std::string>& texts,
-                                               store::BlobStore* cache) -> std::unique_ptr<retrieval::CorpusFirstStage> {
-    return std::make_unique<DenseFirstStage>(std::string(dir), texts, cache, o);
+                                               store::BlobStore* cache, const retrieval::StageCancelled& cancelled)
+                                                -> std::unique_ptr<retrieval::CorpusFirstStage> {
+    return std::make_unique<DenseFirstStage>(std::string(dir), texts, cache, o, cancelled);
   });
 }
 

@@ -40,10 +40,10 @@ void register_first_stage(std::string prefix, FirstStageFactory factory) {
 }
 
 std::unique_ptr<CorpusFirstStage> make_first_stage(std::string_view spec, const std::vector<std::string>& texts,
-                                                   store::BlobStore* cache) {
+                                                   store::BlobStore* cache, const StageCancelled& cancelled) {
   const auto [factory, arg] = lookup(spec);
   if (!factory) return nullptr;
-  return factory(arg, texts, cache);
+  return factory(arg, texts, cache, cancelled);
 }
 
 bool has_first_stage(std::string_view spec) { return static_cast<bool>(lookup(spec).first); }

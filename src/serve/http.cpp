@@ -273,7 +273,9 @@ struct HttpServer::Impl {
       json docs = json::array();
       for (const auto& d : out.documents)
         docs.push_back({{"id", d.id}, {"text", d.text}, {"score", d.score}, {"source", d.source}});
-      reply(res, 200, {{"request_id", out.request_id}, {"model_version", out.model_version}, {"documents", docs}});
+      json answer = {{"request_id", out.request_id}, {"model_version", out.model_version}, {"documents", docs}};
+      if (!out.corpus_first_stage.empty()) answer["corpus_first_stage"] = out.corpus_first_stage;
+      reply(res, 200, answer);
     }));
 
     svr.Post("/v1/feedback", guarded("feedback", [this, &l](const httplib::Request& req, httplib::Response& res) {
@@ -544,6 +546,12 @@ struct HttpServer::Impl {
     metric("attune_corpus_stages_built_total", "counter",
            "Corpus first stages built (dense:DIR over a tenant's corpus, after a start or a corpus change).",
            c.corpus_stages_built);
+    metric("attune_corpus_stage_builds_cancelled_total", "counter",
+           "Corpus first stage builds given up: the corpus changed meanwhile, or the server stopped.",
+           c.corpus_stage_builds_cancelled);
+    metric("attune_corpus_stage_builds_failed_total", "counter",
+           "Corpus first stage builds that failed (the tenant's queries keep BM25's candidates until its corpus changes).",
+           c.corpus_stage_builds_failed);
     metric("attune_corpus_passages_embedded_total", "counter",
            "Corpus passages run through an encoder for a first stage (those cached in the store not counted).",
            c.corpus_passages_embedded);

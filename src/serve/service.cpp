@@ -168,6 +168,9 @@ struct Service::Tenant {
   // retrieval/first_stage.h), and that spec; null when stale or not asked for yet.
   std::unique_ptr<retrieval::CorpusFirstStage> corpus_stage;
   std::string corpus_stage_spec;
+  // Counts the corpus's changes (read without t.mu by the stage builder, to give up a build
+  // of a corpus that changed meanwhile).
+  std::atomic<std::uint64_t> corpus_gen{0};
   // Per user, their BM25 statistics, for queries that rank only their documents with plain
   // bm25 (exactly as bm25 over them would); dropped when their documents change.
   std::unordered_map<std::string, std::shared_ptr<const retrieval::ProfileBm25>> profile_bm25;
@@ -382,10 +385,7 @@ void Service::apply_changes(Tenant& t, const std::vector<store::DocumentChange>&
         }
         changed = true;
       }
-      if (changed) {
-        t.corpus_index.reset();
-        t.corpus_stage.reset();
-      }
+      if (changed) corpus_changed(t);
     } else {
       const auto u = t.users.find(d.user);
       std::vector<Document>* list = u == t.users.end() ? nullptr : &u->second;
@@ -471,7 +471,10 @@ Service::Slot& Service::slot(Tenant& t, const std::string& agent) {
                                                            : "this tenant's agents: " + names) + ")");
 }
 
-Service::~Service() { stop_background(true); }
+Service::~Service() {
+  stop_stage_builder();
+  stop_background(true);
+}
 
 std::optional<TenantId> Service::authenticate(std::string_view key) {
   if (key.empty() || key.size() > 256) return std::nullopt;
@@ -550,8 +553,6 @@ void Service::load_documents(Tenant& t) {
   t.seq = store_.document_seq(t.id);
   t.users.clear();
   t.corpus.clear();
-  t.corpus_index.reset();
-  t.corpus_stage.reset();
   t.profile_bm25.clear();
   for (auto& d : store_.documents_of(t.id)) {
     Document doc;
@@ -565,6 +566,88 @@ void Service::load_documents(Tenant& t) {
       t.users[d.user].push_back(std::move(doc));
     }
   }
+  corpus_changed(t);
+}
+
+// The corpus's derived state is stale: its BM25 index and first stage go (rebuilt when asked
+// for), and under a spec with a stage of its own the builder is asked for the new one at once.
+// The caller holds t.mu exclusively (or t is not shared yet).
+void Service::corpus_changed(Tenant& t) {
+  t.corpus_index.reset();
+  t.corpus_stage.reset();
+  ++t.corpus_gen;
+  if (config_.corpus_stage_background) request_stage(t, slot(t, "").spec);
+}
+
+void Service::request_stage(Tenant& t, const std::string& spec) {
+  if (t.corpus.empty() || !retrieval::has_first_stage(spec)) return;
+  std::lock_guard lock(stage_mu_);
+  const std::uint64_t gen = t.corpus_gen.load();
+  if (stage_stop_ || !stage_asked_.emplace(&t, spec, gen).second) return;
+  std::erase_if(stage_asked_, [&](const auto& a) { return std::get<0>(a) == &t && std::get<2>(a) < gen; });
+  stage_jobs_.push_back({&t, spec, gen});
+  if (!stage_builder_.joinable()) stage_builder_ = std::thread([this] { build_stages(); });
+  stage_cv_.notify_all();
+}
+
+void Service::build_stages() {
+  for (;;) {
+    StageJob job;
+    {
+      std::unique_lock lock(stage_mu_);
+      stage_cv_.wait(lock, [&] { return stage_stop_ || !stage_jobs_.empty(); });
+      if (stage_stop_) return;
+      job = std::move(stage_jobs_.front());
+      stage_jobs_.pop_front();
+    }
+    Tenant& t = *job.tenant;
+    std::vector<std::string> texts;
+    {
+      std::shared_lock lock(t.mu);
+      if (t.corpus_gen.load() != job.gen) continue;  // changed since: a newer job is queued
+      texts.reserve(t.corpus.size());
+      for (const auto& d : t.corpus) texts.push_back(d.text);
+    }
+    const auto cancelled = [&] { return stage_stopping_.load() || t.corpus_gen.load() != job.gen; };
+    try {
+      // Its embeddings are cached in the store under this tenant's own keys, chunk by chunk,
+      // so a restart, or a build given up half-way, embeds only what no chunk holds yet.
+      ScopedBlobs cache(store_, store::corpus_stage_blob_prefix(t.id));
+      auto stage = retrieval::make_first_stage(job.spec, texts, &cache, cancelled);
+      std::unique_lock lock(t.mu);
+      if (t.corpus_gen.load() != job.gen) {
+        ++stage_builds_cancelled_;
+        continue;
+      }
+      corpus_passages_embedded_ += stage->passages_embedded();
+      ++corpus_stages_built_;
+      if (t.corpus_stage && t.corpus_stage_spec != job.spec) {
+        // One stage a tenant: the spec it replaces may be asked for again.
+        std::lock_guard asked(stage_mu_);
+        stage_asked_.erase({&t, t.corpus_stage_spec, job.gen});
+      }
+      t.corpus_stage = std::move(stage);
+      t.corpus_stage_spec = job.spec;
+    } catch (const retrieval::FirstStageCancelled&) {
+      ++stage_builds_cancelled_;
+    } catch (const std::exception& e) {
+      // Not asked again for this corpus generation: its queries keep BM25's candidates, and
+      // say so; the next corpus change tries again.
+      ++stage_builds_failed_;
+      std::fprintf(stderr, "serve: tenant %lld: building the corpus first stage of %s failed: %s\n",
+                   static_cast<long long>(t.id), job.spec.c_str(), e.what());
+    }
+  }
+}
+
+void Service::stop_stage_builder() {
+  {
+    std::lock_guard lock(stage_mu_);
+    stage_stop_ = true;
+  }
+  stage_stopping_ = true;  // a build under way gives up at its next encoder call
+  stage_cv_.notify_all();
+  if (stage_builder_.joinable()) stage_builder_.join();
 }
 
 RetrieveResponse Service::retrieve(TenantId id, const RetrieveRequest& r) {
@@ -600,9 +683,12 @@ RetrieveResponse Service::retrieve(TenantId id, const RetrieveRequest& r) {
   const std::string& active = fixed ? fixed_spec : sl.spec;
   const bool own_stage = r.corpus && retrieval::has_first_stage(active);
   const auto stage_stale = [&] { return own_stage && !t.corpus.empty() && (!t.corpus_stage || t.corpus_stage_spec != active); };
+  // In the background (the default) a stale stage is asked of the builder and the query gets
+  // BM25's candidates meanwhile; otherwise this query builds it, and the tenant's wait.
+  const bool stage_here = !config_.corpus_stage_background;
   const auto stale = [&] {
     return (profile_wanted() && t.users.count(r.user) && !t.profile_bm25.count(r.user)) ||
-           (r.corpus && !t.corpus_index && !t.corpus.empty()) || stage_stale();
+           (r.corpus && !t.corpus_index && !t.corpus.empty()) || (stage_here && stage_stale());
   };
   bool build = false;
   {
@@ -621,7 +707,7 @@ RetrieveResponse Service::retrieve(TenantId id, const RetrieveRequest& r) {
       for (const auto& d : t.corpus) texts.push_back(d.text);
       t.corpus_index = std::make_unique<index::CorpusIndex>(index::CorpusIndex::build(texts));
     }
-    if (stage_stale()) {
+    if (stage_here && stage_stale()) {
       // Built once per corpus version and spec; its embeddings are cached in the store under
       // this tenant's own keys, so a restart or a small corpus change embeds little or nothing.
       std::vector<std::string> texts;
@@ -699,11 +785,15 @@ RetrieveResponse Service::retrieve(TenantId id, const RetrieveRequest& r) {
           candidates.push_back(t.corpus[row]);
           from_corpus.push_back(1);
         }
-      } else if (r.corpus && t.corpus_index)
+        out.corpus_first_stage = active;
+      } else if (r.corpus && t.corpus_index) {
+        if (own_stage && !stage_here) request_stage(t, active);  // being built, or asked for now
         for (const auto& h : t.corpus_index->search(r.query, config_.corpus_candidates)) {
           candidates.push_back(t.corpus[h.doc]);
           from_corpus.push_back(1);
         }
+        out.corpus_first_stage = "bm25";
+      }
       const Ranking ranking = (fixed ? *fixed : *sl.retriever).rank(q, candidates, r.k);  // rank() checks every owner
       for (std::size_t i = 0; i < ranking.size(); ++i) {
         const auto& d = candidates[ranking.indices[i]];
@@ -833,11 +923,8 @@ void Service::put_documents(TenantId id, const std::string& user, const std::vec
       list.push_back(std::move(doc));
     }
   }
-  if (user.empty()) {
-    t.corpus_index.reset();
-    t.corpus_stage.reset();
-  } else
-    t.profile_bm25.erase(user);
+  if (user.empty()) corpus_changed(t);
+  else t.profile_bm25.erase(user);
 }
 
 bool Service::delete_document(TenantId id, const std::string& user, const std::string& doc) {
@@ -846,8 +933,7 @@ bool Service::delete_document(TenantId id, const std::string& user, const std::s
   if (!store_.document_delete(id, user, doc)) return false;
   if (user.empty()) {
     std::erase_if(t.corpus, [&](const Document& d) { return d.id == doc; });
-    t.corpus_index.reset();
-    t.corpus_stage.reset();
+    corpus_changed(t);
   } else {
     auto it = t.users.find(user);
     if (it != t.users.end()) {
@@ -921,6 +1007,8 @@ Counts Service::counts() {
   c.profile_stats_loaded = profile_stats_loaded_;
   c.profile_stats_built = profile_stats_built_;
   c.corpus_stages_built = corpus_stages_built_;
+  c.corpus_stage_builds_cancelled = stage_builds_cancelled_;
+  c.corpus_stage_builds_failed = stage_builds_failed_;
   c.corpus_passages_embedded = corpus_passages_embedded_;
   c.pruned_changes = pruned_changes_;
   c.personal_below_threshold = personal_below_;
@@ -1198,6 +1286,9 @@ ServeConfig read_config(const std::filesystem::path& path) {
       c.change_log_keep = count(v, key, 0, std::size_t{1} << 40);
     } else if (key == "dense_micro_batch") {
       c.dense_micro_batch = count(v, key, 1, 1024);
+    } else if (key == "corpus_stage_background") {
+      if (!v.is_boolean()) throw bad(key, "expected true or false");
+      c.corpus_stage_background = v.get<bool>();
     } else if (key == "seed") {
       if (!v.is_number_unsigned()) throw bad(key, "expected a whole number");
       c.seed = v.get<std::uint64_t>();

@@ -182,6 +182,32 @@ TEST_F(DenseCorpus, TheSecondConstructionReadsTheStoreAndACorruptChunkIsEmbedded
   for (std::size_t i = 0; i < first.size(); ++i) ASSERT_NEAR(src->embeddings()->rows[i], first[i], 1e-6) << i;
 }
 
+// A build asked to stop (the server's background builder, when the corpus changed or the
+// server stops) throws FirstStageCancelled at its next encoder call; the chunks it finished
+// stay in the store, so the next build embeds only the rest, and its embeddings equal a
+// build never stopped.
+TEST_F(DenseCorpus, ACancelledBuildStopsAtItsNextBatchAndTheNextBuildResumesFromItsChunks) {
+  neural::DenseCorpusOptions o;
+  o.chunk = 64;
+  o.embed_batch = 16;
+  std::vector<float> whole;
+  {
+    neural::DenseCorpusOptions plain = o;
+    auto other = store::open_sqlite(dir / "whole.db");
+    plain.progress = false;
+    whole = neural::DenseCorpusCandidates::open(*task, corpus, model, other.get(), eo, plain)->embeddings()->rows;
+  }
+  int asked = 0;
+  o.cancelled = [&] { return ++asked > 10; };  // 10 batches of 16 embedded, then stop
+  EXPECT_THROW(open(o), retrieval::FirstStageCancelled);
+  EXPECT_EQ(asked, 11);
+  o.cancelled = {};
+  auto src = open(o);
+  EXPECT_GT(src->passages_embedded(), 0u);
+  EXPECT_LT(src->passages_embedded(), 300u - 32u) << "no chunk of the cancelled build was kept";
+  EXPECT_EQ(src->embeddings()->rows, whole);
+}
+
 // Incremental re-embedding (issue 18): a corpus that grew, lost a passage or had one edited
 // embeds only the chunks that changed, and its embeddings equal a fresh build's.
 TEST_F(DenseCorpus, AGrownOrEditedCorpusEmbedsOnlyTheChunksItChanged) {
@@ -348,6 +374,7 @@ TEST(DenseFirstStage, ServeSearchesATenantsWholeCorpusDenselyWithEmbeddingsCache
   serve::ServeConfig cfg;
   cfg.retriever = spec;
   cfg.corpus_candidates = 10;
+  cfg.corpus_stage_background = false;  // each change's first query builds the stage (counted below)
   serve::RetrieveRequest rq;
   rq.user = "ann";
   rq.query = query;
@@ -444,6 +471,7 @@ TEST(DenseFirstStage, ConcurrentRequestsAreBatchedAndEachQueryIsEncodedOnce) {
     serve::ServeConfig cfg;
     cfg.retriever = "dense:" + model.string();
     cfg.corpus_candidates = 10;
+    cfg.corpus_stage_background = false;
     serve::Service svc(*st, cfg);
     svc.put_documents(t, "", docs);
     const auto before = neural::query_batch_stats();

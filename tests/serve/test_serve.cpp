@@ -11,6 +11,8 @@
 #include <set>
 #include <thread>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -19,6 +21,7 @@
 #include "attune/serve/http.h"
 #include "attune/serve/openapi.h"
 #include "attune/serve/service.h"
+#include "attune/retrieval/first_stage.h"
 #include "attune/retrieval/retriever.h"
 #include <cmath>
 #include <fstream>
@@ -1130,4 +1133,159 @@ TEST(Serve, TwoReplicasOnOnePostgresqlShareDocumentsModelsAndOneLearner) {
   if (!db) GTEST_SKIP() << fixtures::kNoPostgres;
   TempDir dir;
   replicas_share_documents_models_and_one_learner(db->url(), dir.path / "models");
+}
+
+namespace {
+
+// A corpus first stage kind of the test's own, "held:X": its build waits until the test
+// releases it (or its `cancelled` answers true, polled every millisecond), then answers a
+// query with the corpus's passages last first (an order BM25 would not give). The retriever
+// kind of the same name keeps its candidates' order.
+struct HeldStage {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool release = false;
+  int started = 0, cancelled = 0, built = 0;
+};
+HeldStage& held() {
+  static HeldStage h;
+  return h;
+}
+class InOrder final : public retrieval::Retriever {
+ public:
+  std::string name() const override { return "held"; }
+
+ protected:
+  Ranking do_rank(const retrieval::Query&, std::span<const Document> c, std::size_t) const override {
+    Ranking r;
+    for (std::size_t i = 0; i < c.size(); ++i) {
+      r.indices.push_back(i);
+      r.scores.push_back(static_cast<double>(c.size() - i));
+    }
+    return r;
+  }
+};
+class LastFirst final : public retrieval::CorpusFirstStage {
+ public:
+  explicit LastFirst(std::size_t n) : n_(n) {}
+  std::vector<std::pair<std::size_t, double>> search(const std::string&, std::size_t n) const override {
+    std::vector<std::pair<std::size_t, double>> out;
+    for (std::size_t i = 0; i < std::min(n, n_); ++i) out.emplace_back(n_ - 1 - i, 1.0 / (1.0 + static_cast<double>(i)));
+    return out;
+  }
+  std::size_t passages_embedded() const override { return n_; }
+
+ private:
+  std::size_t n_;
+};
+void register_held() {
+  retrieval::register_retriever_kind("held", [](std::string_view, std::uint64_t) { return std::make_unique<InOrder>(); });
+  retrieval::register_first_stage("held", [](std::string_view, const std::vector<std::string>& texts, store::BlobStore*,
+                                             const retrieval::StageCancelled& cancelled)
+                                              -> std::unique_ptr<retrieval::CorpusFirstStage> {
+    auto& h = held();
+    std::unique_lock lock(h.mu);
+    ++h.started;
+    h.cv.notify_all();
+    while (!h.release) {
+      if (cancelled && cancelled()) {
+        ++h.cancelled;
+        h.cv.notify_all();
+        throw retrieval::FirstStageCancelled();
+      }
+      h.cv.wait_for(lock, std::chrono::milliseconds(1));
+    }
+    ++h.built;
+    h.cv.notify_all();
+    return std::make_unique<LastFirst>(texts.size());
+  });
+}
+// Waits (at most 20 s) until `done` holds for the held stage's counters.
+bool wait_held(const std::function<bool(const HeldStage&)>& done) {
+  auto& h = held();
+  std::unique_lock lock(h.mu);
+  return h.cv.wait_for(lock, std::chrono::seconds(20), [&] { return done(h); });
+}
+
+}  // namespace
+
+// A corpus first stage (dense:DIR's kind) is built in the background: at a tenant's load and
+// after each corpus change, while queries are answered at once with BM25's candidates, and
+// say so ("corpus_first_stage": "bm25"); once it is built, queries use it and name it. A
+// change during a build cancels that build (its corpus is stale) and asks for the new one; a
+// stopping server cancels the build under way instead of waiting for it. With
+// corpus_stage_background false, the first query builds it and waits.
+TEST(Serve, ACorpusFirstStageIsBuiltInTheBackgroundWhileQueriesGetBm25AndSaySo) {
+  register_held();
+  auto& h = held();
+  {
+    std::lock_guard lock(h.mu);
+    h.release = false;
+    h.started = h.cancelled = h.built = 0;
+  }
+  serve::ServeConfig cfg;
+  cfg.retriever = "held:x";
+  Fixture f(cfg);
+  auto a = f.client(f.key_a);
+  ASSERT_EQ(call(a, "POST", "/v1/corpus/documents",
+                 docs({{"p1", "apt pins a package version"}, {"p2", "dpkg unpacks a package"}, {"p3", "systemd starts units"}}))
+                .status,
+            200);
+  ASSERT_TRUE(wait_held([](const HeldStage& s) { return s.started == 1; })) << "no build was started by the corpus change";
+  const json q = {{"user", "ann"}, {"query", "package"}, {"k", 3}};
+  auto r = call(a, "POST", "/v1/retrieve", q);  // answered while the build is held
+  ASSERT_EQ(r.status, 200) << r.body.dump();
+  EXPECT_EQ(r.body["corpus_first_stage"], "bm25") << r.body.dump();
+  EXPECT_EQ(ids(r), (std::set<std::string>{"p1", "p2"}));  // BM25's candidates: those with "package"
+  // A change while the build is held: that build is cancelled, the new corpus's is asked for.
+  ASSERT_EQ(call(a, "POST", "/v1/corpus/documents", docs({{"p4", "a package of its own"}})).status, 200);
+  ASSERT_TRUE(wait_held([](const HeldStage& s) { return s.cancelled == 1 && s.started == 2; }))
+      << "started " << h.started << ", cancelled " << h.cancelled;
+  {
+    std::lock_guard lock(h.mu);
+    h.release = true;
+  }
+  ASSERT_TRUE(wait_held([](const HeldStage& s) { return s.built == 1; }));
+  const auto built = [&] { return f.service->counts().corpus_stages_built == 1; };
+  for (int i = 0; i < 2000 && !built(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(built());
+  EXPECT_EQ(f.service->counts().corpus_stage_builds_cancelled, 1u);
+  r = call(a, "POST", "/v1/retrieve", q);
+  EXPECT_EQ(r.body["corpus_first_stage"], "held:x") << r.body.dump();
+  ASSERT_EQ(r.body["documents"].size(), 3u) << r.body.dump();
+  EXPECT_EQ(r.body["documents"][0]["id"], "p4");  // the stage's order: the last passage first
+  EXPECT_EQ(r.body["documents"][1]["id"], "p3");
+  // A personal-only call searches no corpus and names no first stage.
+  ASSERT_EQ(call(a, "PUT", "/v1/users/ann/documents", docs({{"d1", "my package notes"}})).status, 200);
+  r = call(a, "POST", "/v1/retrieve", json{{"user", "ann"}, {"query", "package"}, {"k", 3}, {"sources", {"user"}}});
+  ASSERT_EQ(r.status, 200) << r.body.dump();
+  EXPECT_FALSE(r.body.contains("corpus_first_stage")) << r.body.dump();
+  const auto metrics = a.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("attune_corpus_stage_builds_cancelled_total 1\n"), std::string::npos) << metrics->body;
+  EXPECT_NE(metrics->body.find("attune_corpus_stage_builds_failed_total 0\n"), std::string::npos);
+  // Stopping while a build is held: the build is cancelled, the stop does not wait for it.
+  {
+    std::lock_guard lock(h.mu);
+    h.release = false;
+  }
+  ASSERT_EQ(call(a, "POST", "/v1/corpus/documents", docs({{"p5", "one more"}})).status, 200);
+  ASSERT_TRUE(wait_held([](const HeldStage& s) { return s.started == 3; }));
+  const auto t0 = std::chrono::steady_clock::now();
+  f.stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+  EXPECT_EQ(h.cancelled, 2);
+  // Built by the first query instead, when the config says so.
+  {
+    std::lock_guard lock(h.mu);
+    h.release = true;
+  }
+  serve::ServeConfig here = cfg;
+  here.corpus_stage_background = false;
+  f.start(here);
+  auto a2 = f.client(f.key_a);
+  r = call(a2, "POST", "/v1/retrieve", q);
+  EXPECT_EQ(r.body["corpus_first_stage"], "held:x") << r.body.dump();
+  EXPECT_EQ(f.service->counts().corpus_stages_built, 1u);
+  EXPECT_EQ(h.started, 4);
 }

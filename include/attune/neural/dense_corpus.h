@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -35,6 +36,9 @@ struct DenseCorpusOptions {
   std::size_t chunk = 4096;                // passages per stored blob, on average (content-defined: chunk/2 to 2 x chunk); the unit of resume and of re-embedding
   std::size_t embed_batch = 256;           // passages per encoder call
   bool progress = true;                    // "embedding corpus: done/total" on stderr
+  // Asked before each encoder call of the build; true: the build stops with
+  // retrieval::FirstStageCancelled, the chunks finished so far stored (empty: never).
+  std::function<bool()> cancelled;
 };
 
 class DenseCorpusCandidates final : public retrieval::CandidateSource {

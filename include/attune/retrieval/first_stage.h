@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -28,18 +29,26 @@ class CorpusFirstStage {
   virtual std::size_t passages_embedded() const = 0;
 };
 
+// A build given up because its `cancelled` answered true (the corpus changed meanwhile, or
+// the server is stopping). What it had cached stays cached: the next build resumes there.
+struct FirstStageCancelled : std::runtime_error {
+  FirstStageCancelled() : std::runtime_error("the corpus first stage's build was cancelled") {}
+};
+
 // Builds the stage of "PREFIX:ARG" over `texts` (the passages, in the order search answers
 // by), caching what it computes in `cache` (may be null: no cache; the caller scopes its
-// keys, e.g. to a tenant).
+// keys, e.g. to a tenant). `cancelled` (may be empty) is asked between units of work; when it
+// answers true the factory throws FirstStageCancelled.
+using StageCancelled = std::function<bool()>;
 using FirstStageFactory = std::function<std::unique_ptr<CorpusFirstStage>(
-    std::string_view arg, const std::vector<std::string>& texts, store::BlobStore* cache)>;
+    std::string_view arg, const std::vector<std::string>& texts, store::BlobStore* cache, const StageCancelled& cancelled)>;
 // Registers (or replaces) the factory for "prefix:ARG" specs. Thread-safe.
 void register_first_stage(std::string prefix, FirstStageFactory factory);
 // The stage for `spec` when it is exactly "PREFIX:ARG" of a registered prefix; null for any
 // other spec (bm25, a composite such as rrf(...) or rerank(...), an unregistered kind), whose
 // corpus candidates stay BM25's. Errors of the factory pass through.
 std::unique_ptr<CorpusFirstStage> make_first_stage(std::string_view spec, const std::vector<std::string>& texts,
-                                                   store::BlobStore* cache);
+                                                   store::BlobStore* cache, const StageCancelled& cancelled = {});
 // Whether make_first_stage would build one for `spec` (no work done).
 bool has_first_stage(std::string_view spec);
 

@@ -14,13 +14,16 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "attune/core/types.h"
@@ -150,6 +153,12 @@ struct ServeConfig {
   // Dense retrievers encode the queries of concurrent requests together, at most this many a
   // forward pass (1: each alone). The server applies it (neural::set_query_micro_batch).
   std::size_t dense_micro_batch = 16;
+  // A corpus first stage of its own (dense:DIR: every passage embedded, minutes for a large
+  // corpus) is built in the background: when a tenant is loaded, after each change of its
+  // corpus, and for a spec a query asks for. Until it is ready, queries get BM25's
+  // corpus candidates and say so ("corpus_first_stage": "bm25"). false: the first query
+  // after a change builds it while the tenant's requests wait.
+  bool corpus_stage_background = true;
   std::uint64_t seed = 0;
   // Replicas on one store (several `attune serve` on one PostgreSQL, or several processes on
   // one SQLite file): every this many seconds a replica applies the document changes others
@@ -194,6 +203,9 @@ struct ServedDocument {
 
 struct RetrieveResponse {
   std::string request_id, model_version;
+  // What found the corpus's candidates: "bm25", or the spec whose first stage did
+  // ("dense:DIR"); "" when the call searched no corpus.
+  std::string corpus_first_stage;
   std::vector<ServedDocument> documents;
 };
 
@@ -270,6 +282,8 @@ struct Counts {
   // Corpus first stages built (dense:DIR over a tenant's corpus), and the passages they ran
   // through the model (those found in the store's cache are not counted).
   std::uint64_t corpus_stages_built = 0, corpus_passages_embedded = 0;
+  // Builds given up (the corpus changed meanwhile, or the server stopped) and failed.
+  std::uint64_t corpus_stage_builds_cancelled = 0, corpus_stage_builds_failed = 0;
   bool learner_lease = false;        // whether this replica held the learner lease at its last try
 };
 
@@ -367,12 +381,34 @@ class Service {
   std::atomic<std::uint64_t> retrieves_{0}, feedback_records_{0}, learn_rounds_{0}, promotions_{0};
   void apply_changes(Tenant& t, const std::vector<store::DocumentChange>& changes);
   void load_documents(Tenant& t);
+  void corpus_changed(Tenant& t);
   // A user's BM25 statistics: read from the store when it holds them for exactly these
   // documents (ProfileBm25::fingerprint), else built and written there. Under t.mu, exclusive.
   std::shared_ptr<const retrieval::ProfileBm25> profile_statistics(Tenant& t, const std::string& user,
                                                                    const std::vector<Document>& docs);
   std::atomic<std::uint64_t> profile_stats_loaded_{0}, profile_stats_built_{0};
   std::atomic<std::uint64_t> corpus_stages_built_{0}, corpus_passages_embedded_{0};
+  std::atomic<std::uint64_t> stage_builds_cancelled_{0}, stage_builds_failed_{0};
+  // The corpus first stages' builder (ServeConfig::corpus_stage_background): one thread,
+  // started at the first job, building one stage at a time. Tenants are never unloaded, so a
+  // job holds its tenant by pointer.
+  struct StageJob {
+    Tenant* tenant = nullptr;
+    std::string spec;
+    std::uint64_t gen = 0;  // the tenant's corpus generation the job was asked for
+  };
+  // Asks for t's stage under `spec` unless it is built, queued or failed for this corpus
+  // generation (the caller holds t.mu, shared or exclusive). No-op for a spec without one.
+  void request_stage(Tenant& t, const std::string& spec);
+  void build_stages();  // the builder thread's loop
+  void stop_stage_builder();
+  std::mutex stage_mu_;  // guards the four below
+  std::condition_variable stage_cv_;
+  std::deque<StageJob> stage_jobs_;
+  std::set<std::tuple<Tenant*, std::string, std::uint64_t>> stage_asked_;  // queued, building, built or failed
+  bool stage_stop_ = false;
+  std::atomic<bool> stage_stopping_{false};
+  std::thread stage_builder_;
   void prune_change_log(const std::vector<Tenant*>& loaded);
   std::optional<std::chrono::steady_clock::time_point> pruned_at_;  // guarded by bg_mu_
   std::atomic<std::uint64_t> replica_reloads_{0}, pruned_changes_{0};
