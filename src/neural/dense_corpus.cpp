@@ -84,6 +84,7 @@ DenseCorpusCandidates::DenseCorpusCandidates(const tasks::Task& task, std::vecto
   }
   // Without a weights key, stored embeddings could outlive the weights they came from.
   build(weights_key.empty() ? nullptr : store);
+  opts_.cancelled = nullptr;  // asked only while building; what it refers to may not outlive the build
 }
 
 DenseCorpusCandidates::~DenseCorpusCandidates() = default;
@@ -234,8 +235,8 @@ class DenseFirstStage final : public retrieval::CorpusFirstStage {
     opts.cancelled = cancelled;
     index_ = DenseCorpusCandidates::open(free_text_task(), std::move(docs), dir, cache, eo, opts);
     // Concurrent requests' queries are encoded together and scanned in one pass over the
-    // passages (the scan is memory-bound: the index reads each block of rows once for up to 8
-    // queries), as the server's dense queries are micro-batched (query_micro_batch()).
+    // passages (the index reads each block of rows once for up to 8 queries), as the server's
+    // dense queries are micro-batched (query_micro_batch()).
     if (const std::size_t n = query_micro_batch(); n > 1)
       batcher_ = std::make_unique<MicroBatcher<Request, Found>>(
           [this](std::span<const Request> batch) { return find(batch); }, n, query_micro_batch_concurrency());
