@@ -491,7 +491,9 @@ TEST(Serve, ConfigFileErrorsNameTheKey) {
   const auto cfg = serve::read_config(write(R"({"retriever": "bm25", "tenants": {"acme": {"retriever": "recency"}},
                                                 "limits": {"max_k": 7, "requests_per_second": 2.5},
                                                 "dense_micro_batch": 4, "sync_seconds": 0.5,
+                                                "corpus_stage_background": false,
                                                 "learn": {"lease_seconds": 6}})"));
+  EXPECT_FALSE(cfg.corpus_stage_background);
   EXPECT_EQ(cfg.tenants.at("acme").retriever, "recency");
   EXPECT_EQ(cfg.dense_micro_batch, 4u);
   EXPECT_EQ(cfg.limits.max_k, 7u);
@@ -524,7 +526,9 @@ TEST(Serve, ConfigFileErrorsNameTheKey) {
            {R"({"personal": {"encodr": "enc"}})", "personal.encodr"},
            {R"({"personal": 0.5})", "personal"},
            {R"({"change_log_keep": -1})", "change_log_keep"},
-           {R"({"change_log_keep": "10"})", "change_log_keep"}}) {
+           {R"({"change_log_keep": "10"})", "change_log_keep"},
+           {R"({"corpus_stage_background": "yes"})", "corpus_stage_background"},
+           {R"({"corpus_stage_background": 1})", "corpus_stage_background"}}) {
     try {
       serve::read_config(write(text));
       ADD_FAILURE() << text;
