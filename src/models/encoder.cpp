@@ -17,7 +17,10 @@ namespace attune::models {
 namespace fs = std::filesystem;
 using text::SubwordTokenizer;
 
-namespace {
+// A named namespace, not an anonymous one: TextEncoder::Impl and CrossEncoder::Impl derive
+// from Common, and in a unity build (ATTUNE_UNITY_BUILD) g++ warns of a base with internal
+// linkage in a file it includes.
+namespace encoder_detail {
 
 // Texts tokenized per chunk: bounds the padded id matrix of one encode_batch call.
 constexpr std::size_t kChunk = 1024;
@@ -109,7 +112,8 @@ struct Common {
   }
 };
 
-}  // namespace
+}  // namespace encoder_detail
+using namespace encoder_detail;
 
 // ---------------------------------------------------------------- TextEncoder
 

@@ -97,21 +97,21 @@ void PurpleOptions::validate() const {
 
 namespace {
 
-struct Tokenized {
+struct PurpleTokenized {
   std::string id;
   std::vector<Tokens> rows;  // [query, records...]
   // The frozen encoder's states of `rows`, kept across epochs within the cache budget.
   torch::Tensor states, mask;
 };
 
-std::vector<Tokenized> tokenize(const text::SubwordTokenizer& tok, const std::vector<PurpleExample>& ex, std::size_t max_length) {
+std::vector<PurpleTokenized> tokenize(const text::SubwordTokenizer& tok, const std::vector<PurpleExample>& ex, std::size_t max_length) {
   std::vector<std::string> texts;
   for (const auto& e : ex) {
     texts.push_back(e.query);
     texts.insert(texts.end(), e.records.begin(), e.records.end());
   }
   auto rows = models::batches::tokenize(tok, texts, max_length);
-  std::vector<Tokenized> out(ex.size());
+  std::vector<PurpleTokenized> out(ex.size());
   std::size_t at = 0;
   for (std::size_t i = 0; i < ex.size(); ++i) {
     out[i].id = ex[i].id;
@@ -121,7 +121,7 @@ std::vector<Tokenized> tokenize(const text::SubwordTokenizer& tok, const std::ve
 }
 
 std::vector<double> checked(const ProfileReward& reward, std::span<const ProfileRequest> reqs,
-                            const std::vector<Tokenized>& ex) {
+                            const std::vector<PurpleTokenized>& ex) {
   auto r = reward(reqs);
   if (r.size() != reqs.size())
     throw Error("PURPLE: the reward gave " + std::to_string(r.size()) + " values for " + std::to_string(reqs.size()) + " profiles");
@@ -251,7 +251,7 @@ class PurpleLearner final : public DevSelectedLearner {
   std::size_t dev_size() const override { return dv_.size(); }
 
   // The propensities of one example; its encoder states come from the cache when kept.
-  torch::Tensor forward(Tokenized& t) {
+  torch::Tensor forward(PurpleTokenized& t) {
     if (t.states.defined()) return net_.score(t.states, t.mask);
     std::vector<const Tokens*> rows;
     for (const auto& r : t.rows) rows.push_back(&r);
@@ -274,7 +274,7 @@ class PurpleLearner final : public DevSelectedLearner {
   const ProfileReward& dev_reward_;
   models::PurpleNet net_;
   models::PurpleConfig cfg_;
-  std::vector<Tokenized> tr_, dv_;
+  std::vector<PurpleTokenized> tr_, dv_;
   std::unique_ptr<torch::optim::Adam> optimizer_;
   nlohmann::json sig_;
   models::SaveBertOptions save_;

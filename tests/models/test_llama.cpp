@@ -24,7 +24,7 @@ std::string read_text(const fs::path& p) {
   return ss.str();
 }
 
-LlamaConfig tiny_config() {
+LlamaConfig tiny_llama_config() {
   LlamaConfig c;
   c.vocab_size = 11;
   c.hidden_size = 16;
@@ -88,7 +88,7 @@ TEST(Stories260K, RawAndSafetensorsGiveTheSameLogits) {
 }
 
 TEST(Llama, ScoreEqualsTeacherForcedSum) {
-  auto m = Llama::random(tiny_config(), 3);
+  auto m = Llama::random(tiny_llama_config(), 3);
   TokenIds prompt = {1, 5, 7, 2};
   std::vector<TokenIds> targets = {{3}, {4, 4, 9}, {10, 0, 1, 2, 3}, {}};
   auto per = score_tokens(*m, prompt, targets);
@@ -109,7 +109,7 @@ TEST(Llama, ScoreEqualsTeacherForcedSum) {
 }
 
 TEST(Llama, BatchedSharedAndOneByOneAgree) {
-  auto m = Llama::random(tiny_config(), 5);
+  auto m = Llama::random(tiny_llama_config(), 5);
   std::vector<TokenIds> prompts = {{1, 2, 3}, {1}, {4, 5, 6, 7, 8, 9}, {1, 2, 3}};
   std::vector<TokenIds> targets = {{5, 6}, {7}, {8, 9, 10, 1}, {2, 2, 2}, {3}, {6, 5, 4, 3, 2, 1}};
   std::vector<ScoreItem> items;
@@ -125,7 +125,7 @@ TEST(Llama, BatchedSharedAndOneByOneAgree) {
 }
 
 TEST(Llama, BatchedGenerationEqualsOneByOne) {
-  auto m = Llama::random(tiny_config(), 7);
+  auto m = Llama::random(tiny_llama_config(), 7);
   std::vector<TokenIds> prompts = {{1, 2, 3}, {1}, {4, 5, 6, 7, 8, 9}};
   DecodeOptions o;
   o.max_new_tokens = 8;
@@ -145,7 +145,7 @@ TEST(Llama, BatchedGenerationEqualsOneByOne) {
 TEST(Llama, BeamSearchWithEnoughBeamsIsExhaustive) {
   // With beams >= V^(T-1) no prefix is ever pruned, so beam search must return the
   // best-scoring sequence of length T (no EOS, length penalty irrelevant at fixed length).
-  auto cfg = tiny_config();
+  auto cfg = tiny_llama_config();
   cfg.vocab_size = 5;
   auto m = Llama::random(cfg, 11);
   TokenIds prompt = {1, 2};
@@ -168,7 +168,7 @@ TEST(Llama, BeamSearchWithEnoughBeamsIsExhaustive) {
 }
 
 TEST(Llama, SamplingIsSeededAndTinyTopPIsGreedy) {
-  auto m = Llama::random(tiny_config(), 13);
+  auto m = Llama::random(tiny_llama_config(), 13);
   std::vector<TokenIds> prompts = {{1, 2, 3}, {4}};
   DecodeOptions o;
   o.max_new_tokens = 12;
@@ -191,7 +191,7 @@ TEST(Llama, SamplingIsSeededAndTinyTopPIsGreedy) {
 }
 
 TEST(Llama, SaveLoadRoundTripAndConfigErrors) {
-  auto m = Llama::random(tiny_config(), 17);
+  auto m = Llama::random(tiny_llama_config(), 17);
   auto dir = fs::temp_directory_path() / ("attune_llama_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   m->save(dir);
@@ -239,7 +239,7 @@ TEST(Llama, SaveLoadRoundTripAndConfigErrors) {
   // NaN weights are refused naming the tensor, not run into garbage.
   std::ofstream(dir / "config.json") << head + R"("num_hidden_layers": 2})";
   {
-    auto nan = Llama::random(tiny_config(), 17);
+    auto nan = Llama::random(tiny_llama_config(), 17);
     torch::NoGradGuard g;
     nan->module().named_parameters()["model.norm.weight"].fill_(std::nan(""));
     fs::remove_all(dir);

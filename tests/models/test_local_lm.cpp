@@ -16,14 +16,14 @@ using namespace attune::models;
 namespace fs = std::filesystem;
 
 namespace {
-const fs::path kStories = fs::path(ATTUNE_SHARED_DIR) / "models" / "stories260K";
+const fs::path kStoriesModel = fs::path(ATTUNE_SHARED_DIR) / "models" / "stories260K";
 }
 
 TEST(LocalModel, Stories260KGeneratesAndScores) {
-  if (!fs::exists(kStories / "model.safetensors")) GTEST_SKIP() << "needs ../shared/models/stories260K (absent in this checkout)";
+  if (!fs::exists(kStoriesModel / "model.safetensors")) GTEST_SKIP() << "needs ../shared/models/stories260K (absent in this checkout)";
   LocalOptions lo;
   lo.device = "cpu";
-  auto lm = LocalModel::load(kStories, lo);
+  auto lm = LocalModel::load(kStoriesModel, lo);
   llm::GenerateOptions g;
   g.max_new_tokens = 30;
   std::vector<llm::Prompt> ps = {{""}, {"Once upon a time"}};
@@ -31,8 +31,8 @@ TEST(LocalModel, Stories260KGeneratesAndScores) {
   EXPECT_EQ(out[0].text.rfind("Once upon a time, there was a little girl named Lily.", 0), 0u) << out[0].text;
   EXPECT_FALSE(out[1].text.empty());
   // score = teacher-forced sum over the target's own tokens (no specials) after the prompt's.
-  auto tok = text::SubwordTokenizer::load(kStories);
-  auto model = Llama::load(kStories, torch::kCPU);
+  auto tok = text::SubwordTokenizer::load(kStoriesModel);
+  auto model = Llama::load(kStoriesModel, torch::kCPU);
   std::vector<llm::ScoreRequest> reqs = {{"Once upon a", "time"}, {"Once upon a", "time there was"}, {"Lily", " went home."}, {"", "Lily"}};
   auto got = lm->score(reqs);
   for (std::size_t i = 0; i < reqs.size(); ++i) {
@@ -53,17 +53,17 @@ TEST(LocalModel, Stories260KGeneratesAndScores) {
 }
 
 TEST(LocalModel, IdChangesWithTheModelAndErrorsNameTheFolder) {
-  if (!fs::exists(kStories / "model.safetensors")) GTEST_SKIP() << "needs ../shared/models/stories260K (absent in this checkout)";
+  if (!fs::exists(kStoriesModel / "model.safetensors")) GTEST_SKIP() << "needs ../shared/models/stories260K (absent in this checkout)";
   auto dir = fs::temp_directory_path() / ("attune_local_" + std::to_string(::getpid())) / "m";
   fs::remove_all(dir.parent_path());
   fs::create_directories(dir);
-  for (auto& e : fs::directory_iterator(kStories))
+  for (auto& e : fs::directory_iterator(kStoriesModel))
     if (e.is_regular_file()) fs::copy_file(e.path(), dir / e.path().filename());
   for (auto& e : fs::directory_iterator(dir)) fs::permissions(e.path(), fs::perms::owner_write, fs::perm_options::add);
   LocalOptions lo;
   lo.device = "cpu";
   const auto id1 = LocalModel::load(dir, lo)->info().id;
-  const auto id0 = LocalModel::load(kStories, lo)->info().id;
+  const auto id0 = LocalModel::load(kStoriesModel, lo)->info().id;
   EXPECT_EQ(id1.substr(id1.find('@')), id0.substr(id0.find('@')));  // same content, same hash
   {
     std::ifstream in(dir / "config.json");

@@ -18,7 +18,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-T5Config tiny_config(const std::string& proj = "gated-gelu", bool tied = true) {
+T5Config tiny_t5_config(const std::string& proj = "gated-gelu", bool tied = true) {
   T5Config c;
   c.vocab_size = 13;
   c.d_model = 8;
@@ -256,7 +256,7 @@ TEST(T5, ForwardMatchesNaiveDoubleReference) {
                                    {"gelu", true, "t5", 2},        {"gated-gelu", false, "umt5", 2}};
   const TokenIds enc = {4, 9, 2, 11, 7, 3, 12, 5, 1}, dec = {0, 6, 3, 3, 10, 8, 2};
   for (std::size_t ci = 0; ci < cases.size(); ++ci) {
-    auto cfg = tiny_config(cases[ci].proj, cases[ci].tied);
+    auto cfg = tiny_t5_config(cases[ci].proj, cases[ci].tied);
     cfg.model_type = cases[ci].model_type;
     cfg.bias_per_layer = cfg.model_type == "umt5";
     cfg.num_decoder_layers = cases[ci].decoder_layers;
@@ -287,8 +287,8 @@ TEST(T5, ForwardMatchesNaiveDoubleReference) {
 }
 
 TEST(T5, TiedEmbeddingScalingOnlyWhenTied) {
-  auto tied = T5::random(tiny_config("gated-gelu", true), 21);
-  auto untied = std::make_shared<T5>(tiny_config("gated-gelu", false), torch::kCPU, torch::kFloat32);
+  auto tied = T5::random(tiny_t5_config("gated-gelu", true), 21);
+  auto untied = std::make_shared<T5>(tiny_t5_config("gated-gelu", false), torch::kCPU, torch::kFloat32);
   {
     torch::NoGradGuard g;
     auto src = tied->module().named_parameters();
@@ -306,7 +306,7 @@ TEST(T5, TiedEmbeddingScalingOnlyWhenTied) {
 }
 
 TEST(T5, IncrementalDecodingEqualsCacheFree) {
-  auto m = T5::random(tiny_config("gated-gelu", false), 31);
+  auto m = T5::random(tiny_t5_config("gated-gelu", false), 31);
   const TokenIds prompt = {3, 8, 2, 9, 1};
   const TokenIds target = {4, 7, 7, 2, 11, 5, 6, 9, 3, 10, 12, 4, 8};  // past max_distance: clamped buckets
   TokenIds dec = {0};
@@ -349,7 +349,7 @@ TEST(T5, IncrementalDecodingEqualsCacheFree) {
 }
 
 TEST(T5, ScoreEqualsTeacherForcedSum) {
-  auto m = T5::random(tiny_config(), 3);
+  auto m = T5::random(tiny_t5_config(), 3);
   TokenIds prompt = {1, 5, 7, 2, 1};
   std::vector<TokenIds> targets = {{3}, {4, 4, 9}, {10, 0, 1, 2, 3}, {}};
   auto per = score_tokens(*m, prompt, targets);
@@ -370,7 +370,7 @@ TEST(T5, ScoreEqualsTeacherForcedSum) {
 }
 
 TEST(T5, BatchedSharedAndOneByOneAgree) {
-  auto m = T5::random(tiny_config("relu", false), 5);
+  auto m = T5::random(tiny_t5_config("relu", false), 5);
   std::vector<TokenIds> prompts = {{1, 2, 3}, {1}, {4, 5, 6, 7, 8, 9, 10, 11, 12, 1}, {1, 2, 3}};
   std::vector<TokenIds> targets = {{5, 6}, {7}, {8, 9, 10, 1}, {2, 2, 2}, {3}, {6, 5, 4, 3, 2, 1, 0, 12, 11}};
   std::vector<ScoreItem> items;
@@ -389,7 +389,7 @@ TEST(T5, BatchedSharedAndOneByOneAgree) {
 }
 
 TEST(T5, BatchedGenerationEqualsOneByOne) {
-  auto m = T5::random(tiny_config(), 7);
+  auto m = T5::random(tiny_t5_config(), 7);
   std::vector<TokenIds> prompts = {{1, 2, 3}, {1}, {4, 5, 6, 7, 8, 9}};
   DecodeOptions o;
   o.max_new_tokens = 8;
@@ -414,7 +414,7 @@ TEST(T5, BatchedGenerationEqualsOneByOne) {
 }
 
 TEST(T5, BeamSearchWithEnoughBeamsIsExhaustive) {
-  auto cfg = tiny_config("gated-silu", true);
+  auto cfg = tiny_t5_config("gated-silu", true);
   cfg.vocab_size = 5;
   auto m = T5::random(cfg, 11);
   TokenIds prompt = {1, 2, 4};
@@ -436,7 +436,7 @@ TEST(T5, BeamSearchWithEnoughBeamsIsExhaustive) {
 }
 
 TEST(T5, SamplingIsSeededAndTinyTopPIsGreedy) {
-  auto m = T5::random(tiny_config(), 13);
+  auto m = T5::random(tiny_t5_config(), 13);
   std::vector<TokenIds> prompts = {{1, 2, 3}, {4}};
   DecodeOptions o;
   o.max_new_tokens = 12;
@@ -499,7 +499,7 @@ TEST(T5, ConfigFromHuggingFaceJson) {
                 .find("config.json: field \"feed_forward_proj\": unsupported \"gated-tanh\""),
             std::string::npos);
   try {
-    T5(tiny_config("swiglu"), torch::kCPU, torch::kFloat32);
+    T5(tiny_t5_config("swiglu"), torch::kCPU, torch::kFloat32);
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("feed_forward_proj \"swiglu\""), std::string::npos) << e.what();
@@ -510,7 +510,7 @@ TEST(T5, SaveLoadRoundTripAliasesAndShapeErrors) {
   auto dir = fs::temp_directory_path() / ("attune_t5_" + std::to_string(::getpid()));
   auto e = row({2, 9, 4, 1}), d = row({0, 5, 6, 7});
   for (bool tied : {true, false}) {
-    auto m = T5::random(tiny_config("gated-gelu", tied), 17);
+    auto m = T5::random(tiny_t5_config("gated-gelu", tied), 17);
     fs::remove_all(dir);
     m->save(dir);
     auto back = T5::load(dir, torch::kCPU);
@@ -521,7 +521,7 @@ TEST(T5, SaveLoadRoundTripAliasesAndShapeErrors) {
   }
   // Checkpoints that store the embedding only as encoder.embed_tokens.weight load too, and
   // extra aliases (decoder.embed_tokens, a tied lm_head) are ignored.
-  auto m = T5::random(tiny_config("relu", true), 19);
+  auto m = T5::random(tiny_t5_config("relu", true), 19);
   fs::remove_all(dir);
   m->save(dir);
   std::vector<NamedTensor> renamed;
@@ -562,7 +562,7 @@ TEST(T5, SaveLoadRoundTripAliasesAndShapeErrors) {
 }
 
 TEST(T5, RejectsEmptyAndOutOfVocabularyPrompts) {
-  auto m = T5::random(tiny_config(), 23);
+  auto m = T5::random(tiny_t5_config(), 23);
   torch::Tensor first;
   EXPECT_THROW(m->start({{}}, first), Error);
   EXPECT_THROW(m->start({{3, 13}}, first), Error);

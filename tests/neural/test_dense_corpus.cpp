@@ -158,7 +158,9 @@ TEST_F(DenseCorpus, TheSecondConstructionReadsTheStoreAndACorruptChunkIsEmbedded
   for (std::size_t c = 0; c < chunks.size(); ++c) {
     EXPECT_EQ(chunks[c].lo, at);
     EXPECT_LE(chunks[c].hi - chunks[c].lo, 128u);
-    if (c + 1 < chunks.size()) EXPECT_GE(chunks[c].hi - chunks[c].lo, 32u);
+    if (c + 1 < chunks.size()) {
+      EXPECT_GE(chunks[c].hi - chunks[c].lo, 32u);
+    }
     EXPECT_EQ(chunks[c].key.rfind(key + "/", 0), 0u);
     at = chunks[c].hi;
   }
@@ -308,8 +310,9 @@ TEST_F(DenseCorpus, MicroBatchedQueriesRankAsEachAloneUnderConcurrentCalls) {
     ASSERT_EQ(got[i].size(), expect[i].size());
     for (std::size_t j = 0; j < got[i].size(); ++j) {
       EXPECT_NEAR(got[i].scores[j], expect[i].scores[j], 1e-5) << i << " rank " << j;
-      if (j + 1 < got[i].size() && expect[i].scores[j] - expect[i].scores[j + 1] > 1e-4)
+      if (j + 1 < got[i].size() && expect[i].scores[j] - expect[i].scores[j + 1] > 1e-4) {
         EXPECT_EQ(got[i].ids[j], expect[i].ids[j]) << i << " rank " << j;
+      }
     }
   }
 }

@@ -128,7 +128,7 @@ TEST_F(Ium, LearnsFeedbackThatDependsOnTheAgentAndTheFolderScoresAsTrained) {
   neural::register_retrievers(Device::parse("cpu"));
   const auto r = retrieval::make_retriever(retrieval::parse_retriever_spec("ium:" + (root_ / "ium").string() + "?task=slot&model=reference"), 0);
   std::vector<Document> cands;
-  for (std::size_t i = 0; i < docs.size(); ++i) cands.push_back({"d" + std::to_string(i), "", docs[i]});  // shared-corpus passages
+  for (std::size_t i = 0; i < docs.size(); ++i) cands.push_back({"d" + std::to_string(i), "", docs[i], {}, {}});  // shared-corpus passages
   const auto ranking = r->rank({"q", "u", "kernel network"}, cands, 3);
   ASSERT_FALSE(ranking.indices.empty());
   EXPECT_EQ(ranking.indices[0], 2u);

@@ -136,7 +136,9 @@ TEST(PearlPure, TheUsersFewShotSetIsFixedAcrossItsRequestsAndOutsideTheCandidate
   ASSERT_EQ(a.size(), 2u);
   ASSERT_EQ(b.size(), 2u);
   for (auto i : b)
-    if (i < 20) EXPECT_EQ(std::count(a.begin(), a.end(), i), 1) << i;
+    if (i < 20) {
+      EXPECT_EQ(std::count(a.begin(), a.end(), i), 1) << i;
+    }
   EXPECT_EQ(user_few_shot_indices(p20, none, 2, 7, "alice"), a);  // deterministic
   // Candidates are left out while enough others remain.
   std::vector<std::size_t> top(a.begin(), a.end());
@@ -179,7 +181,7 @@ TEST(PearlPure, TheRevisionThresholdMaximisesTheDevMetric) {
 
 // Each request is about one word; candidates holding it have label 3, the others -1 (+ a
 // little noise). The initial (random) cross-encoder does not know that.
-std::vector<PearlRequest> synthetic(std::size_t n, std::uint64_t seed) {
+std::vector<PearlRequest> synthetic_requests(std::size_t n, std::uint64_t seed) {
   const auto& w = testing::tiny_words();
   Rng rng(seed);
   std::vector<PearlRequest> out;
@@ -228,7 +230,7 @@ class Pearl : public ::testing::Test {
 };
 
 TEST_F(Pearl, TheTrainedCrossEncoderRanksTheUsefulDocumentsFirst) {
-  const auto train = synthetic(48, 1), held_out = synthetic(24, 2);
+  const auto train = synthetic_requests(48, 1), held_out = synthetic_requests(24, 2);
   auto o = tiny_pearl(root_, "pearl");
   const auto res = train_pearl(train, held_out, o);
   EXPECT_EQ(res.kept_requests, 48u);
@@ -272,7 +274,7 @@ TEST_F(Pearl, TheTrainedCrossEncoderRanksTheUsefulDocumentsFirst) {
 }
 
 TEST_F(Pearl, ResumeAfterAKillGivesTheWeightsOfAnUninterruptedRun) {
-  const auto train = synthetic(12, 4);
+  const auto train = synthetic_requests(12, 4);
   auto full = tiny_pearl(root_, "full");
   full.fit.epochs = 3;  // 24 lists / 8 = 3 steps per epoch
   full.fit.checkpoint_every = 2;
@@ -301,13 +303,13 @@ TEST_F(Pearl, ResumeAfterAKillGivesTheWeightsOfAnUninterruptedRun) {
 
 TEST_F(Pearl, BadOptionsAndInputAreRefused) {
   auto o = tiny_pearl(root_, "bad");
-  auto one = synthetic(4, 1);
+  auto one = synthetic_requests(4, 1);
   for (auto& e : one) {
     e.docs.resize(1);
     e.label.resize(1);
   }
   EXPECT_THROW(train_pearl(one, {}, o), Error);  // no list
-  auto mismatched = synthetic(4, 1);
+  auto mismatched = synthetic_requests(4, 1);
   mismatched[2].label.pop_back();
   EXPECT_THROW(train_pearl(mismatched, {}, o), Error);
   for (auto edit : std::vector<std::function<void(PearlOptions&)>>{
@@ -317,10 +319,10 @@ TEST_F(Pearl, BadOptionsAndInputAreRefused) {
            [](PearlOptions& x) { x.sampling.positives = 0; }}) {
     auto b = tiny_pearl(root_, "bad");
     edit(b);
-    EXPECT_THROW(train_pearl(synthetic(4, 1), {}, b), UsageError);
+    EXPECT_THROW(train_pearl(synthetic_requests(4, 1), {}, b), UsageError);
   }
   o.init = root_ / "absent";
-  EXPECT_THROW(train_pearl(synthetic(4, 1), {}, o), Error);
+  EXPECT_THROW(train_pearl(synthetic_requests(4, 1), {}, o), Error);
 }
 
 }  // namespace

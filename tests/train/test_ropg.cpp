@@ -323,7 +323,9 @@ TEST_F(Ropg, FrozenWordEmbeddingsStayAsLoadedWhileTheLayersLearn) {
   std::size_t moved = 0;
   for (const auto& kv : before) {
     const bool same = torch::equal(kv.value(), after[kv.key()]);
-    if (kv.key() == "embeddings.word_embeddings.weight") EXPECT_TRUE(same) << "the frozen embeddings moved";
+    if (kv.key() == "embeddings.word_embeddings.weight") {
+      EXPECT_TRUE(same) << "the frozen embeddings moved";
+    }
     moved += !same;
   }
   EXPECT_GT(moved, 5u) << "the layers above the embeddings did not learn";
