@@ -9,9 +9,11 @@
 namespace attune::models {
 
 torch::Tensor SelectorNet::forward(const std::vector<const batches::Tokens*>& rows) {
-  auto [ids, mask] = batches::pad_rows(rows, pad, device);
-  auto hidden = bert->forward(ids, torch::zeros_like(ids), mask);
-  return head->forward(hidden.select(1, 0)).squeeze(1);
+  return batches::by_length(rows, batches::kLengthGroup, device, [&](const std::vector<const batches::Tokens*>& g) {
+    auto [ids, mask] = batches::pad_rows(g, pad, device);
+    auto hidden = bert->forward(ids, torch::zeros_like(ids), mask);
+    return head->forward(hidden.select(1, 0)).squeeze(1);
+  });
 }
 
 std::vector<torch::Tensor> SelectorNet::parameters() {

@@ -7,7 +7,6 @@
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
-#include <numeric>
 
 #include "attune/core/error.h"
 #include "attune/core/rng.h"
@@ -108,7 +107,12 @@ struct Model {
 
   double prior_weight() const { return prior ? prior_start + kPriorStep * theta.item<double>() : 0.0; }
 
+  // The rows' embeddings [n, H], in their order, in length groups (batches::by_length).
   torch::Tensor embed(const std::vector<const Tokens*>& rows) {
+    return models::batches::by_length(rows, models::batches::kLengthGroup, device,
+                                      [&](const std::vector<const Tokens*>& g) { return embed_padded(g); });
+  }
+  torch::Tensor embed_padded(const std::vector<const Tokens*>& rows) {
     auto [ids, mask] = pad_rows(rows, pad, device);
     auto hidden = bert->forward(ids, torch::zeros_like(ids), mask);
     return models::pool_embeddings(hidden, mask, spec.pooling, spec.normalize);

@@ -3,6 +3,7 @@
 // per batch. Includes torch.
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -48,6 +49,34 @@ inline std::pair<torch::Tensor, torch::Tensor> pad_rows(const std::vector<const 
     }
   return {ids.to(dev), mask.to(dev)};
 }
+
+// fn(group) -> a tensor whose dim 0 has a row per row of the group, over `rows` sorted by
+// length in groups of at most `group` rows, each of which pad_rows pads only to its own
+// longest row; the results concatenated back in the rows' order. A batch of texts ranges
+// from a subject line to the length cap, and padding every row to the longest one does
+// several times the work (attention's, more still); padding is masked, so a row's result
+// does not depend on its group. Gradients flow through.
+template <class Fn>
+torch::Tensor by_length(const std::vector<const Tokens*>& rows, std::size_t group, const torch::Device& dev, Fn&& fn) {
+  group = std::max<std::size_t>(group, 1);
+  if (rows.size() <= group) return fn(rows);
+  std::vector<std::size_t> order(rows.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return rows[a]->size() < rows[b]->size(); });
+  std::vector<torch::Tensor> parts;
+  for (std::size_t lo = 0; lo < order.size(); lo += group) {
+    std::vector<const Tokens*> g;
+    for (std::size_t i = lo; i < std::min(order.size(), lo + group); ++i) g.push_back(rows[order[i]]);
+    parts.push_back(fn(g));
+  }
+  std::vector<std::int64_t> at(rows.size());  // row i's place in the sorted order
+  for (std::size_t i = 0; i < order.size(); ++i) at[order[i]] = static_cast<std::int64_t>(i);
+  return torch::cat(parts, 0).index_select(0, torch::tensor(at, torch::kInt64).to(dev));
+}
+
+// Rows per length group (by_length) for training and scoring batches: a few groups a
+// training step, each large enough that torch's per-operator cost stays small.
+inline constexpr std::size_t kLengthGroup = 64;
 
 // The longest input a model folder accepts: its positions, sentence-transformers'
 // max_seq_length and the tokenizer's model_max_length, whichever is smallest (0 = unset).
