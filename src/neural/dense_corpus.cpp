@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <unordered_set>
+#include <unordered_set>
 
 #include "attune/core/error.h"
 #include "attune/core/hash.h"
@@ -255,6 +257,14 @@ class DenseFirstStage final : public retrieval::CorpusFirstStage {
     return out;
   }
   std::size_t passages_embedded() const override { return index_->passages_embedded(); }
+  std::size_t remove_stale_cache(store::BlobStore& cache) const override {
+    std::unordered_set<std::string> live;
+    for (const auto& c : index_->chunks()) live.insert(c.key);
+    std::size_t removed = 0;
+    for (const auto& key : cache.blob_keys(index_->cache_key() + "/"))
+      if (!live.count(key) && cache.blob_delete(key)) ++removed;
+    return removed;
+  }
 
  private:
   struct Request {

@@ -552,6 +552,9 @@ struct HttpServer::Impl {
     metric("attune_corpus_stage_builds_failed_total", "counter",
            "Corpus first stage builds that failed (the tenant's queries keep BM25's candidates until its corpus changes).",
            c.corpus_stage_builds_failed);
+    metric("attune_corpus_stage_cache_removed_total", "counter",
+           "Cached corpus embeddings removed once a new stage no longer read them (passages deleted or changed).",
+           c.corpus_stage_cache_removed);
     metric("attune_corpus_passages_embedded_total", "counter",
            "Corpus passages run through an encoder for a first stage (those cached in the store not counted).",
            c.corpus_passages_embedded);

@@ -40,6 +40,11 @@ class ScopedBlobs final : public store::BlobStore {
   std::optional<std::string> blob_get(const std::string& key) override { return inner_.blob_get(prefix_ + key); }
   void blob_put(const std::string& key, const std::string& value) override { inner_.blob_put(prefix_ + key, value); }
   bool blob_delete(const std::string& key) override { return inner_.blob_delete(prefix_ + key); }
+  std::vector<std::string> blob_keys(const std::string& prefix) override {
+    auto keys = inner_.blob_keys(prefix_ + prefix);
+    for (auto& k : keys) k.erase(0, prefix_.size());
+    return keys;
+  }
 
  private:
   store::BlobStore& inner_;
@@ -614,6 +619,10 @@ void Service::build_stages() {
       // so a restart, or a build given up half-way, embeds only what no chunk holds yet.
       ScopedBlobs cache(store_, store::corpus_stage_blob_prefix(t.id));
       auto stage = retrieval::make_first_stage(job.spec, texts, &cache, cancelled);
+      // What the cache holds for this encoder and this stage no longer reads (passages since
+      // deleted or changed) goes, before the stage is handed over. A corpus change meanwhile
+      // can cost the next build some embedding, never a wrong answer: a chunk's key is its content.
+      if (!cancelled()) stage_cache_removed_ += stage->remove_stale_cache(cache);
       std::unique_lock lock(t.mu);
       if (t.corpus_gen.load() != job.gen) {
         ++stage_builds_cancelled_;
@@ -719,6 +728,7 @@ RetrieveResponse Service::retrieve(TenantId id, const RetrieveRequest& r) {
       t.corpus_stage_spec = active;
       ++corpus_stages_built_;
       corpus_passages_embedded_ += t.corpus_stage->passages_embedded();
+      stage_cache_removed_ += t.corpus_stage->remove_stale_cache(cache);
     }
   }
   RetrieveResponse out;
@@ -1009,6 +1019,7 @@ Counts Service::counts() {
   c.corpus_stages_built = corpus_stages_built_;
   c.corpus_stage_builds_cancelled = stage_builds_cancelled_;
   c.corpus_stage_builds_failed = stage_builds_failed_;
+  c.corpus_stage_cache_removed = stage_cache_removed_;
   c.corpus_passages_embedded = corpus_passages_embedded_;
   c.pruned_changes = pruned_changes_;
   c.personal_below_threshold = personal_below_;

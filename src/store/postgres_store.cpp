@@ -983,6 +983,15 @@ class PostgresStore final : public Store {
     return gone;
   }
 
+  std::vector<std::string> blob_keys(const std::string& prefix) override {
+    auto lock = session();
+    // left(), not LIKE: a prefix may hold '%' and '_'; COLLATE "C" orders by bytes.
+    const Result q = db().exec("SELECT key FROM blobs WHERE left(key, length($1)) = $1 ORDER BY key COLLATE \"C\"", {prefix});
+    std::vector<std::string> out;
+    for (int i = 0; i < q.rows(); ++i) out.push_back(q.text(i, 0));
+    return out;
+  }
+
   // --- TenantStore (tenant_store.h) -------------------------------------------------------
 
   TenantId tenant_create(const std::string& name) override {

@@ -666,6 +666,21 @@ class SqliteStore final : public Store {
     return db_.changes() > 0;
   }
 
+  std::vector<std::string> blob_keys(const std::string& prefix) override {
+    std::lock_guard lock(mu_);
+    // The key's index in byte order (BINARY collation) from the prefix on, until a key no
+    // longer starts with it (no LIKE: a prefix may hold '%' and '_').
+    Stmt q(db_, "SELECT key FROM blobs WHERE key >= ? ORDER BY key");
+    q.bind(1, prefix);
+    std::vector<std::string> out;
+    while (q.step()) {
+      std::string key = q.text(0);
+      if (key.compare(0, prefix.size(), prefix) != 0) break;
+      out.push_back(std::move(key));
+    }
+    return out;
+  }
+
   // --- TenantStore (tenant_store.h) -------------------------------------------------------
 
   TenantId tenant_create(const std::string& name) override {

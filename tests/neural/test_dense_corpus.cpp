@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <numeric>
 #include <random>
+#include <chrono>
 #include <thread>
 
 #include "attune/core/error.h"
@@ -402,12 +403,22 @@ TEST(DenseFirstStage, ServeSearchesATenantsWholeCorpusDenselyWithEmbeddingsCache
     svc.put_documents(b, "", docs);
     EXPECT_EQ(served(svc, b), expected);
     EXPECT_EQ(svc.counts().corpus_passages_embedded, 80u);
+    EXPECT_EQ(svc.counts().corpus_stage_cache_removed, 0u);
     // A spec without a first stage of its own keeps BM25's candidates: none for this query.
     serve::ServeConfig plain;
     plain.retriever = "bm25";
     serve::Service bm25(*st, plain);
     EXPECT_TRUE(served(bm25, a).empty());
   }
+  // The tenants' cached embeddings, and an entry of another model in acme's scope.
+  const auto keys_of = [&](store::TenantId t) { return st->blob_keys(store::corpus_stage_blob_prefix(t)); };
+  auto a_keys = keys_of(a);
+  const auto b_keys = keys_of(b);
+  ASSERT_FALSE(a_keys.empty());
+  ASSERT_EQ(b_keys.size(), a_keys.size());
+  const std::string foreign = store::corpus_stage_blob_prefix(a) + "dense-emb2:another-model/chunk";
+  st->blob_put(foreign, "kept");
+  a_keys.insert(std::lower_bound(a_keys.begin(), a_keys.end(), foreign), foreign);
   {
     // A restart: the same answers from the stored embeddings, no passage embedded.
     serve::Service svc(*st, cfg);
@@ -419,9 +430,36 @@ TEST(DenseFirstStage, ServeSearchesATenantsWholeCorpusDenselyWithEmbeddingsCache
     ASSERT_FALSE(ids.empty());
     EXPECT_EQ(ids[0], "new");
     EXPECT_EQ(svc.counts().corpus_stages_built, 2u);
-    // A deleted passage is no longer served.
+    // The chunk the new passage changed is no longer read: the rebuilt stage removed it.
+    EXPECT_GE(svc.counts().corpus_stage_cache_removed, 1u);
+    EXPECT_NE(keys_of(a), a_keys);
+    // A deleted passage is no longer served, and the chunk that held it goes too: acme's
+    // scope holds again exactly what it held before, the other model's entry included, and
+    // globex's is untouched.
     ASSERT_TRUE(svc.delete_document(a, "", "new"));
     EXPECT_EQ(served(svc, a), expected);
+    EXPECT_EQ(keys_of(a), a_keys);
+    EXPECT_EQ(keys_of(b), b_keys);
+    EXPECT_EQ(st->blob_get(foreign).value_or(""), "kept");
+  }
+  {
+    // The background builder removes stale entries as well: a deleted passage's chunk goes
+    // once the stage without it is built.
+    serve::ServeConfig bg = cfg;
+    bg.corpus_stage_background = true;
+    serve::Service svc(*st, bg);
+    svc.put_documents(a, "", {{"", "later", query, ""}});
+    const auto wait_for = [&](auto done) {
+      for (int i = 0; i < 3000 && !done(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      return done();
+    };
+    ASSERT_TRUE(wait_for([&] { return keys_of(a) != a_keys; })) << "the stage with \"later\" was never built";
+    ASSERT_TRUE(svc.delete_document(a, "", "later"));
+    EXPECT_TRUE(wait_for([&] { return keys_of(a) == a_keys; })) << "the chunk that held \"later\" was not removed";
+    // At least the chunk with "later" (the corpus's own chunk too when the build with "later"
+    // finished before the delete cancelled it).
+    EXPECT_GE(svc.counts().corpus_stage_cache_removed, 1u);
+    EXPECT_EQ(keys_of(a), a_keys);
   }
   st.reset();
   fs::remove_all(dir);

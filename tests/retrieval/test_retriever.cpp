@@ -419,6 +419,12 @@ class MemoryBlobs final : public store::BlobStore {
     ++puts;
   }
   bool blob_delete(const std::string& key) override { return blobs.erase(key) > 0; }
+  std::vector<std::string> blob_keys(const std::string& prefix) override {
+    std::vector<std::string> out;
+    for (auto it = blobs.lower_bound(prefix); it != blobs.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it)
+      out.push_back(it->first);
+    return out;
+  }
   std::map<std::string, std::string> blobs;
   int puts = 0;
 };

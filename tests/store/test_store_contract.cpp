@@ -354,6 +354,25 @@ TEST_P(StoreContract, BlobsKeepEveryByte) {
   EXPECT_EQ(s->blob_get("all"), all);
 }
 
+// blob_keys lists exactly the keys that start with the prefix, in byte order: a '%' or '_'
+// in the prefix is itself (no LIKE pattern), and a key that only sorts after it is not one.
+TEST_P(StoreContract, BlobKeysListExactlyThePrefixsKeysInByteOrder) {
+  auto s = open();
+  for (const char* k : {"serve/dense/1/m/b", "serve/dense/1/m/a", "serve/dense/1/n/a", "serve/dense/10/m/a",
+                        "serve/dense/2/m/a", "a_b/1", "axb/1", "a%c/1", "abc/1", "zz"})
+    s->blob_put(k, "v");
+  EXPECT_EQ(s->blob_keys("serve/dense/1/"),
+            (std::vector<std::string>{"serve/dense/1/m/a", "serve/dense/1/m/b", "serve/dense/1/n/a"}));
+  EXPECT_EQ(s->blob_keys("serve/dense/1/m/"), (std::vector<std::string>{"serve/dense/1/m/a", "serve/dense/1/m/b"}));
+  EXPECT_EQ(s->blob_keys("a_"), (std::vector<std::string>{"a_b/1"}));
+  EXPECT_EQ(s->blob_keys("a%"), (std::vector<std::string>{"a%c/1"}));
+  EXPECT_TRUE(s->blob_keys("serve/dense/3/").empty());
+  EXPECT_TRUE(s->blob_keys("zzz").empty());
+  EXPECT_EQ(s->blob_keys("").size(), 10u);
+  EXPECT_TRUE(s->blob_delete("serve/dense/1/m/a"));
+  EXPECT_EQ(s->blob_keys("serve/dense/1/m/"), (std::vector<std::string>{"serve/dense/1/m/b"}));
+}
+
 TEST_P(StoreContract, ABlobIsDeletedOnceAndAUsersStatisticsBlobGoesWithEveryChangeToTheirDocuments) {
   auto s = open();
   s->blob_put("k", "v");

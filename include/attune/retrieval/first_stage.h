@@ -27,6 +27,12 @@ class CorpusFirstStage {
   virtual std::vector<std::pair<std::size_t, double>> search(const std::string& query, std::size_t n) const = 0;
   // Passages run through the model when the stage was built (0: every one came from the cache).
   virtual std::size_t passages_embedded() const = 0;
+  // Removes from `cache` what earlier builds of this kind and model stored and this stage
+  // does not read (embeddings of passages no longer in the corpus); what other kinds or
+  // models stored stays. Returns how many entries went. Only for a cache scoped to this one
+  // corpus, as serve's per-tenant scope is: in a cache that several corpora share it would
+  // remove theirs.
+  virtual std::size_t remove_stale_cache(store::BlobStore& cache) const { return 0; }
 };
 
 // A build given up because its `cancelled` answered true (the corpus changed meanwhile, or

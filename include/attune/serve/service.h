@@ -284,6 +284,8 @@ struct Counts {
   std::uint64_t corpus_stages_built = 0, corpus_passages_embedded = 0;
   // Builds given up (the corpus changed meanwhile, or the server stopped) and failed.
   std::uint64_t corpus_stage_builds_cancelled = 0, corpus_stage_builds_failed = 0;
+  // Cached entries a newly built stage removed: embeddings of passages no longer in the corpus.
+  std::uint64_t corpus_stage_cache_removed = 0;
   bool learner_lease = false;        // whether this replica held the learner lease at its last try
 };
 
@@ -388,7 +390,7 @@ class Service {
                                                                    const std::vector<Document>& docs);
   std::atomic<std::uint64_t> profile_stats_loaded_{0}, profile_stats_built_{0};
   std::atomic<std::uint64_t> corpus_stages_built_{0}, corpus_passages_embedded_{0};
-  std::atomic<std::uint64_t> stage_builds_cancelled_{0}, stage_builds_failed_{0};
+  std::atomic<std::uint64_t> stage_builds_cancelled_{0}, stage_builds_failed_{0}, stage_cache_removed_{0};
   // The corpus first stages' builder (ServeConfig::corpus_stage_background): one thread,
   // started at the first job, building one stage at a time. Tenants are never unloaded, so a
   // job holds its tenant by pointer.

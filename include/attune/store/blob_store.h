@@ -3,6 +3,7 @@
 // index). Implementations may be called from several threads; every put is one transaction.
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace attune::store {
 
@@ -16,6 +17,8 @@ class BlobStore {
   virtual void blob_put(const std::string& key, const std::string& value) = 0;
   // Removes the key; false when there was none.
   virtual bool blob_delete(const std::string& key) = 0;
+  // Every stored key that starts with `prefix`, in byte order (all keys for "").
+  virtual std::vector<std::string> blob_keys(const std::string& prefix) = 0;
 };
 
 }  // namespace attune::store
