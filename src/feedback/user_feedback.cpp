@@ -34,7 +34,7 @@ std::string lower(std::string_view s) {
 }
 
 // Lower-case words of letters and digits.
-std::vector<std::string> words(std::string_view s) {
+std::vector<std::string> word_list(std::string_view s) {
   std::vector<std::string> out;
   std::string cur;
   for (char ch : s) {
@@ -178,14 +178,14 @@ std::string PlantedCurator::reply(std::string_view prompt) const {
   const bool repaired = prompt.find(kRepair) != std::string_view::npos;
   if (malformed_ == Malformed::Always || (malformed_ == Malformed::First && !repaired))
     return "The feedback seems plausible, but I would need more context to be sure.";
-  const auto feedback = words(section(prompt, "\nUser feedback:\n", "\n\nAnswer:"));
+  const auto feedback = word_list(section(prompt, "\nUser feedback:\n", "\n\nAnswer:"));
   for (const auto& w : feedback)
     if (w == "i" || w == "my" || w == "me" || w == "prefer") return "The user states a preference of their own.\ncorrect, personal";
   const std::set<std::string> fb(feedback.begin(), feedback.end());
   for (const auto& line : split_lines(section(prompt, "\n\nDocument:\n", "\nLLM answer:\n"))) {
     const auto close = line.find("] ");
     if (line.empty() || line[0] != '[' || close == std::string::npos) continue;
-    const auto doc = words(std::string_view(line).substr(close + 2));
+    const auto doc = word_list(std::string_view(line).substr(close + 2));
     // The document's title is what the feedback is about: its first word (a title merely
     // named inside the claim is not its subject).
     if (doc.empty() || feedback.empty() || feedback.front() != doc.front()) continue;

@@ -10,7 +10,7 @@
 namespace attune::metrics {
 namespace {
 
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kNotANumber = std::numeric_limits<double>::quiet_NaN();
 
 // Continued fraction for I_x(a, b) (Abramowitz & Stegun 26.5.8), evaluated with the
 // modified Lentz method:
@@ -52,7 +52,7 @@ double beta_continued_fraction(double a, double b, double x, double y) {
 
 // I_x(a, b) with y = 1 - x given exactly.
 double incomplete_beta(double a, double b, double x, double y) {
-  if (std::isnan(a) || std::isnan(b) || std::isnan(x) || a <= 0 || b <= 0 || x < 0 || x > 1) return kNaN;
+  if (std::isnan(a) || std::isnan(b) || std::isnan(x) || a <= 0 || b <= 0 || x < 0 || x > 1) return kNotANumber;
   if (x == 0) return 0;
   if (y == 0) return 1;
   if (x < (a + 1) / (a + b + 2)) return beta_continued_fraction(a, b, x, y);
@@ -80,7 +80,7 @@ double binomial_half_cdf(long n, long k) {
 double regularized_incomplete_beta(double a, double b, double x) { return incomplete_beta(a, b, x, 1 - x); }
 
 double student_t_two_tailed_p(double t, double dof) {
-  if (std::isnan(t) || std::isnan(dof) || dof <= 0) return kNaN;
+  if (std::isnan(t) || std::isnan(dof) || dof <= 0) return kNotANumber;
   if (std::isinf(t)) return 0;
   // P(|T| > |t|) = I_{dof/(dof+t^2)}(dof/2, 1/2); 1 - x = t^2/(dof+t^2) computed directly.
   const double t2 = t * t;
@@ -89,7 +89,7 @@ double student_t_two_tailed_p(double t, double dof) {
 }
 
 double chi2_sf_1dof(double x) {
-  if (std::isnan(x)) return kNaN;
+  if (std::isnan(x)) return kNotANumber;
   if (x <= 0) return 1;
   // A chi-square with 1 dof is Z^2: P(Z^2 > x) = P(|Z| > sqrt x) = erfc(sqrt(x/2)).
   return std::erfc(std::sqrt(x / 2));

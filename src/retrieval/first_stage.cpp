@@ -12,7 +12,7 @@ std::mutex& registry_mu() {
   static std::mutex mu;
   return mu;
 }
-std::map<std::string, FirstStageFactory, std::less<>>& registry() {
+std::map<std::string, FirstStageFactory, std::less<>>& stage_registry() {
   static std::map<std::string, FirstStageFactory, std::less<>> r;
   return r;
 }
@@ -25,8 +25,8 @@ std::pair<FirstStageFactory, std::string_view> lookup(std::string_view spec) {
   if (colon == std::string_view::npos || colon == 0 || colon + 1 == spec.size()) return {};
   if (spec.find_first_of(",() \t") != std::string_view::npos) return {};
   std::lock_guard lock(registry_mu());
-  const auto it = registry().find(spec.substr(0, colon));
-  if (it == registry().end()) return {};
+  const auto it = stage_registry().find(spec.substr(0, colon));
+  if (it == stage_registry().end()) return {};
   return {it->second, spec.substr(colon + 1)};
 }
 
@@ -36,7 +36,7 @@ void register_first_stage(std::string prefix, FirstStageFactory factory) {
   if (prefix.empty() || prefix.find(':') != std::string::npos)
     throw UsageError("first stage kind \"" + prefix + "\": a prefix is a non-empty name without ':'");
   std::lock_guard lock(registry_mu());
-  registry()[std::move(prefix)] = std::move(factory);
+  stage_registry()[std::move(prefix)] = std::move(factory);
 }
 
 std::unique_ptr<CorpusFirstStage> make_first_stage(std::string_view spec, const std::vector<std::string>& texts,

@@ -53,7 +53,7 @@ std::string pick_assemble(std::string_view input, std::string_view joined) {
   return joined_then_input(input, joined);
 }
 
-std::string quoted(std::string_view s) { return "\"" + std::string(s) + "\""; }
+std::string quote(std::string_view s) { return "\"" + std::string(s) + "\""; }
 
 TaskSpec commit_subject() {
   TaskSpec s;
@@ -69,7 +69,7 @@ TaskSpec commit_subject() {
   // `{joined}. {input}`.
   s.format.slot = "text";
   s.format.item = [n](const Document& d, std::string_view text) {
-    return quoted(required_field(d, "title", n)) + " is the title for " + quoted(text) + " ";
+    return quote(required_field(d, "title", n)) + " is the title for " + quote(text) + " ";
   };
   s.format.assemble = joined_then_input;
   return s;
@@ -88,8 +88,8 @@ TaskSpec commit_area() {
   // description truncated; final `{joined}. {input}`.
   s.format.slot = "description";
   s.format.item = [n](const Document& d, std::string_view desc) {
-    return "the area for the commit: " + quoted(desc) + " is " +
-           quoted(required_field(d, "tag", n)) + " ";
+    return "the area for the commit: " + quote(desc) + " is " +
+           quote(required_field(d, "tag", n)) + " ";
   };
   s.format.assemble = joined_then_input;
   return s;
@@ -108,7 +108,7 @@ TaskSpec commit_pick() {
   };
   // Like LaMP-1: item `"{title}"`, the title truncated; inserted after "subject".
   s.format.slot = "title";
-  s.format.item = [](const Document&, std::string_view title) { return quoted(title); };
+  s.format.item = [](const Document&, std::string_view title) { return quote(title); };
   s.format.assemble = pick_assemble;
   return s;
 }

@@ -118,7 +118,7 @@ Behavior parse_behavior(const json& j, Behavior dflt, const Ctx& ctx, const std:
   ctx.fail("pre_tokenizer " + who + ": unsupported behavior " + it->dump());
 }
 
-bool get_bool(const json& j, const char* key, bool dflt) {
+bool pretokenizer_bool(const json& j, const char* key, bool dflt) {
   auto it = j.find(key);
   return it != j.end() && it->is_boolean() ? it->get<bool>() : dflt;
 }
@@ -301,7 +301,7 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const json& j, const Ctx& ctx) 
     std::string rep = kMetaspace;
     if (auto it = j.find("replacement"); it != j.end() && it->is_string()) rep = it->get<std::string>();
     if (rep.empty()) ctx.fail("pre_tokenizer Metaspace: empty replacement");
-    Prepend scheme = get_bool(j, "add_prefix_space", true) ? Prepend::Always : Prepend::Never;
+    Prepend scheme = pretokenizer_bool(j, "add_prefix_space", true) ? Prepend::Always : Prepend::Never;
     if (auto it = j.find("prepend_scheme"); it != j.end() && it->is_string()) {
       const std::string s = it->get<std::string>();
       if (s == "always") scheme = Prepend::Always;
@@ -309,10 +309,10 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const json& j, const Ctx& ctx) 
       else if (s == "never") scheme = Prepend::Never;
       else ctx.fail("pre_tokenizer Metaspace: unsupported prepend_scheme \"" + s + "\"");
     }
-    return std::make_unique<MetaspacePre>(rep, scheme, get_bool(j, "split", true));
+    return std::make_unique<MetaspacePre>(rep, scheme, pretokenizer_bool(j, "split", true));
   }
   if (type == "ByteLevel")
-    return std::make_unique<ByteLevelPre>(get_bool(j, "add_prefix_space", true), get_bool(j, "use_regex", true));
+    return std::make_unique<ByteLevelPre>(pretokenizer_bool(j, "add_prefix_space", true), pretokenizer_bool(j, "use_regex", true));
   if (type == "Split") {
     auto p = j.find("pattern");
     if (p == j.end() || !p->is_object()) ctx.fail("pre_tokenizer Split has no \"pattern\"");
@@ -326,10 +326,10 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const json& j, const Ctx& ctx) 
     }
     return std::make_unique<RegexSplit>(std::make_unique<Regex>(pattern, ctx.file + ": pre_tokenizer Split"),
                                         parse_behavior(j, Behavior::Removed, ctx, "Split"),
-                                        get_bool(j, "invert", false));
+                                        pretokenizer_bool(j, "invert", false));
   }
   if (type == "Digits")
-    return char_split(is_numeric, get_bool(j, "individual_digits", false) ? Behavior::Isolated : Behavior::Contiguous);
+    return char_split(is_numeric, pretokenizer_bool(j, "individual_digits", false) ? Behavior::Isolated : Behavior::Contiguous);
   if (type == "Punctuation") return char_split(is_bert_punct, parse_behavior(j, Behavior::Isolated, ctx, "Punctuation"));
   if (type == "CharDelimiterSplit") {
     auto it = j.find("delimiter");
