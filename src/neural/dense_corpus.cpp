@@ -7,7 +7,6 @@
 #include <cstring>
 #include <fstream>
 #include <unordered_set>
-#include <unordered_set>
 
 #include "attune/core/error.h"
 #include "attune/core/hash.h"
