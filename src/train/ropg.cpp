@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <numeric>
 
 #include "attune/core/error.h"
 #include "attune/core/rng.h"
