@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <set>
@@ -118,6 +120,79 @@ TEST(VectorIndex, ExactIsTheSameOnOneThreadAndMany) {
     EXPECT_EQ(a[q].ids, b[q].ids);
     EXPECT_EQ(a[q].scores, b[q].scores);
   }
+}
+
+// Over many rows and a small k the exact index screens with int8 copies of its rows and
+// scores in float only the rows its error bound cannot rule out. Its answers must be the full
+// float scan's, bit for bit: the same rows, the same floats, the same ties. The data mixes
+// embedding-like unit rows, exact duplicates (ties at every k), zero rows, rows a thousand
+// times longer, and a cluster of near-duplicates closer than int8 can tell apart.
+TEST(VectorIndex, ExactScreeningGivesTheFullScansAnswerBitForBit) {
+  for (const std::size_t d : {std::size_t{37}, std::size_t{128}}) {
+    const std::size_t n = 20000;
+    auto rows = random_rows(n, d, 31);
+    for (std::size_t i = 0; i < n; ++i) {  // unit rows, like a sentence encoder's
+      double s = 0;
+      for (std::size_t j = 0; j < d; ++j) s += double(rows[i * d + j]) * rows[i * d + j];
+      for (std::size_t j = 0; j < d; ++j) rows[i * d + j] = static_cast<float>(rows[i * d + j] / std::sqrt(s));
+    }
+    std::mt19937 rng(5);
+    for (std::size_t i = 0; i < 400; ++i) {  // exact duplicates of other rows
+      const std::size_t a = rng() % n, b = rng() % n;
+      std::copy_n(rows.begin() + static_cast<std::ptrdiff_t>(a * d), d, rows.begin() + static_cast<std::ptrdiff_t>(b * d));
+    }
+    for (std::size_t i = 0; i < 50; ++i) std::fill_n(rows.begin() + static_cast<std::ptrdiff_t>((rng() % n) * d), d, 0.f);
+    for (std::size_t i = 0; i < 50; ++i)
+      for (std::size_t j = 0, r = rng() % n; j < d; ++j) rows[r * d + j] *= 1000.f;
+    for (std::size_t i = 0; i < 300; ++i)  // near-duplicates of row 7, a few ulps apart
+      for (std::size_t j = 0, r = 100 + i * 13; j < d; ++j)
+        rows[r * d + j] = std::nextafter(rows[7 * d + j], (i + j) % 2 ? 1.f : -1.f);
+    auto queries = random_rows(20, d, 32);
+    std::copy_n(rows.begin() + 7 * static_cast<std::ptrdiff_t>(d), d, queries.begin());  // a query at the cluster
+    for (const std::size_t threads : {std::size_t{1}, std::size_t{3}}) {
+      ExactIndex screened(d, threads), full(d, threads, /*screen=*/false);
+      screened.add(rows);
+      full.add(rows);
+      for (const std::size_t k : {std::size_t{1}, std::size_t{10}, std::size_t{100}, std::size_t{1250}}) {
+        ASSERT_TRUE(screened.screens(k));
+        ASSERT_FALSE(full.screens(k));
+        for (const std::size_t nq : {std::size_t{1}, std::size_t{20}}) {
+          const auto a = screened.search(queries.data(), nq, k), b = full.search(queries.data(), nq, k);
+          for (std::size_t q = 0; q < nq; ++q) {
+            ASSERT_EQ(a[q].ids, b[q].ids) << "d " << d << " threads " << threads << " k " << k << " q " << q;
+            ASSERT_EQ(a[q].scores, b[q].scores) << "d " << d << " threads " << threads << " k " << k << " q " << q;
+          }
+        }
+      }
+      // The screen did its job: far fewer rows scored in float than scanned.
+      EXPECT_GT(screened.rows_screened(), 0u);
+      EXPECT_LT(screened.rows_rescored() * 5, screened.rows_screened())
+          << screened.rows_rescored() << " of " << screened.rows_screened() << " rows rescored";
+      EXPECT_EQ(full.rows_screened(), 0u);
+    }
+  }
+}
+
+// Where screening cannot be proven right it is not used: a non-finite value in a row, a
+// non-finite query, k too large a share of the rows, too few rows.
+TEST(VectorIndex, ExactScreeningStepsAsideWhereItsBoundDoesNotHold) {
+  const std::size_t n = 4096, d = 16;
+  auto rows = random_rows(n, d, 41);
+  ExactIndex a(d, 1), small(d, 1);
+  a.add(rows);
+  small.add(std::span<const float>(rows).first(1000 * d));
+  EXPECT_TRUE(a.screens(10));
+  EXPECT_FALSE(a.screens(0));     // every row
+  EXPECT_FALSE(a.screens(1000));  // a quarter of them
+  EXPECT_FALSE(small.screens(1));
+  auto q = random_rows(1, d, 42);
+  q[3] = std::numeric_limits<float>::quiet_NaN();
+  a.search(q, 10);
+  EXPECT_EQ(a.rows_screened(), 0u) << "a NaN query was screened";
+  std::vector<float> bad(d, 1.f);
+  bad[5] = std::numeric_limits<float>::infinity();
+  a.add(bad);
+  EXPECT_FALSE(a.screens(10));
 }
 
 TEST(VectorIndex, HnswRecallAtTenIsHigh) {

@@ -3,10 +3,15 @@
 // <query, row>. Two implementations behind one interface:
 //  - ExactIndex: a contiguous row-major matrix and blocked dot products, spread over
 //    threads (attune/core/parallel.h). The right tool for a profile (tens to thousands of
-//    rows) and the reference the others are tested against.
+//    rows) and the reference the others are tested against. Over many rows and a small k it
+//    screens first: an int8 copy of every row gives each row's score within a proven error
+//    bound, and only the rows whose bound reaches the k-th best are scored in float. The
+//    answer is the full float scan's, bit for bit (same scores, same ties), not an
+//    approximation.
 //  - FaissIndex: FAISS IndexFlatIP (exact, BLAS for batches) or IndexHNSWFlat (approximate,
 //    M = 32) for a corpus. Debian's FAISS answers single queries slowly: batch them.
 // Torch-free and FAISS-free header (FAISS stays in the .cpp).
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -31,6 +36,7 @@ struct VectorHits {
 
 struct VectorIndexOptions {
   std::size_t threads = 0;          // ExactIndex search threads (0 = all cores)
+  bool screen = true;               // ExactIndex: int8 screening where it pays (exact either way)
   std::size_t hnsw_m = 32;          // hnsw: neighbours per node
   std::size_t ef_construction = 80; // hnsw: candidate list while building
   std::size_t ef_search = 128;      // hnsw: candidate list while searching (recall vs speed)
@@ -57,7 +63,7 @@ class VectorIndex {
 
 class ExactIndex final : public VectorIndex {
  public:
-  explicit ExactIndex(std::size_t dim, std::size_t threads = 0);
+  explicit ExactIndex(std::size_t dim, std::size_t threads = 0, bool screen = true);
   std::size_t dim() const override { return dim_; }
   std::size_t size() const override { return dim_ ? data_.size() / dim_ : 0; }
   std::string kind() const override { return "exact"; }
@@ -67,10 +73,24 @@ class ExactIndex final : public VectorIndex {
   std::vector<VectorHits> search(const float* queries, std::size_t nq, std::size_t k) const override;
   // Row i (dim() floats).
   const float* row(std::size_t i) const { return data_.data() + i * dim_; }
+  // Rows scored in float by screened searches so far, and rows those searches screened
+  // (each query counts every row it scanned): how much the int8 bound saved.
+  std::uint64_t rows_rescored() const { return rescored_.load(std::memory_order_relaxed); }
+  std::uint64_t rows_screened() const { return screened_.load(std::memory_order_relaxed); }
+  // Whether a search for k of the rows would screen (else it scans in float).
+  bool screens(std::size_t k) const;
 
  private:
+  struct Scanner;
   std::size_t dim_, threads_;
+  bool screen_;
   std::vector<float> data_;
+  // The int8 copy: row r is scale_[r] * q8_[r*dim .. +dim) + e with ||e||_2 <= err_[r];
+  // norm_[r] >= ||row r||_2. Any non-finite value in a row switches screening off for good.
+  std::vector<std::int8_t> q8_;
+  std::vector<float> scale_, err_, norm_;
+  bool finite_ = true;
+  mutable std::atomic<std::uint64_t> rescored_{0}, screened_{0};
 };
 
 class FaissIndex final : public VectorIndex {
