@@ -39,23 +39,41 @@ bool is_python_space(std::uint32_t cp) {
 }
 
 
-std::vector<std::string_view> split_whitespace_views(std::string_view s) {
-  std::vector<std::string_view> out;
+namespace {
+// Each byte's class for Python's str.split(): 0 a word byte, 1 an ASCII space (\t..\r,
+// \x1c..\x1f, ' '), 2 the lead or continuation byte of a non-ASCII character (decoded).
+struct ByteClasses {
+  unsigned char of[256] = {};
+  constexpr ByteClasses() {
+    for (unsigned c = 0; c < 256; ++c)
+      of[c] = c >= 0x80 ? 2 : (c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f)) ? 1 : 0;
+  }
+};
+constexpr ByteClasses kBytes;
+}  // namespace
+
+void split_whitespace_views_into(std::string_view s, std::vector<std::string_view>& out) {
+  out.clear();
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const std::size_t n = s.size();
   std::size_t i = 0, start = 0;
   bool in_word = false;
-  while (i < s.size()) {
+  while (i < n) {
+    // The common case: a run of ASCII word bytes, one table lookup each.
+    if (in_word)
+      while (i < n && kBytes.of[p[i]] == 0) ++i;
+    if (i >= n) break;
     std::size_t len = 1;
     bool space;
-    if (static_cast<unsigned char>(s[i]) < 0x80) {  // ASCII: no decoding
-      const char c = s[i];
-      space = c == ' ' || (c >= '\t' && c <= '\r') || (c >= '\x1c' && c <= '\x1f');
+    if (const unsigned char c = kBytes.of[p[i]]; c != 2) {
+      space = c == 1;
     } else {
       std::uint32_t cp;
       len = utf8_decode(s, i, cp);
       space = is_python_space(cp);
     }
     if (space) {
-      if (in_word) out.push_back(s.substr(start, i - start));
+      if (in_word) out.emplace_back(s.data() + start, i - start);
       in_word = false;
     } else if (!in_word) {
       in_word = true;
@@ -63,7 +81,12 @@ std::vector<std::string_view> split_whitespace_views(std::string_view s) {
     }
     i += len;
   }
-  if (in_word) out.push_back(s.substr(start));
+  if (in_word) out.emplace_back(s.data() + start, n - start);
+}
+
+std::vector<std::string_view> split_whitespace_views(std::string_view s) {
+  std::vector<std::string_view> out;
+  split_whitespace_views_into(s, out);
   return out;
 }
 

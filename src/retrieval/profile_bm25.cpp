@@ -52,7 +52,8 @@ Ranking ProfileBm25::rank(const Query& q, std::size_t k) const {
   if (docs_.empty()) return r;
   // The query's tokens as views, scored into a buffer each thread keeps.
   thread_local std::vector<double> scores;
-  const auto tokens = text::bm25_token_views(q.text);
+  thread_local std::vector<std::string_view> tokens;
+  text::bm25_token_views_into(q.text, tokens);
   bm25_.scores_into(tokens, scores);
   for (std::size_t i : index::rank_bm25_top(scores, k)) {
     r.indices.push_back(i);

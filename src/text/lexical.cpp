@@ -97,6 +97,7 @@ bool is_ascii_punct(std::uint32_t c) {
 }  // namespace
 
 std::vector<std::string_view> bm25_token_views(std::string_view s) { return split_whitespace_views(s); }
+void bm25_token_views_into(std::string_view s, std::vector<std::string_view>& out) { split_whitespace_views_into(s, out); }
 std::vector<std::string> bm25_tokens(std::string_view s) {
   const auto views = bm25_token_views(s);
   return std::vector<std::string>(views.begin(), views.end());

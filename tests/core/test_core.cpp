@@ -23,6 +23,47 @@ TEST(Strings, SplitWhitespaceMatchesPythonStrSplit) {
   EXPECT_EQ(split_whitespace("x\xE2\x80\x8By").size(), 1u);
 }
 
+// The splitter's fast path (a byte table, runs of ASCII word bytes) against the plain
+// definition, one decoded code point at a time, on random strings mixing ASCII words and
+// spaces, \x1c..\x1f, non-ASCII spaces (U+00A0, U+3000, U+2009), non-space non-ASCII
+// characters, stray continuation bytes and truncated sequences.
+TEST(Strings, SplitWhitespaceViewsMatchesTheCodePointDefinition) {
+  const std::vector<std::string> pieces{"a", "Zq", "7", " ", "\t", "\n", "\x1c", "\x1f", "\x1b", "\xC2\xA0", "\xE3\x80\x80",
+                                        "\xE2\x80\x89", "\xC3\xA9", "\xE2\x80\x8B", "\x80", "\xC2", "\xE3\x80", "\xF0\x9F\x98\x80"};
+  auto reference = [](std::string_view s) {
+    std::vector<std::string_view> out;
+    std::size_t i = 0, start = 0;
+    bool in_word = false;
+    while (i < s.size()) {
+      std::uint32_t cp;
+      const std::size_t len = utf8_decode(s, i, cp);
+      if (is_python_space(cp)) {
+        if (in_word) out.push_back(s.substr(start, i - start));
+        in_word = false;
+      } else if (!in_word) {
+        in_word = true;
+        start = i;
+      }
+      i += len;
+    }
+    if (in_word) out.push_back(s.substr(start));
+    return out;
+  };
+  std::uint64_t x = 99;
+  std::vector<std::string_view> got;
+  for (int trial = 0; trial < 2000; ++trial) {
+    std::string s;
+    const int n = trial % 40;
+    for (int j = 0; j < n; ++j) {
+      x = x * 6364136223846793005ull + 1442695040888963407ull;
+      s += pieces[(x >> 33) % pieces.size()];
+    }
+    split_whitespace_views_into(s, got);
+    ASSERT_EQ(got, reference(s)) << "trial " << trial;
+    ASSERT_EQ(split_whitespace_views(s), got);
+  }
+}
+
 TEST(Strings, StripAndTextAfter) {
   EXPECT_EQ(strip("  \xC2\xA0hi there \n"), "hi there");
   EXPECT_EQ(text_after("review: great movie ", "review:"), "great movie");

@@ -14,6 +14,8 @@ std::string strip(std::string_view s);
 std::vector<std::string> split_whitespace(std::string_view s);
 // The same tokens as views into s (no allocation per token).
 std::vector<std::string_view> split_whitespace_views(std::string_view s);
+// The same into out (cleared first; its capacity reused).
+void split_whitespace_views_into(std::string_view s, std::vector<std::string_view>& out);
 // Everything after the first occurrence of `marker`, stripped; the whole text stripped
 // when the marker is absent.
 std::string text_after(std::string_view s, std::string_view marker);

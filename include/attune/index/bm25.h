@@ -61,6 +61,11 @@ class Bm25Okapi {
    public:
     static constexpr std::uint32_t kNone = 0xFFFFFFFFu;
     std::uint32_t find(std::string_view term) const;
+    // The same with the term's hash (hash(term)) computed already; prefetch(hash) loads the
+    // slot a find will read first.
+    std::uint32_t find(std::string_view term, std::uint64_t hash) const;
+    static std::uint64_t hash(std::string_view term);
+    void prefetch(std::uint64_t hash) const;
     // The term's id, adding it with the next id when new; `added` says which.
     std::uint32_t insert(std::string_view term, bool& added);
     std::size_t size() const { return off_.size() - 1; }

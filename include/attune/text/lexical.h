@@ -11,6 +11,8 @@ namespace attune::text {
 std::vector<std::string> bm25_tokens(std::string_view s);
 // The same tokens as views into s.
 std::vector<std::string_view> bm25_token_views(std::string_view s);
+// The same into out (cleared first; its capacity reused: a query path that keeps one buffer).
+void bm25_token_views_into(std::string_view s, std::vector<std::string_view>& out);
 
 // rouge_score's tokenizer without stemming: Python lower(), every run of characters
 // outside [a-z0-9] becomes a space, split, keep tokens matching ^[a-z0-9]+$. Non-ASCII
