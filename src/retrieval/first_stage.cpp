@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "attune/core/error.h"
+#include "attune/retrieval/spec.h"
 
 namespace attune::retrieval {
 namespace {
@@ -47,5 +48,16 @@ std::unique_ptr<CorpusFirstStage> make_first_stage(std::string_view spec, const 
 }
 
 bool has_first_stage(std::string_view spec) { return static_cast<bool>(lookup(spec).first); }
+
+namespace {
+std::string stage_of(const RetrieverSpec& s) {
+  if (s.kind == RetrieverSpec::Kind::Rerank) return s.children.empty() ? std::string() : stage_of(s.children[0]);
+  if (s.kind != RetrieverSpec::Kind::Registered) return {};
+  std::string own = s.prefix + ":" + s.arg;
+  return has_first_stage(own) ? own : std::string();
+}
+}  // namespace
+
+std::string first_stage_spec(std::string_view spec) { return stage_of(parse_retriever_spec(spec)); }
 
 }  // namespace attune::retrieval

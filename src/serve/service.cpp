@@ -581,7 +581,21 @@ void Service::corpus_changed(Tenant& t) {
   t.corpus_index.reset();
   t.corpus_stage.reset();
   ++t.corpus_gen;
-  if (config_.corpus_stage_background) request_stage(t, slot(t, "").spec);
+  if (config_.corpus_stage_background) request_stage(t, stage_spec(slot(t, "").spec));
+}
+
+std::string Service::stage_spec(const std::string& spec) const {
+  std::lock_guard lock(stage_specs_mu_);
+  if (const auto it = stage_specs_.find(spec); it != stage_specs_.end()) return it->second;
+  std::string s;
+  try {
+    s = retrieval::first_stage_spec(spec);
+  } catch (const std::exception& e) {
+    // The spec was read when its retriever was made; a folder gone since leaves BM25's
+    // candidates, and the answers say so ("corpus_first_stage": "bm25").
+    std::fprintf(stderr, "serve: the first stage of %s: %s; BM25's corpus candidates instead\n", spec.c_str(), e.what());
+  }
+  return stage_specs_.emplace(spec, s).first->second;
 }
 
 void Service::request_stage(Tenant& t, const std::string& spec) {
@@ -689,9 +703,12 @@ RetrieveResponse Service::retrieve(TenantId id, const RetrieveRequest& r) {
   };
   // A spec with a corpus first stage of its own (dense:DIR) searches the corpus with it;
   // any other keeps BM25's top corpus_candidates as the corpus's candidates.
+  // A spec that reranks a dense:DIR (rerank(dense:DIR,L,R), or a learned model's folder that
+  // expands to one) searches with that stage too.
   const std::string& active = fixed ? fixed_spec : sl.spec;
-  const bool own_stage = r.corpus && retrieval::has_first_stage(active);
-  const auto stage_stale = [&] { return own_stage && !t.corpus.empty() && (!t.corpus_stage || t.corpus_stage_spec != active); };
+  const std::string stage = r.corpus ? stage_spec(active) : std::string();
+  const bool own_stage = !stage.empty();
+  const auto stage_stale = [&] { return own_stage && !t.corpus.empty() && (!t.corpus_stage || t.corpus_stage_spec != stage); };
   // In the background (the default) a stale stage is asked of the builder and the query gets
   // BM25's candidates meanwhile; otherwise this query builds it, and the tenant's wait.
   const bool stage_here = !config_.corpus_stage_background;
@@ -724,8 +741,8 @@ RetrieveResponse Service::retrieve(TenantId id, const RetrieveRequest& r) {
       for (const auto& d : t.corpus) texts.push_back(d.text);
       ScopedBlobs cache(store_, store::corpus_stage_blob_prefix(t.id));
       t.corpus_stage.reset();
-      t.corpus_stage = retrieval::make_first_stage(active, texts, &cache);
-      t.corpus_stage_spec = active;
+      t.corpus_stage = retrieval::make_first_stage(stage, texts, &cache);
+      t.corpus_stage_spec = stage;
       ++corpus_stages_built_;
       corpus_passages_embedded_ += t.corpus_stage->passages_embedded();
       stage_cache_removed_ += t.corpus_stage->remove_stale_cache(cache);
@@ -790,14 +807,14 @@ RetrieveResponse Service::retrieve(TenantId id, const RetrieveRequest& r) {
           }
         }
       }
-      if (own_stage && t.corpus_stage && t.corpus_stage_spec == active) {
+      if (own_stage && t.corpus_stage && t.corpus_stage_spec == stage) {
         for (const auto& [row, score] : t.corpus_stage->search(r.query, config_.corpus_candidates)) {
           candidates.push_back(t.corpus[row]);
           from_corpus.push_back(1);
         }
-        out.corpus_first_stage = active;
+        out.corpus_first_stage = stage;
       } else if (r.corpus && t.corpus_index) {
-        if (own_stage && !stage_here) request_stage(t, active);  // being built, or asked for now
+        if (own_stage && !stage_here) request_stage(t, stage);  // being built, or asked for now
         for (const auto& h : t.corpus_index->search(r.query, config_.corpus_candidates)) {
           candidates.push_back(t.corpus[h.doc]);
           from_corpus.push_back(1);

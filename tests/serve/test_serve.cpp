@@ -1293,3 +1293,53 @@ TEST(Serve, ACorpusFirstStageIsBuiltInTheBackgroundWhileQueriesGetBm25AndSaySo) 
   EXPECT_EQ(f.service->counts().corpus_stages_built, 1u);
   EXPECT_EQ(h.started, 4);
 }
+
+// A spec that reranks a first stage's retriever searches the corpus with that stage: a
+// learned model's folder that expands to rerank(held:x,L,K:DIR) (what serve's ROPG learner
+// promotes), and rerank(held:x,L,R) named by a call. Any other spec keeps BM25's candidates.
+TEST(Serve, ASpecThatReranksAStagesRetrieverSearchesTheCorpusWithThatStage) {
+  register_held();
+  auto& h = held();
+  {
+    std::lock_guard lock(h.mu);
+    h.release = true;
+    h.started = h.cancelled = h.built = 0;
+  }
+  TempDir models;
+  const auto folder = models.path / "learned";
+  fs::create_directories(folder);
+  std::ofstream(folder / "attune_model.json") << R"({"kind": "held", "rerank": {"initial": "held:x", "top_l": 2}})";
+  serve::ServeConfig cfg;
+  cfg.retriever = folder.string();
+  cfg.retrievers = {"rerank(held:x, 3, bm25)", "bm25"};
+  Fixture f(cfg);
+  auto a = f.client(f.key_a);
+  ASSERT_EQ(call(a, "POST", "/v1/corpus/documents",
+                 docs({{"p1", "apt pins a package version"}, {"p2", "dpkg unpacks a package"}, {"p3", "systemd starts units"}}))
+                .status,
+            200);
+  ASSERT_TRUE(wait_held([](const HeldStage& s) { return s.built == 1; })) << "the folder's stage was not built";
+  const auto built = [&] { return f.service->counts().corpus_stages_built == 1; };
+  for (int i = 0; i < 2000 && !built(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(built());
+  json q = {{"user", "ann"}, {"query", "package"}, {"k", 3}};
+  auto r = call(a, "POST", "/v1/retrieve", q);
+  ASSERT_EQ(r.status, 200) << r.body.dump();
+  EXPECT_EQ(r.body["corpus_first_stage"], "held:x") << r.body.dump();
+  // The stage's order (the last passage first), its first 2 kept: p3 has no "package", so
+  // BM25's candidates would not hold it.
+  ASSERT_EQ(r.body["documents"].size(), 2u) << r.body.dump();
+  EXPECT_EQ(r.body["documents"][0]["id"], "p3");
+  EXPECT_EQ(r.body["documents"][1]["id"], "p2");
+  q["retriever"] = "rerank(held:x, 3, bm25)";
+  r = call(a, "POST", "/v1/retrieve", q);
+  ASSERT_EQ(r.status, 200) << r.body.dump();
+  EXPECT_EQ(r.body["corpus_first_stage"], "held:x") << r.body.dump();
+  EXPECT_EQ(ids(r), (std::set<std::string>{"p1", "p2", "p3"}));
+  q["retriever"] = "bm25";
+  r = call(a, "POST", "/v1/retrieve", q);
+  ASSERT_EQ(r.status, 200) << r.body.dump();
+  EXPECT_EQ(r.body["corpus_first_stage"], "bm25") << r.body.dump();
+  EXPECT_EQ(ids(r), (std::set<std::string>{"p1", "p2"}));
+  EXPECT_EQ(h.started, 1) << "one stage serves both specs";
+}

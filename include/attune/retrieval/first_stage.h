@@ -57,5 +57,11 @@ std::unique_ptr<CorpusFirstStage> make_first_stage(std::string_view spec, const 
                                                    store::BlobStore* cache, const StageCancelled& cancelled = {});
 // Whether make_first_stage would build one for `spec` (no work done).
 bool has_first_stage(std::string_view spec);
+// The first stage a retriever spec's corpus candidates come from: the spec itself when it
+// is a registered PREFIX:ARG (a trained folder that expands to one: its own encoder), the
+// initial retriever's first stage for rerank(A,L,R) (and for a trained folder that expands to
+// rerank(A,L,K:DIR), as ROPG's and serve's learned models do), "" for anything else (BM25's
+// candidates). Parses the spec (a folder: its attune_model.json), so callers keep the answer.
+std::string first_stage_spec(std::string_view spec);
 
 }  // namespace attune::retrieval

@@ -402,6 +402,10 @@ class Service {
   // Asks for t's stage under `spec` unless it is built, queued or failed for this corpus
   // generation (the caller holds t.mu, shared or exclusive). No-op for a spec without one.
   void request_stage(Tenant& t, const std::string& spec);
+  // retrieval::first_stage_spec of a slot's spec, kept (a folder's is read once).
+  std::string stage_spec(const std::string& spec) const;
+  mutable std::mutex stage_specs_mu_;
+  mutable std::map<std::string, std::string> stage_specs_;
   void build_stages();  // the builder thread's loop
   void stop_stage_builder();
   std::mutex stage_mu_;  // guards the four below
