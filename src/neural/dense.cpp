@@ -1,4 +1,5 @@
 #include "attune/neural/dense.h"
+#include "attune/neural/selector.h"
 
 #include <algorithm>
 #include <atomic>
@@ -304,6 +305,7 @@ void register_retrievers(const Device& device) {
   retrieval::register_retriever_kind("purple", [device](std::string_view dir, std::uint64_t) {
     return std::make_unique<PurpleRetriever>(models::PurpleModel::load(std::string(dir), device));
   });
+  register_selector_retriever(device);
   retrieval::register_retriever_kind("ium", [device](std::string_view arg, std::uint64_t) {
     const auto s = parse_ium_arg(arg);
     return std::make_unique<IumRetriever>(models::IumModel::load(s.dir, device), s.task, s.model);

@@ -1357,8 +1357,8 @@ ServeConfig read_config(const std::filesystem::path& path) {
           c.learn.on = lv.get<bool>();
         } else if (lk == "method") {
           c.learn.method = text();
-          if (c.learn.method != "ropg-kd" && c.learn.method != "ium" && c.learn.method != "luf")
-            throw bad(k, "the server learns with \"ropg-kd\", \"ium\" or \"luf\"");
+          if (c.learn.method != "ropg-kd" && c.learn.method != "ium" && c.learn.method != "luf" && c.learn.method != "rspg")
+            throw bad(k, "the server learns with \"ropg-kd\", \"ium\", \"luf\" or \"rspg\"");
         } else if (lk == "init") c.learn.init = text();
         else if (lk == "judge") c.learn.judge = text();
         else if (lk == "dir") c.learn.dir = text();
@@ -1370,9 +1370,19 @@ ServeConfig read_config(const std::filesystem::path& path) {
         else if (lk == "epochs") c.learn.epochs = count(lv, k, 1, 1000);
         else if (lk == "lr") c.learn.lr = number(0, 1);
         else if (lk == "positive_at") c.learn.positive_at = number(-1e9, 1e9);
-        else
+        else if (lk == "selector_k") c.learn.selector_k = count(lv, k, 1, 100);
+        else if (lk == "pool") {
+          if (!lv.is_array() || lv.size() < 2) throw bad(k, "expected an array of at least 2 retriever specs");
+          c.learn.pool.clear();
+          for (const auto& e : lv) {
+            if (!e.is_string() || e.get<std::string>().empty()) throw bad(k, "expected retriever specs (non-empty strings)");
+            c.learn.pool.push_back(e.get<std::string>());
+          }
+          if (const auto twice = retrieval::first_repeated_spec(c.learn.pool); !twice.empty())
+            throw bad(k, "lists \"" + twice + "\" twice: a selector chooses among different retrievers");
+        } else
           throw bad(k, "unknown key (on, method, init, dir, min_new_feedback, interval_seconds, dev_fraction, top_l, "
-                       "epochs, lr, positive_at, judge, lease_seconds)");
+                       "epochs, lr, positive_at, judge, lease_seconds, pool, selector_k)");
       }
     } else if (key == "user_feedback") {
       if (!v.is_object()) throw bad(key, "expected an object");

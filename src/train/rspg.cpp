@@ -132,6 +132,7 @@ class RspgLearner final : public DevSelectedLearner {
             {"warmup", o.fit.warmup}, {"clip", o.fit.clip}, {"temperature", o.temperature},
             {"target_normalization", to_string(o.target_normalization)}, {"seed", o.fit.seed},
             {"train_examples", train.size()}};
+    if (o.texts != "prompts") sig_["texts"] = o.texts;  // (absent: the checkpoints of earlier runs still resume)
     save_.tokenizer_dir = o.init;
     save_.pooling = spec.pooling;
     save_.normalize = spec.normalize;
@@ -177,7 +178,7 @@ class RspgLearner final : public DevSelectedLearner {
     save(out, st);
     models::write_json_file(out / "selector.json", {{"variant", name()}, {"pool", o_.pool}, {"k", o_.k},
                                                     {"prompt_max_length", o_.prompt_max_length}, {"max_length", max_length_},
-                                                    {"input", models::to_string(o_.input)}});
+                                                    {"input", models::to_string(o_.input)}, {"texts", o_.texts}});
     write_model_marker(out, "selector", name());
   }
 
@@ -208,6 +209,8 @@ void RspgOptions::validate() const {
     throw FieldError<UsageError>("pool", "RSPG needs a pool of at least 2 retrievers (pool has " + std::to_string(pool.size()) + ")");
   if (const auto twice = retrieval::first_repeated_spec(pool); !twice.empty())
     throw FieldError<UsageError>("pool", "pool lists \"" + twice + "\" twice: a selector chooses among different retrievers");
+  if (texts != "prompts" && texts != "documents")
+    throw FieldError<UsageError>("texts", "texts = \"" + texts + "\": expected prompts or documents");
   if (!(temperature > 0) || !std::isfinite(temperature))
     throw FieldError<UsageError>("target_temperature", "temperature = " + std::to_string(temperature) + ": must be a positive number");
 }

@@ -1507,6 +1507,19 @@ TEST_F(Cli, ServeRefusesABadConfigAtStart) {
   { std::ofstream(dir_ / "judge.json") << R"({"learn": {"judge": "planted:judge"}})"; }
   r = run("serve --store s.db --config judge.json --port 0");
   EXPECT_EQ(r.rc, 2) << r.err;
+  // RSPG's learner needs a pool, a pool is RSPG's alone, and each member must be a retriever.
+  { std::ofstream(dir_ / "rspg.json") << R"({"learn": {"on": true, "method": "rspg", "init": "."}})"; }
+  r = run("serve --store s.db --config rspg.json --port 0");
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_NE(r.err.find("learn.pool"), std::string::npos) << r.err;
+  { std::ofstream(dir_ / "pool.json") << R"({"learn": {"pool": ["bm25", "recency"]}})"; }
+  r = run("serve --store s.db --config pool.json --port 0");
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_NE(r.err.find("learn.pool is rspg's"), std::string::npos) << r.err;
+  { std::ofstream(dir_ / "member.json") << R"({"learn": {"on": true, "method": "rspg", "init": ".", "pool": ["bm25", "bm26"]}})"; }
+  r = run("serve --store s.db --config member.json --port 0");
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_NE(r.err.find("bm26"), std::string::npos) << r.err;
   { std::ofstream(dir_ / "uf.json") << R"({"user_feedback": {"llm": "reference"}})"; }
   r = run("serve --store s.db --config uf.json --port 0");
   EXPECT_EQ(r.rc, 2) << r.err;

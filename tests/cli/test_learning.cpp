@@ -13,6 +13,8 @@
 // Skips, saying why, without ../shared.
 #include <gtest/gtest.h>
 
+#include <numeric>
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -496,8 +498,15 @@ struct ServeApp {
 // whose top document is liked more often, on queries it learnt nothing from, under a new
 // model version. (The learner itself, with its lr-0 control, is the ROPG-KD check above.)
 // `learn` adds keys to the config's learn object: "" for ROPG-KD (the default learner).
+// `judge` (optional) replaces the last check: it gets the served top-1 utilities of each
+// held-out user before and after, and a function giving them under a spec the call names
+// (one of the config's "retrievers", which `top_level` may add: "\"retrievers\": [...], ").
+using ServeTop1 = std::function<std::vector<double>(const std::string& retriever)>;
 static void check_serve_learns(const fs::path& dir_, attune::llm::PlantedReader* reader_, const std::string& learn,
-                               const std::function<attune::testing::CliResult(const std::string&)>& run) {
+                               const std::function<attune::testing::CliResult(const std::string&)>& run,
+                               const std::string& top_level = "",
+                               const std::function<void(const std::vector<double>&, const std::vector<double>&, const ServeTop1&)>&
+                                   judge = {}) {
   attune::engine::DataSpec spec;
   spec.data = kGit;
   spec.task = "commit_subject";
@@ -518,7 +527,7 @@ static void check_serve_learns(const fs::path& dir_, attune::llm::PlantedReader*
   std::size_t expected = 0;
   for (std::size_t i = 0; i < kTrain; ++i) expected += std::min<std::size_t>(16, ds.examples[i].profile.size());
   {
-    std::ofstream(dir_ / "serve.json") << R"({"retriever": "bm25", "learn": {"on": true, "init": "enc", "dir": "served",
+    std::ofstream(dir_ / "serve.json") << "{" << top_level << R"("retriever": "bm25", "learn": {"on": true, "init": "enc", "dir": "served",
         "interval_seconds": 1, "top_l": 16, "epochs": 2, )" << learn << R"("min_new_feedback": )" << expected << "}}";
   }
   ServeApp app;
@@ -533,16 +542,25 @@ static void check_serve_learns(const fs::path& dir_, attune::llm::PlantedReader*
     ADD_FAILURE() << "served a document " << doc_id << " that is not in the profile of " << ex.id;
     return 0.0;
   };
-  // Served top-1 utility on the held-out users (the last 160 examples), and the model version.
-  const auto served_top1 = [&](std::string& version) {
-    double sum = 0;
+  // Served top-1 utility of each held-out user (the dev split's first 160), under the
+  // tenant's model ("") or a spec the call names, and the model version that served.
+  const auto top1s = [&](const std::string& retriever, std::string& version) {
+    std::vector<double> u(kHeldOut, 0.0);
     for (std::size_t i = 0; i < kHeldOut; ++i) {
       const auto& ex = held.examples[i];
-      const auto out = app.post("/v1/retrieve", {{"user", ex.id}, {"query", task->query(ex)}, {"k", 1}});
+      json q = {{"user", ex.id}, {"query", task->query(ex)}, {"k", 1}};
+      if (!retriever.empty()) q["retriever"] = retriever;
+      const auto out = app.post("/v1/retrieve", q);
       version = out.value("model_version", "");
-      if (!out["documents"].empty()) sum += utility(ex, out["documents"][0]["id"]);
+      if (!out["documents"].empty()) u[i] = utility(ex, out["documents"][0]["id"]);
     }
-    return sum / kHeldOut;
+    return u;
+  };
+  std::vector<double> before_each, after_each;
+  const auto mean = [](const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size()); };
+  const auto served_top1 = [&](std::string& version) {
+    (before_each.empty() ? before_each : after_each) = top1s("", version);
+    return mean(after_each.empty() ? before_each : after_each);
   };
   for (std::size_t i = 0; i < kHeldOut; ++i) app.put_user(held.examples[i], *task);
   std::string before_version, after_version;
@@ -575,7 +593,13 @@ static void check_serve_learns(const fs::path& dir_, attune::llm::PlantedReader*
   EXPECT_NE(log.find(": promoted;"), std::string::npos) << log;
   EXPECT_EQ(after_version.rfind("served/", 0), 0u) << after_version;
   EXPECT_NE(after_version.find("@v2"), std::string::npos) << after_version;
-  EXPECT_GT(after, before + 0.02) << "the served rankings did not improve";
+  if (judge)
+    judge(before_each, after_each, [&](const std::string& spec) {
+      std::string version;
+      return top1s(spec, version);
+    });
+  else
+    EXPECT_GT(after, before + 0.02) << "the served rankings did not improve";
   app.stop();
 }
 
@@ -646,6 +670,37 @@ TEST_F(Learning, ServeLearnsWithLufFromAJudgesLabelsOfWhatItServed) {
     fs::remove_all(dir_ / f);  // the ROPG-KD check's, when both run in one process
   check_serve_learns(dir_, reader_.get(), R"("method": "luf", "judge": "planted:judge?word=test", )",
                      [](const std::string& a) { return run(a); });
+}
+
+// RSPG in attune serve (paper 000 §5): a selector between bm25 and recency, trained on the
+// planted reader's utilities of what each member would have put first among the served
+// documents, then served as the tenant's retriever (selector:DIR): per query it picks the
+// member whose first document it reads as liked.
+TEST_F(Learning, ServeLearnsToSelectARetrieverWithRspg) {
+  for (const char* f : {"served", "serve.db", "serve.db-wal", "serve.db-shm", "port-serve.txt", "pid-serve.txt", "serve.err", "serve.out"})
+    fs::remove_all(dir_ / f);  // another serve check's, when they run in one process
+  // It must move at least half-way from always-bm25 (the start) to the pool's oracle (each
+  // held-out user's better first document of the two), on users it learnt nothing from, and
+  // beat always-recency too.
+  check_serve_learns(dir_, reader_.get(), R"("method": "rspg", "pool": ["bm25", "recency"], )",
+                     [](const std::string& a) { return run(a); }, R"("retrievers": ["recency"], )",
+                     [](const std::vector<double>& before, const std::vector<double>& after, const ServeTop1& top1) {
+                       const auto recency = top1("recency");
+                       double b = 0, a = 0, r = 0, oracle = 0;
+                       for (std::size_t i = 0; i < before.size(); ++i) {
+                         b += before[i];
+                         a += after[i];
+                         r += recency[i];
+                         oracle += std::max(before[i], recency[i]);
+                       }
+                       const double n = static_cast<double>(before.size());
+                       b /= n, a /= n, r /= n, oracle /= n;
+                       std::printf("rspg served top-1: always bm25 %.4f, always recency %.4f, selector %.4f, pool oracle %.4f\n", b,
+                                   r, a, oracle);
+                       ASSERT_GT(oracle, b) << "the pool leaves nothing to select";
+                       EXPECT_GE(a - b, 0.5 * (oracle - b)) << "less than half-way from bm25 to the pool's oracle";
+                       EXPECT_GT(a, r) << "no better than always recency";
+                     });
 }
 
 // Online IUM per agent in attune serve (paper 002 §4): two agents of one tenant, "tests" and

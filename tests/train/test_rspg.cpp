@@ -6,6 +6,7 @@
 #include "attune/core/rng.h"
 #include "attune/models/weights.h"
 #include "attune/neural/selector.h"
+#include "attune/retrieval/retriever.h"
 #include "attune/train/rspg.h"
 #include "tiny_bert.h"
 
@@ -88,6 +89,83 @@ TEST_F(Rspg, PreLearnsToPickTheHelpfulPromptAndTheSavedSelectorAgrees) {
     success += e.utility[pick] >= *std::max_element(e.utility.begin(), e.utility.end()) - 1e-9;
   }
   EXPECT_NEAR(success / static_cast<double>(dev.size()), best.dev_success, 1e-9);
+}
+
+// A selector trained on documents (attune serve's rspg learner: texts "documents") is a
+// retriever spec of its own: each pool member ranks the candidates, the selector reads each
+// member's first document and serves the ranking of the one it picks. Here it learnt that a
+// list whose first document holds "apple" helps; recency and bm25 put different documents
+// first, and it must serve whichever list starts with the apple, both ways round. A selector
+// trained on the task's prompts (the default) is refused as a retriever, naming eval.
+TEST_F(Rspg, ADocumentsTrainedSelectorServesAsARetrieverAndAPromptsTrainedOneIsRefused) {
+  const auto& w = testing::tiny_words();
+  // Two candidates a query: "new" (newest: recency's first) and "old" (it holds the query's
+  // word: bm25's first); "apple" in one of them. The examples are built as the server's
+  // learner builds them: each member's ranking, its first document's text, its utility.
+  const auto recency = retrieval::make_retriever("recency", 1), bm25 = retrieval::make_retriever("bm25", 1);
+  const auto candidates = [&](Rng& rng, retrieval::Query& q, bool apple_in_new) {
+    q.id = "q";
+    q.text = w[20 + rng.below(5)];
+    std::vector<Document> docs(2);
+    docs[0].id = "new";
+    docs[0].date = "2026-01-01";
+    docs[1].id = "old";
+    docs[1].date = "2020-01-01";
+    for (auto& d : docs)
+      for (int t = 0; t < 3; ++t) d.text += (t ? " " : "") + w[rng.below(10)];
+    docs[1].text += " " + q.text;
+    docs[apple_in_new ? 0 : 1].text += " apple";
+    return docs;
+  };
+  const auto examples = [&](std::size_t n, std::uint64_t seed) {
+    Rng rng(seed);
+    std::vector<RspgExample> out;
+    for (std::size_t i = 0; i < n; ++i) {
+      retrieval::Query q;
+      const bool apple_in_new = rng.below(2);
+      const auto docs = candidates(rng, q, apple_in_new);
+      RspgExample e;
+      e.id = "d" + std::to_string(i);
+      e.query = q.text;
+      for (const auto* member : {recency.get(), bm25.get()}) {
+        const auto r = member->rank(q, docs, 1);
+        e.prompts.push_back(neural::selector_documents_text(docs, r, 1));
+        e.utility.push_back(docs[r.indices[0]].text.find("apple") != std::string::npos ? 1.0 : 0.0);
+      }
+      out.push_back(e);
+    }
+    return out;
+  };
+  auto o = tiny(root_, "docs", RspgVariant::Pre);
+  o.pool = {"recency", "bm25"};
+  o.texts = "documents";
+  o.k = 1;
+  const auto res = train_rspg(examples(64, 5), examples(32, 6), o);
+  ASSERT_GT(res.best_epoch, 0u);
+  ASSERT_GT(res.epochs[res.best_epoch - 1].dev_success, 0.9);
+  neural::register_selector_retriever("cpu");
+  const auto selector = retrieval::make_retriever(o.fit.out.string(), 1);
+  Rng rng(9);
+  std::size_t right = 0, n = 0;
+  for (int i = 0; i < 20; ++i)
+    for (const bool apple_in_new : {false, true}) {
+      retrieval::Query q;
+      const auto docs = candidates(rng, q, apple_in_new);
+      const auto r = selector->rank(q, docs, 2);
+      ASSERT_EQ(r.size(), 2u);
+      right += r.ids[0] == (apple_in_new ? "new" : "old");
+      ++n;
+    }
+  EXPECT_GE(right, n * 9 / 10) << right << " of " << n << " served lists start with the apple";
+  auto p = tiny(root_, "prompts", RspgVariant::Pre);
+  p.fit.epochs = 1;
+  train_rspg(synthetic(8, 1, false), synthetic(4, 2, false), p);
+  try {
+    retrieval::make_retriever(p.fit.out.string(), 1);
+    ADD_FAILURE() << "a prompts-trained selector was made a retriever";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("attune eval"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(Rspg, PostReadsPromptAndOutputAndResumesToTheSameWeights) {

@@ -68,8 +68,17 @@ void add_eval(CLI::App& app, int& rc) {
     std::vector<std::string> selector_specs;
     for (const auto& s : o->retrievers)
       (retrieval::trained_model_kind(s) == "selector" ? selector_specs : plain).push_back(s);
-    for (const auto& s : selector_specs) {
+    std::vector<std::shared_ptr<const neural::Selector>> loaded;
+    std::erase_if(selector_specs, [&](const std::string& s) {
       auto sel = neural::Selector::load(s, r->device);
+      // One trained on documents (attune serve's) is a retriever of its own: a row like any other.
+      if (sel->texts() == "documents") return plain.push_back(s), true;
+      loaded.push_back(std::move(sel));
+      return false;
+    });
+    for (std::size_t i = 0; i < selector_specs.size(); ++i) {
+      const auto& s = selector_specs[i];
+      auto sel = loaded[i];
       for (const auto& p : sel->pool())
         if (std::find(plain.begin(), plain.end(), p) == plain.end()) plain.push_back(p);
       if (!r->quiet && (sel->k() != o->k || sel->prompt_max_length() != o->max_length))

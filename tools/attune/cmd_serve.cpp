@@ -11,11 +11,14 @@
 #include "attune/core/file.h"
 #include "attune/feedback/judge.h"
 #include "attune/neural/dense.h"
+#include "attune/neural/selector.h"
+#include "attune/retrieval/retriever.h"
 #include "attune/serve/http.h"
 #include "attune/serve/openapi.h"
 #include "attune/store/store.h"
 #include "attune/train/ium.h"
 #include "attune/train/ropg.h"
+#include "attune/train/rspg.h"
 #include "common.h"
 
 namespace attune::cli {
@@ -160,6 +163,76 @@ class IumLearner final : public serve::Learner {
   serve::LearnConfig c_;
 };
 
+// RSPG-Pre (paper 000 §5) on the slot's feedback: a selector that picks one retriever of
+// learn.pool per query. For each rated request every member ranks the served documents; its
+// target is the mean utility of its first selector_k, and the selector reads the query and
+// those documents' texts (neural::selector_documents_text, what it reads when it serves).
+// The trained folder is itself the retriever spec (selector:DIR): each member ranks the
+// candidates, the selector picks one, its ranking is served.
+class RspgLearner final : public serve::Learner {
+ public:
+  RspgLearner(serve::LearnConfig c, std::uint64_t seed) : c_(std::move(c)) {
+    for (const auto& spec : c_.pool) pool_.push_back(retrieval::make_retriever(spec, seed));
+  }
+  serve::LearnOutcome learn(const serve::LearnRound& r) override {
+    const auto examples = [&](const std::vector<serve::LearnQuery>& qs) {
+      std::vector<train::RspgExample> out;
+      for (const auto& q : qs) {
+        if (q.documents.size() != q.utility.size())
+          throw Error("rspg: request " + q.request_id + " has " + std::to_string(q.documents.size()) + " rated documents but " +
+                      std::to_string(q.utility.size()) + " utilities");
+        retrieval::Query query;
+        query.id = q.request_id;
+        query.user = q.user;
+        query.text = q.query;
+        train::RspgExample e;
+        e.id = q.request_id;
+        e.query = q.query;
+        for (const auto& member : pool_) {
+          const Ranking ranked = member->rank(query, q.documents, c_.selector_k);
+          e.prompts.push_back(neural::selector_documents_text(q.documents, ranked, c_.selector_k));
+          double u = 0;
+          for (std::size_t j = 0; j < ranked.size(); ++j) u += q.utility[ranked.indices[j]];
+          e.utility.push_back(ranked.size() ? u / static_cast<double>(ranked.size()) : 0.0);
+        }
+        out.push_back(std::move(e));
+      }
+      return out;
+    };
+    const auto train_ex = examples(r.train);
+    if (std::none_of(train_ex.begin(), train_ex.end(), [](const train::RspgExample& e) {
+          return std::any_of(e.utility.begin(), e.utility.end(), [&](double u) { return u != e.utility.front(); });
+        }))
+      return {"", "rspg: on every rated request the pool's members serve documents of equal utility: nothing to learn"};
+    train::RspgOptions o;
+    o.variant = train::RspgVariant::Pre;
+    o.init = c_.init;
+    o.pool = c_.pool;
+    o.k = c_.selector_k;
+    o.texts = "documents";
+    o.max_length = 256;
+    o.fit.out = r.out;
+    o.fit.epochs = c_.epochs;
+    o.fit.lr = c_.lr;
+    o.fit.seed = r.seed;
+    o.fit.quiet = true;
+    o.fit.data_description = "attune serve: feedback of tenant " + std::to_string(r.tenant) +
+                             (r.agent.empty() ? "" : ", agent " + r.agent) + " (" + std::to_string(r.train.size()) +
+                             " requests; " + std::to_string(r.dev.size()) + " held back)";
+    if (std::filesystem::exists(r.out)) remove_tree(r.out);  // a round cut short by a crash starts again
+    const auto res = train::train_rspg(train_ex, examples(r.dev), o);
+    char line[256];
+    std::snprintf(line, sizeof line, "rspg: held-back utility of the selected retriever %.4f at the start -> %.4f (epoch %zu of %zu; oracle %.4f)",
+                  res.init_dev_utility, res.best_epoch ? res.epochs.at(res.best_epoch - 1).dev_utility : res.init_dev_utility,
+                  res.best_epoch, res.epochs.size(), res.dev_oracle);
+    return {r.out.string(), line};
+  }
+
+ private:
+  serve::LearnConfig c_;
+  std::vector<std::unique_ptr<retrieval::Retriever>> pool_;
+};
+
 }  // namespace
 
 void add_serve(CLI::App& app, int& rc) {
@@ -207,6 +280,17 @@ void add_serve(CLI::App& app, int& rc) {
       throw UsageError("learn.method luf needs learn.judge: the language model that judges what was served");
     if (!cfg.learn.judge.empty() && cfg.learn.method != "luf")
       throw UsageError("learn.judge is luf's judge; learn.method is " + cfg.learn.method);
+    if (cfg.learn.on && cfg.learn.method == "rspg" && cfg.learn.pool.size() < 2)
+      throw UsageError("learn.method rspg needs learn.pool: the retriever specs (at least 2) its selector chooses among");
+    if (!cfg.learn.pool.empty() && cfg.learn.method != "rspg")
+      throw UsageError("learn.pool is rspg's pool; learn.method is " + cfg.learn.method);
+    for (const auto& spec : cfg.learn.pool) {  // a bad member fails now, not in the first round
+      try {
+        retrieval::make_retriever(spec, r->seed);
+      } catch (const UsageError& e) {
+        throw UsageError("learn.pool: " + std::string(e.what()));
+      }
+    }
     std::shared_ptr<llm::LanguageModel> judge;
     if (cfg.learn.on && cfg.learn.method == "luf") judge = engine::make_llm(cfg.learn.judge, engine::DataSpec{}, nullptr, r->models());
     neural::configure_for_serving(cfg.dense_micro_batch);  // before the service makes its retrievers
@@ -248,6 +332,8 @@ void add_serve(CLI::App& app, int& rc) {
           learner = std::make_unique<IumLearner>(cfg.learn);
         else if (cfg.learn.method == "luf")
           learner = std::make_unique<LufLearner>(cfg.learn, judge);
+        else if (cfg.learn.method == "rspg")
+          learner = std::make_unique<RspgLearner>(cfg.learn, r->seed);
         else
           learner = std::make_unique<RopgKdLearner>(cfg.learn);
         std::unique_lock lock(learn_mu);

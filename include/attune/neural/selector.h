@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "attune/core/types.h"
 #include "attune/models/selector.h"
 
 namespace attune::neural {
@@ -28,13 +29,28 @@ class Selector {
   const std::vector<std::string>& pool() const { return pool_; }  // retriever specs, in score order
   std::size_t k() const { return k_; }                            // documents per prompt it was trained on
   std::size_t prompt_max_length() const { return prompt_max_length_; }  // the prompts' budget then
+  // What it was trained to read (selector.json "texts"): "prompts" (the task's, eval builds
+  // them) or "documents" (each member's top k documents, one per line: attune serve's).
+  const std::string& texts() const { return texts_; }
 
  private:
   std::shared_ptr<const models::SelectorModel> model_;
   std::string variant_;
   std::vector<std::string> pool_;
   std::size_t k_ = 4, prompt_max_length_ = 256;
+  std::string texts_ = "prompts";
   models::SelectorInput input_ = models::SelectorInput::Prompt;
 };
+
+// A selector trained on documents as a retriever (the spec selector:DIR, and a folder whose
+// attune_model.json kind is "selector"): each member of its pool ranks the candidates, the
+// selector reads the query and each member's top k documents and picks one member, whose
+// ranking is the answer (its scores; ties between members to the earlier in the pool). A
+// selector trained on the task's prompts, or an RSPG-Post one (it reads the reader's
+// outputs), is refused with a UsageError: `attune eval` runs those.
+void register_selector_retriever(const Device& device);
+// What such a selector reads for one member: the member's first k documents' texts (of
+// `ranking` over `candidates`), one per line. The server's learner builds its examples with it.
+std::string selector_documents_text(std::span<const Document> candidates, const Ranking& ranking, std::size_t k);
 
 }  // namespace attune::neural

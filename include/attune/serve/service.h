@@ -78,7 +78,8 @@ struct LearnConfig {
   // The learner (tools/attune/cmd_serve.cpp builds it): "ropg-kd" (paper 000: a dense
   // reranker distilled from the utilities), "ium" (paper 002: a cross-encoder that reads
   // the agent's task and model tokens, trained pointwise on useful / not useful) or "luf"
-  // (paper 004: the dense reranker trained on the judge's labels of what was served).
+  // (paper 004: the dense reranker trained on the judge's labels of what was served) or
+  // "rspg" (paper 000: a selector among the retrievers of `pool`).
   std::string method = "ropg-kd";
   std::string init;                 // the encoder every round starts from (a dense: model folder)
   std::string dir = "serve-models"; // where each round's model folder goes: DIR/TENANT_ID[/AGENT]/vN
@@ -93,6 +94,12 @@ struct LearnConfig {
   // (answer / relevant with a score / irrelevant, feedback/judge.h); LUF's losses train the
   // dense reranker on those labels. The users' utilities still decide promotion.
   std::string judge;
+  // rspg (paper 000 §5, RSPG-Pre): a selector that picks, per query, one retriever of `pool`
+  // (at least 2 specs) and serves its ranking. Its targets: for each rated request, each
+  // member's ranking of the served documents and the mean utility of its first selector_k;
+  // it reads the query and those selector_k documents' texts (neural/selector.h).
+  std::vector<std::string> pool;
+  std::size_t selector_k = 1;
   // Replicas on one store: only the holder of the store's learner lease trains. It renews the
   // lease every third of this; a replica that stops renewing (killed) loses it after this many
   // seconds, and another replica with learning on takes over where the last round left off.

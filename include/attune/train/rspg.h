@@ -48,6 +48,11 @@ struct RspgOptions {
   // prompt alone (000's; LaMP prompts end with x, which a 256-token cut drops). Recorded in
   // selector.json "input".
   models::SelectorInput input = models::SelectorInput::QueryFirst;
+  // What each example's prompts are, recorded in selector.json "texts": "prompts" (the task's
+  // prompts, built by feedback::collect: `attune eval` runs such a selector) or "documents"
+  // (each pool member's top k documents' texts, one per line: `attune serve`'s learner, and a
+  // selector that then serves as a retriever spec, neural/selector.h).
+  std::string texts = "prompts";
   double temperature = 1.0;            // target softmax temperature over Eval values
   // The Eval values z-scored per input before softmax(. / T) (ZScore), or raw (None, 000's
   // and the default: docs/RESULTS.md compares them on dev).
