@@ -241,8 +241,9 @@ void ExactIndex::add(const float* rows, std::size_t n) {
 bool ExactIndex::screens(std::size_t k) const {
   const std::size_t N = size();
   if (k == 0 || k > N) k = N;
-  // The float error bound below assumes dim * 2^-24 < 1/2.
-  return screen_ && finite_ && N >= 2048 && k * 16 <= N && dim_ < (std::size_t{1} << 22);
+  // The int8 dot products sum up to 127 * 127 * dim in an int32 (so dim <= 65,536), and the
+  // float error bound below assumes dim * 2^-24 < 1/2.
+  return screen_ && finite_ && N >= 2048 && k * 16 <= N && dim_ <= 65536;
 }
 
 // One screened pass: for each query of a block, the int8 score of every row of a range and its
