@@ -1209,6 +1209,19 @@ void register_held() {
     return std::make_unique<LastFirst>(texts.size());
   });
 }
+// The stage tests' corpus: two passages hold "package", the third does not.
+json three_passages() {
+  return docs({{"p1", "apt pins a package version"}, {"p2", "dpkg unpacks a package"}, {"p3", "systemd starts units"}});
+}
+// The held kind registered, its counters zeroed, its builds held or not.
+HeldStage& fresh_held(bool release) {
+  register_held();
+  auto& h = held();
+  std::lock_guard lock(h.mu);
+  h.release = release;
+  h.started = h.cancelled = h.built = 0;
+  return h;
+}
 // Waits (at most 20 s) until `done` holds for the held stage's counters.
 bool wait_held(const std::function<bool(const HeldStage&)>& done) {
   auto& h = held();
@@ -1225,21 +1238,12 @@ bool wait_held(const std::function<bool(const HeldStage&)>& done) {
 // stopping server cancels the build under way instead of waiting for it. With
 // corpus_stage_background false, the first query builds it and waits.
 TEST(Serve, ACorpusFirstStageIsBuiltInTheBackgroundWhileQueriesGetBm25AndSaySo) {
-  register_held();
-  auto& h = held();
-  {
-    std::lock_guard lock(h.mu);
-    h.release = false;
-    h.started = h.cancelled = h.built = 0;
-  }
+  auto& h = fresh_held(/*release=*/false);
   serve::ServeConfig cfg;
   cfg.retriever = "held:x";
   Fixture f(cfg);
   auto a = f.client(f.key_a);
-  ASSERT_EQ(call(a, "POST", "/v1/corpus/documents",
-                 docs({{"p1", "apt pins a package version"}, {"p2", "dpkg unpacks a package"}, {"p3", "systemd starts units"}}))
-                .status,
-            200);
+  ASSERT_EQ(call(a, "POST", "/v1/corpus/documents", three_passages()).status, 200);
   ASSERT_TRUE(wait_held([](const HeldStage& s) { return s.started == 1; })) << "no build was started by the corpus change";
   const json q = {{"user", "ann"}, {"query", "package"}, {"k", 3}};
   auto r = call(a, "POST", "/v1/retrieve", q);  // answered while the build is held
@@ -1303,13 +1307,7 @@ TEST(Serve, ACorpusFirstStageIsBuiltInTheBackgroundWhileQueriesGetBm25AndSaySo) 
 // learned model's folder that expands to rerank(held:x,L,K:DIR) (what serve's ROPG learner
 // promotes), and rerank(held:x,L,R) named by a call. Any other spec keeps BM25's candidates.
 TEST(Serve, ASpecThatReranksAStagesRetrieverSearchesTheCorpusWithThatStage) {
-  register_held();
-  auto& h = held();
-  {
-    std::lock_guard lock(h.mu);
-    h.release = true;
-    h.started = h.cancelled = h.built = 0;
-  }
+  auto& h = fresh_held(/*release=*/true);
   TempDir models;
   const auto folder = models.path / "learned";
   fs::create_directories(folder);
@@ -1319,10 +1317,7 @@ TEST(Serve, ASpecThatReranksAStagesRetrieverSearchesTheCorpusWithThatStage) {
   cfg.retrievers = {"rerank(held:x, 3, bm25)", "bm25"};
   Fixture f(cfg);
   auto a = f.client(f.key_a);
-  ASSERT_EQ(call(a, "POST", "/v1/corpus/documents",
-                 docs({{"p1", "apt pins a package version"}, {"p2", "dpkg unpacks a package"}, {"p3", "systemd starts units"}}))
-                .status,
-            200);
+  ASSERT_EQ(call(a, "POST", "/v1/corpus/documents", three_passages()).status, 200);
   ASSERT_TRUE(wait_held([](const HeldStage& s) { return s.built == 1; })) << "the folder's stage was not built";
   const auto built = [&] { return f.service->counts().corpus_stages_built == 1; };
   for (int i = 0; i < 2000 && !built(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));

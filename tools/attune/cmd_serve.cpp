@@ -58,6 +58,20 @@ serve::LearnOutcome train_ropg_round(const serve::LearnConfig& c, const serve::L
   return {r.out.string(), line};
 }
 
+// A round's loop settings common to the IUM and RSPG learners: its folder (a round a crash cut
+// short starts again), the config's schedule, the round's seed, and what it trained on.
+void start_round(train::FitOptions& fit, const serve::LearnConfig& c, const serve::LearnRound& r) {
+  fit.out = r.out;
+  fit.epochs = c.epochs;
+  fit.lr = c.lr;
+  fit.seed = r.seed;
+  fit.quiet = true;
+  fit.data_description = "attune serve: feedback of tenant " + std::to_string(r.tenant) +
+                         (r.agent.empty() ? "" : ", agent " + r.agent) + " (" + std::to_string(r.train.size()) +
+                         " requests; " + std::to_string(r.dev.size()) + " held back)";
+  if (std::filesystem::exists(r.out)) remove_tree(r.out);
+}
+
 // ROPG-KD (paper 000) on the per-document utilities of what was served, from the configured
 // encoder, into rerank(BASE, top_l, dense:DIR) (the trained folder).
 class RopgKdLearner final : public serve::Learner {
@@ -133,18 +147,10 @@ class IumLearner final : public serve::Learner {
     o.unk_fraction = 0;
     o.tasks = {task};
     o.models = {model};
-    o.fit.out = r.out;
-    o.fit.epochs = c_.epochs;
-    o.fit.lr = c_.lr;
     o.fit.batch_size = 32;
     o.fit.micro_batch = 32;
     o.fit.warmup = 0.05;
-    o.fit.seed = r.seed;
-    o.fit.quiet = true;
-    o.fit.data_description = "attune serve: feedback of tenant " + std::to_string(r.tenant) +
-                             (r.agent.empty() ? "" : ", agent " + r.agent) + " (" + std::to_string(r.train.size()) +
-                             " requests; " + std::to_string(r.dev.size()) + " held back)";
-    if (std::filesystem::exists(r.out)) remove_tree(r.out);  // a round cut short by a crash starts again
+    start_round(o.fit, c_, r);
     const auto train = samples(r.train);
     if (std::none_of(train.begin(), train.end(), [](const train::IumSample& x) { return x.label == 1; }))
       return {"", "ium: no served document reached positive_at " + std::to_string(c_.positive_at) + ": nothing to learn"};
@@ -211,15 +217,7 @@ class RspgLearner final : public serve::Learner {
     o.k = c_.selector_k;
     o.texts = "documents";
     o.max_length = 256;
-    o.fit.out = r.out;
-    o.fit.epochs = c_.epochs;
-    o.fit.lr = c_.lr;
-    o.fit.seed = r.seed;
-    o.fit.quiet = true;
-    o.fit.data_description = "attune serve: feedback of tenant " + std::to_string(r.tenant) +
-                             (r.agent.empty() ? "" : ", agent " + r.agent) + " (" + std::to_string(r.train.size()) +
-                             " requests; " + std::to_string(r.dev.size()) + " held back)";
-    if (std::filesystem::exists(r.out)) remove_tree(r.out);  // a round cut short by a crash starts again
+    start_round(o.fit, c_, r);
     const auto res = train::train_rspg(train_ex, examples(r.dev), o);
     char line[256];
     std::snprintf(line, sizeof line, "rspg: held-back utility of the selected retriever %.4f at the start -> %.4f (epoch %zu of %zu; oracle %.4f)",
