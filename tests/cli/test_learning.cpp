@@ -701,6 +701,14 @@ TEST_F(Learning, ServeLearnsToSelectARetrieverWithRspg) {
                        EXPECT_GE(a - b, 0.5 * (oracle - b)) << "less than half-way from bm25 to the pool's oracle";
                        EXPECT_GT(a, r) << "no better than always recency";
                      });
+  // The promoted folder is also a row of `attune eval`: a retriever of its own (it is not run
+  // as a selector over the task's prompts, which it was not trained on).
+  const auto t = run("eval --data " + kGit + " --task commit_subject --split dev --limit 40 --k 1 --llm '" + kReader +
+                     "' --store rspg_eval.db --quiet --retrievers bm25,served/1/v2 --out rspg_eval.json");
+  ASSERT_EQ(t.rc, 0) << t.err;
+  const auto e = json::parse(slurp(dir_ / "rspg_eval.json"));
+  EXPECT_TRUE(e.at("results").contains("served/1/v2")) << e.at("results").dump();
+  EXPECT_EQ(e.at("results").size(), 2u) << e.at("results").dump();
 }
 
 // Online IUM per agent in attune serve (paper 002 §4): two agents of one tenant, "tests" and
