@@ -15,9 +15,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <stdexcept>
 #include <string>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "attune/core/error.h"
 #include "byte_io.h"
@@ -117,13 +122,29 @@ void Bm25Okapi::derive_factors() {
     norm_[d] = p_.k1 * ((1 - p_.b) + p_.b * static_cast<double>(doc_len_[d]) / avgdl_);
     if (!(norm_[d] > 0)) sparse_exact_ = false;
   }
-  post_factor_.clear();
-  if (sparse_exact_) {
-    const double k1p1 = p_.k1 + 1;
-    post_factor_.resize(post_doc_.size());
-    for (std::size_t i = 0; i < post_doc_.size(); ++i) {
+  post_value_.clear();
+  dense_row_.clear();
+  dense_.clear();
+  if (!sparse_exact_) return;
+  const double k1p1 = p_.k1 + 1;
+  post_value_.resize(post_doc_.size());
+  dense_row_.assign(idf_.size(), kNoRow);
+  std::size_t rows = 0;
+  for (std::size_t t = 0; t < idf_.size(); ++t) {
+    const std::uint32_t df = post_off_[t + 1] - post_off_[t];
+    if (df >= 4 && 4 * static_cast<std::size_t>(df) >= n_docs) dense_row_[t] = static_cast<std::uint32_t>(rows++);
+  }
+  dense_.assign(rows * n_docs, 0.0);
+  term_ids_.annotate([&](std::uint32_t t) {
+    return dense_row_[t] == kNoRow ? std::pair{post_off_[t], post_off_[t + 1]} : std::pair{dense_row_[t], kNoRow};
+  });
+  for (std::size_t t = 0; t < idf_.size(); ++t) {
+    // idf * (tf * (k1 + 1) / (tf + norm)): the parenthesis first, as numpy evaluates it.
+    double* row = dense_row_[t] == kNoRow ? nullptr : dense_.data() + dense_row_[t] * n_docs;
+    for (std::uint32_t i = post_off_[t]; i < post_off_[t + 1]; ++i) {
       const double tf = static_cast<double>(post_tf_[i]);
-      post_factor_[i] = tf * k1p1 / (tf + norm_[post_doc_[i]]);
+      post_value_[i] = idf_[t] * (tf * k1p1 / (tf + norm_[post_doc_[i]]));
+      if (row) row[post_doc_[i]] = post_value_[i];
     }
   }
 }
@@ -140,40 +161,91 @@ std::vector<double> Bm25Okapi::scores(const std::vector<std::string>& query) con
   return score;
 }
 
-void Bm25Okapi::scores_into(std::span<const std::string_view> query, std::vector<double>& score) const {
+namespace {
+// out[d] += v[d] for d < n: two at a time where SSE2 is (every x86-64), each add rounded as
+// the scalar one is.
+inline void add_row(double* out, const double* v, std::size_t n) {
+  std::size_t d = 0;
+#if defined(__SSE2__)
+  for (; d + 4 <= n; d += 4) {
+    _mm_storeu_pd(out + d, _mm_add_pd(_mm_loadu_pd(out + d), _mm_loadu_pd(v + d)));
+    _mm_storeu_pd(out + d + 2, _mm_add_pd(_mm_loadu_pd(out + d + 2), _mm_loadu_pd(v + d + 2)));
+  }
+#endif
+  for (; d < n; ++d) out[d] += v[d];
+}
+}  // namespace
+
+void Bm25Okapi::scores_into(std::span<const std::string_view> query, std::vector<double>& score, std::string_view within) const {
   const std::size_t n = doc_len_.size();
   score.assign(n, 0.0);
   if (n == 0) return;
   const double k1p1 = p_.k1 + 1;
   std::vector<double> dense_tf;
-  // Every token hashed and its slot prefetched first, so that the table's cache misses
+  // Every token probed and its slot prefetched first, so that the table's cache misses
   // overlap instead of coming one after another.
-  thread_local std::vector<std::uint64_t> hashes;
-  hashes.resize(query.size());
+  thread_local std::vector<TermTable::Probe> probes;
+  probes.resize(query.size());
+  const auto lo = reinterpret_cast<std::uintptr_t>(within.data()), hi = lo + within.size();
   for (std::size_t j = 0; j < query.size(); ++j) {
-    hashes[j] = TermTable::hash(query[j]);
-    term_ids_.prefetch(hashes[j]);
+    const std::string_view t = query[j];
+    const auto at = reinterpret_cast<std::uintptr_t>(t.data());
+    const bool inside = !within.empty() && at >= lo && at <= hi && t.size() <= hi - at;
+    probes[j] = inside ? TermTable::probe(t, within.data() + within.size()) : TermTable::probe(t);
+    term_ids_.prefetch(probes[j]);
+  }
+  double* const out = score.data();
+  if (sparse_exact_) {
+    // Then every token's slot, which says where its addends are, before any is added: the
+    // lookups' misses overlap (scoring a common term between them would fill the reorder
+    // window), and the addends are prefetched.
+    struct Where {
+      std::uint32_t a, b;
+    };
+    thread_local std::vector<Where> hits;
+    hits.resize(query.size());
+    std::size_t found = 0;
+    const double* const rows = dense_.data();
+    const double* const values = post_value_.data();
+    for (std::size_t j = 0; j < query.size(); ++j) {
+      // Whether a token is in the profile is a coin toss to the branch predictor: the slot is
+      // written down either way, and kept by advancing `found` only on a hit.
+      bool hit = false;
+      const TermTable::Slot* s = term_ids_.find_first(query[j], probes[j], hit);
+      hits[found] = {s->a, s->b};
+      const double* first = s->b == kNoRow ? rows + static_cast<std::size_t>(s->a) * n : values + s->a;
+      __builtin_prefetch(first);
+      __builtin_prefetch(first + 8);
+      __builtin_prefetch(post_doc_.data() + s->a);
+      found += hit;  // idf 0 * finite = 0: an absent term adds nothing
+    }
+    hits.resize(found);
+    for (const Where w : hits) {
+      if (w.b == kNoRow) {
+        // Every document's addend, +0.0 where the term is absent: element-wise adds, the
+        // same roundings as one at a time.
+        add_row(out, dense_.data() + static_cast<std::size_t>(w.a) * n, n);
+      } else {
+        // `self.idf.get(q) or 0` times the parenthesis, multiplied at build time.
+        for (std::uint32_t i = w.a; i < w.b; ++i) out[post_doc_[i]] += post_value_[i];
+      }
+    }
+    return;
   }
   for (std::size_t j = 0; j < query.size(); ++j) {
-    const std::uint32_t t = term_ids_.find(query[j], hashes[j]);
-    if (sparse_exact_) {
-      if (t == TermTable::kNone) continue;  // idf 0 * finite = 0: adds nothing
-      const double w = idf_[t];  // `self.idf.get(q) or 0`
-      // w * (tf * k1p1 / (tf + norm)), with the parenthesis computed at build time.
-      for (std::uint32_t i = post_off_[t]; i < post_off_[t + 1]; ++i) score[post_doc_[i]] += w * post_factor_[i];
-    } else {
-      // Degenerate parameters: numpy's dense evaluation, NaNs included.
-      dense_tf.assign(n, 0.0);
-      double w = 0;
-      if (t != TermTable::kNone) {
-        w = idf_[t];
-        for (std::uint32_t i = post_off_[t]; i < post_off_[t + 1]; ++i) {
-          dense_tf[post_doc_[i]] = static_cast<double>(post_tf_[i]);
-        }
+    // Degenerate parameters: numpy's dense evaluation, NaNs included.
+    const TermTable::Slot* s = term_ids_.find(query[j], probes[j]);
+    const std::uint32_t t = s ? s->id1 - 1 : TermTable::kNone;
+    dense_tf.assign(n, 0.0);
+    double w = 0;
+    if (t != TermTable::kNone) {
+      w = idf_[t];
+      for (std::uint32_t i = post_off_[t]; i < post_off_[t + 1]; ++i) {
+        dense_tf[post_doc_[i]] = static_cast<double>(post_tf_[i]);
       }
-      for (std::size_t d = 0; d < n; ++d) {
-        score[d] += w * (dense_tf[d] * k1p1 / (dense_tf[d] + norm_[d]));
-      }
+    }
+    for (std::size_t d = 0; d < n; ++d) {
+      score[d] += w * (dense_tf[d] * k1p1 / (dense_tf[d] + norm_[d]));
     }
   }
 }
@@ -204,6 +276,34 @@ std::vector<std::size_t> rank_bm25_top(const std::vector<double>& scores, std::s
     return a > b;
   };
   std::vector<std::size_t> idx;
+  const std::size_t n = scores.size();
+  bool nan = false;
+  for (const double v : scores) nan |= v != v;  // no early exit: the loop vectorises
+  if (k <= 16 && !nan) {
+    // A small k without NaNs (the server's query): one pass in index order keeping the best k
+    // by value; a later index wins a tie, so an entry joins at >= the k-th and moves past
+    // every entry it is >= (+0 and -0 compare equal, as in the order above). Once k are
+    // kept, most entries fall below the k-th, held in a register, at one comparison.
+    std::size_t best[17];
+    double value[17];
+    std::size_t m = 0;
+    double kth = -std::numeric_limits<double>::infinity();
+    const double* v = scores.data();
+    for (std::size_t i = 0; i < n; ++i) {
+      const double x = v[i];
+      if (m == k && x < kth) continue;
+      std::size_t j = m;
+      for (; j > 0 && x >= value[j - 1]; --j) {
+        best[j] = best[j - 1];
+        value[j] = value[j - 1];
+      }
+      best[j] = i;
+      value[j] = x;
+      if (m < k) ++m;
+      if (m == k) kth = value[k - 1];
+    }
+    return std::vector<std::size_t>(best, best + m);
+  }
   if (k <= 16) {
     // A small k (the server's): one pass, the best k kept in order; most entries lose to the
     // k-th at one comparison.
@@ -229,66 +329,90 @@ std::vector<std::size_t> rank_bm25_top(const std::vector<double>& scores, std::s
 // ---------------------------------------------------------------- term table
 
 namespace {
-// The term table's hash: eight bytes at a time and murmur's finaliser, several times cheaper
-// than std::hash on the 3-8 byte words a query is made of. Nothing stores it (the statistics'
-// bytes keep the terms, and the table is rebuilt from them).
-inline std::uint64_t term_hash(std::string_view t) {
-  const char* p = t.data();
-  std::size_t n = t.size();
-  std::uint64_t h = 0x9E3779B97F4A7C15ull ^ (n * 0xC2B2AE3D27D4EB4Full);
-  for (; n >= 8; p += 8, n -= 8) {
-    std::uint64_t w;
-    std::memcpy(&w, p, 8);
-    h = (h ^ w) * 0xFF51AFD7ED558CCDull;
-    h ^= h >> 32;
+// The term table's probe: the first 8 bytes (zero padded, read without a variable-length
+// copy a load would wait on: overlapping 4-byte reads, or the first, middle and last byte),
+// the rest 8 bytes at a time (the last 8 overlapping), mixed with the length by murmur's
+// multipliers and finaliser; several times cheaper than std::hash on the 3-8 byte words a
+// query is made of. Nothing stores it (the statistics' bytes keep the terms, and the table
+// is rebuilt from them).
+inline std::uint64_t load8(const char* p) {
+  std::uint64_t w;
+  std::memcpy(&w, p, 8);
+  return w;
+}
+
+inline std::uint64_t head_of(const char* p, std::size_t n) {
+  if (n >= 8) return load8(p);
+  if (n >= 4) {
+    std::uint32_t a, b;
+    std::memcpy(&a, p, 4);
+    std::memcpy(&b, p + n - 4, 4);
+    return a | (static_cast<std::uint64_t>(b) << (8 * (n - 4)));
   }
-  if (n) {
-    // The last 1-7 bytes without a variable-length copy (a store the load would wait on): two
-    // overlapping 4-byte reads, or the first, middle and last byte; with the length mixed in
-    // above, distinct tails give distinct words.
-    std::uint64_t w;
-    if (n >= 4) {
-      std::uint32_t a, b;
-      std::memcpy(&a, p, 4);
-      std::memcpy(&b, p + n - 4, 4);
-      w = a | (static_cast<std::uint64_t>(b) << 32);
-    } else {
-      w = static_cast<unsigned char>(p[0]) | (static_cast<std::uint64_t>(static_cast<unsigned char>(p[n / 2])) << 8) |
-          (static_cast<std::uint64_t>(static_cast<unsigned char>(p[n - 1])) << 16);
-    }
-    h = (h ^ w) * 0xC4CEB9FE1A85EC53ull;
-  }
-  h ^= h >> 33;
-  h *= 0xFF51AFD7ED558CCDull;
-  h ^= h >> 33;
-  return h;
+  if (n == 0) return 0;
+  const auto byte = [&](std::size_t i) { return static_cast<std::uint64_t>(static_cast<unsigned char>(p[i])) << (8 * i); };
+  return byte(0) | byte(n / 2) | byte(n - 1);
 }
 }  // namespace
 
-std::uint64_t Bm25Okapi::TermTable::hash(std::string_view term) { return term_hash(term); }
-
-void Bm25Okapi::TermTable::prefetch(std::uint64_t h) const {
-  if (!slots_.empty()) __builtin_prefetch(slots_.data() + (h & (slots_.size() - 1)));
+// The hash of a term whose head is known: the rest 8 bytes at a time (the last 8
+// overlapping), then the finaliser.
+[[gnu::always_inline]] inline std::uint64_t Bm25Okapi::TermTable::finish(std::uint64_t head, const char* p, std::size_t n) {
+  std::uint64_t h = (0x9E3779B97F4A7C15ull ^ (n * 0xC2B2AE3D27D4EB4Full) ^ head) * 0xFF51AFD7ED558CCDull;
+  if (n > 8) [[unlikely]] {
+    std::size_t i = 8;
+    for (; i + 8 <= n; i += 8) {
+      h ^= h >> 32;
+      h = (h ^ load8(p + i)) * 0xC4CEB9FE1A85EC53ull;
+    }
+    if (i < n) {
+      h ^= h >> 32;
+      h = (h ^ load8(p + n - 8)) * 0xFF51AFD7ED558CCDull;  // the last 8, overlapping
+    }
+  }
+  h ^= h >> 33;
+  h *= 0xC4CEB9FE1A85EC53ull;
+  h ^= h >> 33;
+  return h;
 }
 
-std::uint32_t Bm25Okapi::TermTable::find(std::string_view term) const { return find(term, term_hash(term)); }
+[[gnu::always_inline]] inline Bm25Okapi::TermTable::Probe Bm25Okapi::TermTable::probe(std::string_view t) {
+  const std::uint64_t head = head_of(t.data(), t.size());
+  return {finish(head, t.data(), t.size()), head};
+}
 
-std::uint32_t Bm25Okapi::TermTable::find(std::string_view term, std::uint64_t h) const {
-  if (slots_.empty()) return kNone;
-  const std::uint64_t tag = h >> 32 << 32, mask = slots_.size() - 1;
-  for (std::uint64_t i = h & mask;; i = (i + 1) & mask) {
-    const std::uint64_t s = slots_[i];
-    if (s == 0) return kNone;
-    if ((s & 0xFFFFFFFF00000000ull) == tag) {
-      const auto id = static_cast<std::uint32_t>((s & 0xFFFFFFFFull) - 1);
-      const std::uint32_t b = off_[id], e = off_[id + 1];
-      if (e - b == term.size()) {  // the bytes, compared inline (words are short)
-        const char* x = bytes_.data() + b;
-        std::size_t j = 0;
-        while (j < term.size() && x[j] == term[j]) ++j;
-        if (j == term.size()) return id;
-      }
-    }
+[[gnu::always_inline]] inline Bm25Okapi::TermTable::Probe Bm25Okapi::TermTable::probe(std::string_view t, const char* end) {
+  const char* p = t.data();
+  const std::size_t n = t.size();
+  if (end - p < 8) [[unlikely]] return probe(t);
+  // One load and a mask: the bytes past a short term are read and cleared, not branched on.
+  const std::uint64_t keep = n >= 8 ? ~0ull : (1ull << (8 * n)) - 1;
+  const std::uint64_t head = load8(p) & keep;
+  return {finish(head, p, n), head};
+}
+
+[[gnu::always_inline]] inline void Bm25Okapi::TermTable::prefetch(const Probe& p) const {
+  if (!slots_.empty()) __builtin_prefetch(slots_.data() + (p.hash & mask_));
+}
+
+std::uint32_t Bm25Okapi::TermTable::find(std::string_view term) const {
+  const Slot* s = find(term, probe(term));
+  return s ? s->id1 - 1 : kNone;
+}
+
+[[gnu::always_inline]] inline const Bm25Okapi::TermTable::Slot* Bm25Okapi::TermTable::find(std::string_view term,
+                                                                                          const Probe& p) const {
+  if (slots_.empty()) return nullptr;
+  const std::uint32_t tag = tag_of(p, term.size());
+  const std::uint64_t mask = mask_;
+  for (std::uint64_t i = p.hash & mask;; i = (i + 1) & mask) {
+    const Slot& s = slots_[i];
+    if (s.id1 == 0) return nullptr;
+    if (s.tag != tag || s.head != p.head) continue;
+    if (term.size() <= 8) return &s;  // the length (in the tag) and every byte (the head) agree
+    // Longer terms: the rest of the bytes (and the length itself, past 254).
+    const std::uint32_t b = off_[s.id1 - 1], e = off_[s.id1];
+    if (e - b == term.size() && std::memcmp(bytes_.data() + b + 8, term.data() + 8, term.size() - 8) == 0) return &s;
   }
 }
 
@@ -297,32 +421,52 @@ void Bm25Okapi::TermTable::reserve(std::size_t n) {
   while (slots_.size() < 2 * n) grow();
 }
 
+[[gnu::always_inline]] inline const Bm25Okapi::TermTable::Slot* Bm25Okapi::TermTable::find_first(std::string_view term,
+                                                                                                const Probe& p,
+                                                                                                bool& hit) const {
+  static const Slot kEmpty{};
+  if (slots_.empty()) [[unlikely]] {
+    hit = false;
+    return &kEmpty;
+  }
+  const Slot& s = slots_[p.hash & mask_];
+  const bool same = (s.tag == tag_of(p, term.size())) & (s.head == p.head);
+  const bool empty = s.id1 == 0;
+  if ((same & (term.size() <= 8)) | empty) [[likely]] {
+    hit = same & !empty;
+    return &s;
+  }
+  const Slot* f = find(term, p);
+  hit = f != nullptr;
+  return f ? f : &kEmpty;
+}
+
+void Bm25Okapi::TermTable::place(const Slot& s, std::uint64_t hash) {
+  std::uint64_t i = hash & mask_;
+  while (slots_[i].id1 != 0) i = (i + 1) & mask_;
+  slots_[i] = s;
+}
+
 void Bm25Okapi::TermTable::grow() {
-  std::vector<std::uint64_t> old = std::move(slots_);
-  slots_.assign(old.empty() ? 16 : old.size() * 2, 0);
-  const std::uint64_t mask = slots_.size() - 1;
-  for (std::uint64_t s : old) {
-    if (s == 0) continue;
-    const auto id = static_cast<std::uint32_t>((s & 0xFFFFFFFFull) - 1);
-    std::uint64_t i = term_hash(term(id)) & mask;
-    while (slots_[i] != 0) i = (i + 1) & mask;
-    slots_[i] = s;
+  std::vector<Slot> old = std::move(slots_);
+  slots_.assign(old.empty() ? 16 : old.size() * 2, Slot{});
+  mask_ = slots_.size() - 1;
+  for (const Slot& s : old) {
+    if (s.id1 != 0) place(s, probe(term(s.id1 - 1)).hash);
   }
 }
 
 std::uint32_t Bm25Okapi::TermTable::insert(std::string_view term, bool& added) {
   added = false;
-  if (const std::uint32_t id = find(term); id != kNone) return id;
+  const Probe p = probe(term);
+  if (const Slot* s = find(term, p)) return s->id1 - 1;
   if (2 * (size() + 1) > slots_.size()) grow();  // at most half full
   const auto id = static_cast<std::uint32_t>(size());
   if (bytes_.size() + term.size() >= kNone || id + 1 >= kNone)
     throw Error("BM25 statistics: more than 4 GiB of distinct terms, or 2^32 of them, in one index");
   bytes_.append(term);
   off_.push_back(static_cast<std::uint32_t>(bytes_.size()));
-  const std::uint64_t h = term_hash(term), mask = slots_.size() - 1;
-  std::uint64_t i = h & mask;
-  while (slots_[i] != 0) i = (i + 1) & mask;
-  slots_[i] = (h >> 32 << 32) | (static_cast<std::uint64_t>(id) + 1);
+  place(Slot{p.head, tag_of(p, term.size()), id + 1, 0, 0}, p.hash);
   added = true;
   return id;
 }
@@ -372,7 +516,7 @@ std::string Bm25Okapi::serialize() const {
   put_array(w, term_len.data(), term_len.size());
   w.varint(total);
   for (std::uint32_t id = 0; id < term_len.size(); ++id) w.raw(term_ids_.term(id).data(), term_len[id]);
-  // norm_ and post_factor_ are not written: deserialize() derives them as the constructor
+  // norm_, post_value_ and the dense rows are not written: deserialize() derives them as the constructor
   // does, the same operations on the same values, so the same bits.
   put_array(w, idf_.data(), idf_.size());
   for (const auto* v : {&post_off_, &post_doc_, &post_tf_}) put_array(w, v->data(), v->size());

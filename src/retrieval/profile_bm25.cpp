@@ -54,8 +54,12 @@ Ranking ProfileBm25::rank(const Query& q, std::size_t k) const {
   thread_local std::vector<double> scores;
   thread_local std::vector<std::string_view> tokens;
   text::bm25_token_views_into(q.text, tokens);
-  bm25_.scores_into(tokens, scores);
-  for (std::size_t i : index::rank_bm25_top(scores, k)) {
+  bm25_.scores_into(tokens, scores, q.text);
+  const auto top = index::rank_bm25_top(scores, k);
+  r.indices.reserve(top.size());
+  r.ids.reserve(top.size());
+  r.scores.reserve(top.size());
+  for (std::size_t i : top) {
     r.indices.push_back(i);
     r.ids.push_back(docs_[i].id);
     r.scores.push_back(scores[i]);

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
 
 #include "attune/index/bm25.h"
 #include "attune/text/lexical.h"
@@ -220,6 +221,130 @@ TEST(Bm25Okapi, ViewsAndStringsAgreeBitForBit) {
   const auto want = a.scores(text::bm25_tokens(q));
   ASSERT_EQ(got.size(), want.size());
   for (std::size_t i = 0; i < got.size(); ++i) EXPECT_EQ(std::memcmp(&got[i], &want[i], sizeof(double)), 0) << i;
+}
+
+
+// rank_bm25's get_scores re-typed without any of Bm25Okapi's shortcuts (no postings, no
+// precomputed factors, no dense rows, a std::map for the terms): for each query token, in
+// order, every document adds idf * (tf * (k1 + 1) / (tf + k1 * ((1 - b) + b * dl / avgdl))).
+std::vector<double> numpy_scores(const std::vector<std::vector<std::string>>& docs, const std::vector<std::string>& query) {
+  const double k1 = 1.5, b = 0.75, epsilon = 0.25;
+  std::vector<std::map<std::string, int>> freqs(docs.size());
+  std::vector<std::string> order;  // first-seen order of the `nd` dict
+  std::map<std::string, int> nd;
+  double total = 0;
+  for (std::size_t d = 0; d < docs.size(); ++d) {
+    total += static_cast<double>(docs[d].size());
+    for (const auto& w : docs[d]) {
+      if (++freqs[d][w] == 1) {
+        if (!nd.count(w)) order.push_back(w);
+        ++nd[w];
+      }
+    }
+  }
+  const double avgdl = total / static_cast<double>(docs.size()), n = static_cast<double>(docs.size());
+  std::map<std::string, double> idf;
+  double idf_sum = 0;
+  for (const auto& w : order) {
+    const double f = nd[w];
+    idf[w] = std::log(n - f + 0.5) - std::log(f + 0.5);
+    idf_sum += idf[w];
+  }
+  const double eps = epsilon * (idf_sum / static_cast<double>(order.size()));
+  for (auto& [w, v] : idf)
+    if (v < 0) v = eps;
+  std::vector<double> score(docs.size(), 0.0);
+  for (const auto& q : query) {
+    const double w = idf.count(q) ? idf[q] : 0.0;
+    for (std::size_t d = 0; d < docs.size(); ++d) {
+      const auto it = freqs[d].find(q);
+      const double tf = it == freqs[d].end() ? 0.0 : it->second;
+      score[d] += w * (tf * (k1 + 1) / (tf + k1 * ((1 - b) + b * static_cast<double>(docs[d].size()) / avgdl)));
+    }
+  }
+  return score;
+}
+
+// Profiles of 1 to 300 documents over a vocabulary with common terms (several in most
+// documents, so they take the dense rows), rare ones, terms of exactly 8 bytes and of 9,
+// terms that differ only past their 8th byte or by a trailing NUL, and one of 300 bytes:
+// every score is numpy's bit for bit, and the order is rank_bm25's.
+TEST(Bm25Okapi, MatchesNumpysEvaluationOnRandomProfiles) {
+  std::vector<std::string> vocab{"the", "a", "to", "of", "fix", "add", "abcdefgh", "abcdefghi", "abcdefghj",
+                                 "abcdefgh" + std::string(1, '\0'), std::string("ab\0", 3), "ab", "", "x",
+                                 std::string(300, 'q'), std::string(299, 'q') + "r", "\xC3\xA9t\xC3\xA9"};
+  for (int i = 0; i < 200; ++i) vocab.push_back("w" + std::to_string(i * 7919));
+  std::uint64_t x = 2026;
+  const auto next = [&](std::uint64_t m) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    return (x >> 33) % m;
+  };
+  const auto pick = [&] {
+    // Zipf-like: the first terms far more often than the rest.
+    const std::size_t r = next(1000);
+    return vocab[r < 500 ? r % 6 : r < 800 ? 6 + r % 12 : next(vocab.size())];
+  };
+  std::size_t dense_seen = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    const std::size_t n = trial < 50 ? 1 + next(70) : 100 + next(200);
+    std::vector<std::vector<std::string>> docs(n);
+    for (auto& d : docs) {
+      const std::size_t len = 1 + next(40);  // no empty documents: the sparse, exact path
+      for (std::size_t j = 0; j < len; ++j) d.push_back(pick());
+    }
+    std::vector<std::string> query;
+    for (std::size_t j = 0, m = next(60); j < m; ++j) query.push_back(next(10) == 0 ? "unseen" + std::to_string(j) : pick());
+    const Bm25Okapi bm25(docs);
+    const auto want = numpy_scores(docs, query);
+    const auto got = bm25.scores(query);
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t d = 0; d < n; ++d)
+      ASSERT_EQ(std::memcmp(&got[d], &want[d], sizeof(double)), 0) << "trial " << trial << " doc " << d << ": " << got[d] << " vs " << want[d];
+    EXPECT_EQ(rank_bm25_top(got, 5), rank_bm25_top(want, 5));
+    // The same tokens as views into one text (the server's query): the lookups may read
+    // past a token inside it, and must score the same.
+    std::string text;
+    std::vector<std::size_t> at;
+    for (const auto& w : query) {
+      at.push_back(text.size());
+      text += w + " ";
+    }
+    std::vector<std::string_view> views;
+    for (std::size_t j = 0; j < query.size(); ++j) views.emplace_back(text.data() + at[j], query[j].size());
+    std::vector<double> in_text;
+    bm25.scores_into(views, in_text, text);
+    ASSERT_EQ(in_text.size(), n);
+    ASSERT_EQ(std::memcmp(in_text.data(), want.data(), n * sizeof(double)), 0) << trial;
+    // The statistics' bytes score the same.
+    const auto back = Bm25Okapi::deserialize(bm25.serialize()).scores(query);
+    ASSERT_EQ(std::memcmp(back.data(), want.data(), n * sizeof(double)), 0) << trial;
+    std::size_t common = 0;
+    for (const auto& d : docs) common += std::count(d.begin(), d.end(), "the") > 0;
+    dense_seen += n >= 16 && 4 * common >= n;
+  }
+  EXPECT_GT(dense_seen, 20u);  // the dense rows were exercised
+}
+
+// The term table tells apart terms that share their first 8 bytes, differ by a NUL, or only
+// in length; each term's idf is its own.
+TEST(Bm25Okapi, TermsThatShareTheirFirstBytesAreToldApart) {
+  const std::vector<std::string> terms{"abcdefgh", "abcdefghi", "abcdefghj", std::string("abcdefgh\0", 9), "ab",
+                                       std::string("ab\0", 3), std::string(254, 'z'), std::string(255, 'z'),
+                                       std::string(256, 'z'), std::string(255, 'z') + "y"};
+  // Term i is in i + 1 of the 40 documents, so each has another idf, none of them floored.
+  std::vector<std::vector<std::string>> docs(40, std::vector<std::string>{"pad"});
+  for (std::size_t i = 0; i < terms.size(); ++i)
+    for (std::size_t d = 0; d <= i; ++d) docs[d].push_back(terms[i]);
+  const Bm25Okapi bm25(docs);
+  const double n = static_cast<double>(docs.size());
+  for (std::size_t i = 0; i < terms.size(); ++i) {
+    const double f = static_cast<double>(i + 1), raw = std::log(n - f + 0.5) - std::log(f + 0.5);
+    ASSERT_GT(raw, 0.0);
+    EXPECT_EQ(bm25.idf(terms[i]), raw) << i;
+  }
+  EXPECT_EQ(bm25.idf("abcdefg"), 0.0);
+  EXPECT_EQ(bm25.idf(std::string(257, 'z')), 0.0);
+  EXPECT_EQ(bm25.idf("a"), 0.0);
 }
 
 }  // namespace

@@ -33,7 +33,10 @@ class Bm25Okapi {
   std::vector<double> scores(const std::vector<std::string>& query) const;
   // The same into `score` (resized to size()), for query tokens held as views: no allocation
   // when `score` has the capacity. Bit-identical to scores().
-  void scores_into(std::span<const std::string_view> query, std::vector<double>& score) const;
+  // `within`, when given, is a text every query token lies in (the one they were cut
+  // from): the lookups may then read its bytes just past a token.
+  void scores_into(std::span<const std::string_view> query, std::vector<double>& score,
+                   std::string_view within = {}) const;
   double idf(const std::string& term) const;  // 0 for unseen terms
   double average_idf() const { return average_idf_; }
   double avgdl() const { return avgdl_; }
@@ -60,35 +63,82 @@ class Bm25Okapi {
   class TermTable {
    public:
     static constexpr std::uint32_t kNone = 0xFFFFFFFFu;
+    // What a lookup needs of a term, computed once: its hash and its first 8 bytes (zero
+    // padded), which the slot holds too, so a term of at most 8 bytes is matched without
+    // reading the terms' bytes.
+    struct Probe {
+      std::uint64_t hash = 0, head = 0;
+    };
+    // A term's slot, 24 bytes: its head, the hash's top 24 bits with the length (255 for
+    // 255 and more), id + 1 (0 = empty), and two words its owner sets (annotate), so one
+    // load gives a query what it needs of the term.
+    struct Slot {
+      std::uint64_t head = 0;
+      std::uint32_t tag = 0, id1 = 0;
+      std::uint32_t a = 0, b = 0;
+    };
+    // probe(term), reading bytes of the term only. probe(term, end): the same, where the
+    // term's bytes are followed by readable ones up to `end` (the text it was cut from), so
+    // a short term's head can be one 8-byte load.
+    static Probe probe(std::string_view term);
+    static Probe probe(std::string_view term, const char* end);
     std::uint32_t find(std::string_view term) const;
-    // The same with the term's hash (hash(term)) computed already; prefetch(hash) loads the
-    // slot a find will read first.
-    std::uint32_t find(std::string_view term, std::uint64_t hash) const;
-    static std::uint64_t hash(std::string_view term);
-    void prefetch(std::uint64_t hash) const;
+    // The term's slot (nullptr when absent), with probe(term) computed already; prefetch(p)
+    // loads the slot a find will read first.
+    const Slot* find(std::string_view term, const Probe& p) const;
+    // The same without a branch on whether the term is there, for the usual case that the
+    // first slot read settles it: returns that slot and sets `hit` (the term is there) or
+    // not (it is absent). Where that slot is another term's, or the term is longer than 8
+    // bytes, it falls back to find().
+    const Slot* find_first(std::string_view term, const Probe& p, bool& hit) const;
+    void prefetch(const Probe& p) const;
     // The term's id, adding it with the next id when new; `added` says which.
     std::uint32_t insert(std::string_view term, bool& added);
+    // Sets every slot's a and b to f(id) (a pair).
+    template <class F>
+    void annotate(F f) {
+      for (Slot& s : slots_)
+        if (s.id1 != 0) {
+          const auto [a, b] = f(s.id1 - 1);
+          s.a = a, s.b = b;
+        }
+    }
     std::size_t size() const { return off_.size() - 1; }
     std::string_view term(std::uint32_t id) const { return std::string_view(bytes_).substr(off_[id], off_[id + 1] - off_[id]); }
     void reserve(std::size_t n);
 
    private:
-    std::vector<std::uint64_t> slots_;  // 0 = empty; else (hash >> 32) << 32 | (id + 1)
+    static std::uint32_t tag_of(const Probe& p, std::size_t len) {
+      return static_cast<std::uint32_t>(p.hash >> 40) << 8 | static_cast<std::uint32_t>(len < 255 ? len : 255);
+    }
+    static std::uint64_t finish(std::uint64_t head, const char* p, std::size_t n);
+    std::vector<Slot> slots_;
+    std::uint64_t mask_ = 0;  // slots_.size() - 1
     std::string bytes_;
     std::vector<std::uint32_t> off_{0};
     void grow();
+    void place(const Slot& s, std::uint64_t hash);
   };
   TermTable term_ids_;
   std::vector<double> idf_;
   std::vector<std::uint32_t> post_off_, post_doc_, post_tf_;
   std::vector<double> norm_;  // per doc: k1 * ((1 - b) + b * dl / avgdl)
-  // Per posting (sparse path only): tf * (k1 + 1) / (tf + norm_[doc]), the factor a query
-  // token's idf multiplies; the same double the per-query expression gives.
-  std::vector<double> post_factor_;
+  // Per posting (sparse path only): idf * (tf * (k1 + 1) / (tf + norm_[doc])), the term's
+  // whole addend; the same double numpy's expression gives.
+  std::vector<double> post_value_;
+  // Terms held by at least a quarter of the documents (and 4 or more) also have a dense row:
+  // n addends, +0.0 for a document without the term (numpy adds idf * 0 = +-0.0 there, which
+  // changes no sum), added with vector instructions. dense_row_[t] is the row's number, or
+  // kNoRow.
+  static constexpr std::uint32_t kNoRow = 0xFFFFFFFFu;
+  std::vector<std::uint32_t> dense_row_;
+  std::vector<double> dense_;
+  // Each term's slot in term_ids_ holds where a query finds its addends: postings [a, b),
+  // or when b is kNoRow, dense row a.
   bool sparse_exact_ = true;  // every norm_ > 0, so absent terms add exactly +-0
   double avgdl_ = 0, average_idf_ = 0;
   Bm25Okapi() = default;  // deserialize()
-  // norm_, post_factor_ and sparse_exact_ from doc_len_, avgdl_, p_ and the postings.
+  // norm_, post_value_, the dense rows and sparse_exact_ from doc_len_, avgdl_, p_ and the postings.
   void derive_factors();
 };
 
