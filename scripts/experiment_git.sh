@@ -72,6 +72,20 @@ STORE=$OUT/attune.db
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" | tee -a "$OUT/experiment.log" >&2; }
 run() { log "$*"; "$@"; }
 # A trained folder is finished when its attune_train.json says steps == total_steps.
+# resume_flags DIR: --resume when DIR holds a checkpoint. A stage folder of this script's
+# (under $OUT, made by attune) without one stopped before its first checkpoint, and nothing in
+# it can be resumed: it is removed and the stage starts again. Any other folder is left as it
+# is, for attune to refuse with its reason.
+resume_flags() {
+  resume=()
+  if [ -d "$1/checkpoint" ] || [ -d "$1/checkpoint.new" ]; then
+    resume=(--resume)
+  elif [ -d "$1" ] && [[ "$1" == "$OUT"/* ]] && [ -e "$1/.attune.lock" ]; then
+    log "$1 stopped before its first checkpoint: starting it again"
+    rm -rf "$1"
+  fi
+}
+
 finished() {
   local f=$1/attune_train.json
   [ -f "$f" ] || return 1
@@ -84,7 +98,7 @@ finished() {
 # 1. attune's own encoder: Contriever-style pretraining on the git authors' profiles.
 # (its model.safetensors appears only when all steps are done; a killed run resumes)
 if [ ! -f "$ENC/model.safetensors" ]; then
-  resume=(); [ -d "$ENC/checkpoint" ] && resume=(--resume)
+  resume_flags "$ENC"
   run "$ATTUNE" pretrain-encoder "${resume[@]}" --data "$DATA" --task commit_subject --out "$ENC" --seed "$SEED" \
     --hidden 128 --layers 3 --heads 4 --max-length 256 --steps "$PRETRAIN_STEPS" --batch-size 32 --log-every 100 \
     $([ -n "$DEVICE" ] && echo --device "$DEVICE")
@@ -106,7 +120,7 @@ for T in $TASKS; do
   # 2. ROPG: the encoder re-trained on the reader's per-document utility (top-16 of BM25).
   for m in ropg-rl ropg-kd; do
     finished "$D/$m" && continue
-    resume=(); [ -d "$D/$m/checkpoint" ] && resume=(--resume)
+    resume_flags "$D/$m"
     run "$ATTUNE" train --method "$m" --task "$T" "${common[@]}" "${train[@]}" --init "$ENC" --out "$D/$m" \
       "${ropg_lr[@]}" --micro-batch 8 "${resume[@]}"
   done
@@ -114,7 +128,7 @@ for T in $TASKS; do
   # 3. RSPG: a selector over the pool, reading the prompt (Pre) or prompt + output (Post).
   for m in rspg-pre rspg-post; do
     finished "$D/$m" && continue
-    resume=(); [ -d "$D/$m/checkpoint" ] && resume=(--resume)
+    resume_flags "$D/$m"
     run "$ATTUNE" train --method "$m" --task "$T" "${common[@]}" "${train[@]}" --init "$ENC" --out "$D/$m" \
       --pool "$pool" "${rspg_lr[@]}" --micro-batch 8 --selector-max-length 256 "${resume[@]}"
   done
@@ -123,7 +137,7 @@ for T in $TASKS; do
   #    with the best dev metric (top-k by the cross-encoder, no revision) is kept.
   for y in $PEARL_Y0; do
     finished "$D/pearl-$y" && continue
-    resume=(); [ -d "$D/pearl-$y/checkpoint" ] && resume=(--resume)
+    resume_flags "$D/pearl-$y"
     run "$ATTUNE" train --method pearl --task "$T" "${common[@]}" "${train[@]}" --init "$ENC" --out "$D/pearl-$y" \
       "${pearl_lr[@]}" --pearl-y0 "$y" "${resume[@]}"
   done

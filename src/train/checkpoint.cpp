@@ -44,6 +44,22 @@ OutputLock::~OutputLock() {
   if (fd_ >= 0) ::close(fd_);  // releases the flock
 }
 
+namespace {
+// What to say of a folder holding a run's files but no checkpoint: a finished run that kept
+// none, or one killed before its first checkpoint, which nothing can resume.
+std::string stopped_before_a_checkpoint(const fs::path& out) {
+  bool complete = false;
+  try {
+    if (fs::exists(out / "attune_model.json"))
+      complete = models::read_json_file(out / "attune_model.json").value("complete", false);
+  } catch (const std::exception&) {
+  }
+  if (complete) return "finished and kept no checkpoint, so there is nothing to resume: choose another output folder";
+  return "left no checkpoint (it stopped before its first one, or finished and kept none), so there is nothing "
+         "to resume: remove the folder to train again from the start, or choose another output folder";
+}
+}  // namespace
+
 void Checkpointer::prepare(bool resume) const {
   const fs::path ckpt = dir(), fresh = out_ / "checkpoint.new";
   if (!resume) {
@@ -52,8 +68,10 @@ void Checkpointer::prepare(bool resume) const {
     if (!fs::exists(st)) return;
     if (!fs::is_directory(st))
       throw FieldError<UsageError>("out", out_.string() + " exists and is not a folder: choose a new output folder");
-    if (fs::exists(ckpt) || fs::exists(fresh) || fs::exists(out_ / "attune_train.json"))
+    if (fs::exists(ckpt) || fs::exists(fresh))
       throw FieldError<UsageError>("out", out_.string() + " already holds a training run: resume it (--resume) or choose another output folder");
+    if (fs::exists(out_ / "attune_train.json"))
+      throw FieldError<UsageError>("out", out_.string() + " already holds a training run that " + stopped_before_a_checkpoint(out_));
     for (const auto& e : fs::directory_iterator(out_, ec))
       if (e.path().filename() != OutputLock::kFile)
         throw FieldError<UsageError>("out", out_.string() + " is not empty (it holds " + e.path().filename().string() +
@@ -66,8 +84,11 @@ void Checkpointer::prepare(bool resume) const {
     remove_tree(ckpt);
     fs::rename(fresh, ckpt);
   }
-  if (!fs::exists(ckpt / "state.json"))
-    throw UsageError(out_.string() + ": no checkpoint to resume (checkpoint/state.json is missing)");
+  if (!fs::exists(ckpt / "state.json")) {
+    std::string why;
+    if (fs::exists(out_ / "attune_train.json")) why = ": the run " + stopped_before_a_checkpoint(out_);
+    throw UsageError(out_.string() + ": no checkpoint to resume (checkpoint/state.json is missing)" + why);
+  }
 }
 
 nlohmann::json Checkpointer::load_state(const nlohmann::json& signature) const {

@@ -185,6 +185,25 @@ TEST_F(Fit, OutputFolderRulesAndOptionErrorsNameTheField) {
   none.resume = true;
   ToyLearner c(none);
   EXPECT_THROW(fit(c, none), UsageError);  // no checkpoint to resume
+  // A run killed before its first checkpoint leaves its files and none: neither a fresh run
+  // nor --resume can use the folder, and both say so rather than send the user to the other.
+  auto killed = options("killed");
+  fs::create_directories(killed.out);
+  std::ofstream(killed.out / "attune_train.json") << "{}";
+  std::ofstream(killed.out / "attune_model.json") << R"({"kind": "dense", "complete": false})";
+  for (bool resume : {false, true}) {
+    killed.resume = resume;
+    ToyLearner k(killed);
+    try {
+      fit(k, killed);
+      ADD_FAILURE() << "resume " << resume;
+    } catch (const UsageError& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("nothing to resume"), std::string::npos) << m;
+      EXPECT_NE(m.find("remove the folder"), std::string::npos) << m;
+      EXPECT_EQ(m.find("resume it (--resume)"), std::string::npos) << m;
+    }
+  }
   auto other = options("again");
   other.resume = true;
   other.lr = 0.01;  // a resumed run must keep its options
