@@ -7,9 +7,11 @@
 //                 score += idf(q) * (tf * (k1 + 1) / (tf + k1 * ((1 - b) + b * dl / avgdl)))
 // numpy adds that expression for every document; a document without q adds idf * 0 =
 // +-0.0, which leaves any sum unchanged (a sum that starts at +0.0 is never -0.0), so
-// we only visit q's postings. That needs every denominator > 0 (true unless k1 = 0 or
-// b = 1 with an empty document, where numpy gets 0/0 = NaN); otherwise we take the dense
-// path. The build uses -ffp-contract=off so no multiply-add is fused.
+// we only visit q's postings (or, for a term in a quarter of the documents or more, add its
+// row of n addends, whose +0.0 entries change no sum either). That needs every denominator
+// > 0 (true unless k1 = 0 or b = 1 with an empty document, where numpy gets 0/0 = NaN);
+// otherwise numpy's expression is evaluated for every document. The build uses
+// -ffp-contract=off so no multiply-add is fused.
 #include "attune/index/bm25.h"
 
 #include <algorithm>
