@@ -4,6 +4,8 @@
 #include <mutex>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "attune/core/error.h"
 #include "attune/core/file.h"
 #include "attune/core/hash.h"
@@ -33,6 +35,9 @@ struct LocalModel::Impl {
   std::optional<std::int32_t> bos;
   std::mutex mu;
   LocalStats stats;
+  // attune_reader.json: how the reader was trained to answer (score scores that form).
+  std::string answer_prefix;
+  bool eos_after_answer = false;
 
   TokenIds prompt_ids(const std::string& text, std::size_t reserve) {
     auto ids = tok->encode(text, true).ids;
@@ -93,6 +98,23 @@ std::unique_ptr<LocalModel> LocalModel::load(const fs::path& dir, const LocalOpt
   impl->bos = impl->tok->bos_id();
   if (!impl->bos && cfg.has("bos_token_id") && cfg.json()["bos_token_id"].is_number_integer())
     impl->bos = static_cast<std::int32_t>(cfg.integer("bos_token_id"));
+  if (const fs::path rf = dir / kReaderFile; fs::exists(rf)) {
+    // Every file of the folder is in the model's id (below), this one too: scores cached
+    // under the folder's id before it was written are not reused.
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(read_file(rf));
+    } catch (const std::exception& e) {
+      throw Error(rf.string() + ": not JSON (" + e.what() + ")");
+    }
+    if (!j.is_object() || !j.value("answer_prefix", nlohmann::json()).is_string() ||
+        !j.value("eos_after_answer", nlohmann::json()).is_boolean())
+      throw Error(rf.string() + R"(: expected {"answer_prefix": STRING, "eos_after_answer": BOOL})");
+    impl->answer_prefix = j["answer_prefix"].get<std::string>();
+    impl->eos_after_answer = j["eos_after_answer"].get<bool>();
+    if (impl->eos_after_answer && !impl->tok->eos_id())
+      throw Error(rf.string() + ": eos_after_answer, but the tokenizer names no EOS token");
+  }
   const std::string hash = model_content_hash(dir).substr(0, 32);
   const fs::path abs = fs::absolute(dir).lexically_normal();
   const std::string name = abs.filename().empty() ? abs.parent_path().filename().string() : abs.filename().string();
@@ -143,7 +165,8 @@ std::vector<double> LocalModel::score(std::span<const llm::ScoreRequest> request
   prompts.reserve(requests.size());
   targets.reserve(requests.size());
   for (auto& r : requests) {
-    targets.push_back(m.tok->encode(r.target, m.seq2seq).ids);
+    targets.push_back(m.tok->encode(m.answer_prefix + r.target, m.seq2seq).ids);
+    if (m.eos_after_answer) targets.back().push_back(*m.tok->eos_id());
     prompts.push_back(m.prompt_ids(r.prompt, m.seq2seq ? 0 : targets.back().size()));
     m.stats.scored_tokens += targets.back().size();
   }

@@ -1,4 +1,5 @@
 // Language-model pretraining (train/lm.h) on the shared loop.
+#include "attune/models/local_lm.h"
 #include "attune/train/lm.h"
 #include "attune/train/reader.h"
 
@@ -80,9 +81,9 @@ void init_weights(torch::nn::Module& m, std::size_t layers) {
 class LmLearner final : public DevSelectedLearner {
  public:
   LmLearner(std::vector<Seq> train, std::vector<Seq> dev, const models::LlamaConfig& cfg, const LmOptions& o,
-            const fs::path& tokenizer_dir, std::int32_t pad)
+            const fs::path& tokenizer_dir, std::int32_t pad, bool reader = false)
       : DevSelectedLearner(o.fit, {"dev_loss"}), o_(o), tr_(std::move(train)), dv_(std::move(dev)), tokenizer_dir_(tokenizer_dir),
-        pad_(pad) {
+        pad_(pad), reader_(reader) {
     device_ = models::to_torch(o.fit.device);
     precision_ = models::resolve_precision(o.precision, device_);
     torch::manual_seed(o.fit.seed);
@@ -159,6 +160,10 @@ class LmLearner final : public DevSelectedLearner {
     nlohmann::json gen = {{"bos_token_id", c.bos_id}, {"eos_token_id", c.eos_ids.at(0)}, {"max_length", c.max_positions},
                           {"do_sample", false}};
     models::write_json_file(out / "generation_config.json", gen);
+    // A reader answers prefix + answer + EOS (its examples' targets): `local:` scores that form.
+    if (reader_)
+      models::write_json_file(out / models::kReaderFile,
+                              {{"answer_prefix", models::kReaderAnswerPrefix}, {"eos_after_answer", true}});
   }
 
   std::size_t parameter_count() const { return params_; }
@@ -197,6 +202,7 @@ class LmLearner final : public DevSelectedLearner {
   std::vector<Seq> tr_, dv_;
   fs::path tokenizer_dir_;
   std::int32_t pad_ = 0;
+  bool reader_ = false;  // the reader stage: the folder says how it answers (attune_reader.json)
   torch::Device device_{torch::kCPU};
   models::Precision precision_ = models::Precision::FP32;
   std::shared_ptr<models::Llama> model_;
@@ -340,7 +346,7 @@ LmResult train_reader(const std::vector<ReaderExample>& examples, const LmOption
     std::fprintf(stderr, "train-lm: %zu reader examples (%zu tokens), %zu dev, %zu left out as longer than %zu tokens\n",
                  train.size(), res.train_tokens, dev.size(), res.too_long, context);
   prepare_out(o.fit);
-  LmLearner learner(std::move(train), std::move(dev), cfg, o, o.init, tok->pad_id().value_or(*eos));
+  LmLearner learner(std::move(train), std::move(dev), cfg, o, o.init, tok->pad_id().value_or(*eos), /*reader=*/true);
   res.parameters = learner.parameter_count();
   run_and_fill(learner, o, res);
   return res;

@@ -5,6 +5,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "attune/models/local_lm.h"
 #include "attune/core/error.h"
 #include "attune/core/parallel.h"
 #include "attune/core/rng.h"
@@ -178,7 +179,7 @@ std::vector<ReaderExample> commit_reader_examples(const std::vector<Commit>& com
       for (auto i : ranking.indices) docs.push_back(&ex.profile[i]);
       if (mix.mode == "bm25-shuffled") shuffle(docs, rng);
     }
-    out[qi] = {ex.id, task.name(), task.prompt(ex, docs, tok, popts), "\n" + ex.output, mix.label()};
+    out[qi] = {ex.id, task.name(), task.prompt(ex, docs, tok, popts), models::kReaderAnswerPrefix + ex.output, mix.label()};
   });
   return out;
 }
@@ -256,7 +257,7 @@ std::vector<ReaderExample> claim_qa_reader_examples(const std::vector<Example>& 
       }
       if (mix.mode == "bm25-shuffled") shuffle(docs, rng);
     }
-    out[qi] = {ex.id, task.name(), task.prompt(ex, docs, tok, popts), "\n" + ex.output, mix.label()};
+    out[qi] = {ex.id, task.name(), task.prompt(ex, docs, tok, popts), models::kReaderAnswerPrefix + ex.output, mix.label()};
   });
   return out;
 }

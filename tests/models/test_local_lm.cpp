@@ -82,6 +82,53 @@ TEST(LocalModel, IdChangesWithTheModelAndErrorsNameTheFolder) {
   fs::remove_all(dir.parent_path());
 }
 
+// A reader folder's attune_reader.json: the score of a target is that of prefix + target,
+// then EOS when it says so; the file is part of the model's id; a malformed one is refused.
+TEST(LocalModel, AReaderFolderScoresItsAnswerInTheFormItWasTrainedOn) {
+  if (!fs::exists(kStoriesModel / "model.safetensors")) GTEST_SKIP() << "needs ../shared/models/stories260K (absent in this checkout)";
+  auto dir = fs::temp_directory_path() / ("attune_reader_" + std::to_string(::getpid())) / "m";
+  fs::remove_all(dir.parent_path());
+  fs::create_directories(dir);
+  for (auto& e : fs::directory_iterator(kStoriesModel))
+    if (e.is_regular_file()) fs::copy_file(e.path(), dir / e.path().filename());
+  for (auto& e : fs::directory_iterator(dir)) fs::permissions(e.path(), fs::perms::owner_write, fs::perm_options::add);
+  LocalOptions lo;
+  lo.device = "cpu";
+  const std::vector<llm::ScoreRequest> bare = {{"Once upon a", "time"}, {"Lily", "went home."}};
+  const std::vector<llm::ScoreRequest> with_nl = {{"Once upon a", "\ntime"}, {"Lily", "\nwent home."}};
+  const auto plain = LocalModel::load(dir, lo);
+  const auto want = plain->score(with_nl);
+  std::ofstream(dir / kReaderFile) << R"({"answer_prefix": "\n", "eos_after_answer": false})";
+  const auto reader = LocalModel::load(dir, lo);
+  EXPECT_NE(reader->info().id, plain->info().id);  // cached scores of the bare form are not reused
+  const auto got = reader->score(bare);
+  for (std::size_t i = 0; i < bare.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-4) << i;
+  // With EOS after the answer: its log-probability is added, as teacher forcing gives it.
+  std::ofstream(dir / kReaderFile) << R"({"answer_prefix": "\n", "eos_after_answer": true})";
+  const auto with_eos = LocalModel::load(dir, lo)->score(bare);
+  auto tok = text::SubwordTokenizer::load(dir);
+  auto model = Llama::load(dir, torch::kCPU);
+  for (std::size_t i = 0; i < bare.size(); ++i) {
+    auto t = tok->encode(with_nl[i].target, false).ids;
+    t.push_back(*tok->eos_id());
+    const auto per = score_tokens(*model, tok->encode(bare[i].prompt, true).ids, {t});
+    double s = 0;
+    for (double x : per[0]) s += x;
+    EXPECT_NEAR(with_eos[i], s, 1e-4) << i;
+    EXPECT_LT(with_eos[i], got[i]) << i;
+  }
+  for (const char* bad : {"[1]", R"({"answer_prefix": 1, "eos_after_answer": true})", R"({"answer_prefix": "\n"})", "{"}) {
+    std::ofstream(dir / kReaderFile) << bad;
+    try {
+      LocalModel::load(dir, lo);
+      ADD_FAILURE() << bad;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(kReaderFile), std::string::npos) << e.what();
+    }
+  }
+  fs::remove_all(dir.parent_path());
+}
+
 TEST(LocalModel, T5FolderWithAUnigramTokenizer) {
   // A tiny random T5 saved as a Hugging Face folder with a hand-written Unigram
   // tokenizer.json (tests/fixtures/tokenizers/unigram.json: </s> = 1).

@@ -323,7 +323,12 @@ TEST_F(Lm, AReaderFineTunedFromAPretrainedModelLearnsTheAnswersAndLeavesThePromp
   const auto& e = ex[10];  // an alice commit (even id)
   ASSERT_EQ(std::stoi(e.id.substr(1)) % 2, 0);
   const std::string thing = e.target.substr(e.target.rfind(' ') + 1);
-  const std::vector<llm::ScoreRequest> reqs = {{e.prompt, "\nnet: fix the " + thing}, {e.prompt, "\ncore: rework " + thing}};
+  // The folder says how it answers (after a newline, then EOS), and `local:` scores a bare
+  // answer in that form.
+  const auto fmt = nlohmann::json::parse(read_file(o.fit.out / models::kReaderFile));
+  EXPECT_EQ(fmt.at("answer_prefix"), "\n");
+  EXPECT_EQ(fmt.at("eos_after_answer"), true);
+  const std::vector<llm::ScoreRequest> reqs = {{e.prompt, "net: fix the " + thing}, {e.prompt, "core: rework " + thing}};
   const auto s = lm->score(reqs);
   EXPECT_GT(s[0], s[1]) << s[0] << " vs " << s[1];
   LmOptions none = tiny("none");

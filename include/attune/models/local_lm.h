@@ -30,10 +30,18 @@ struct LocalStats {
 //  score: sum of natural-log probabilities of the target's tokens, the target tokenized on
 //    its own without special tokens for a causal LM (so "time" after "Once upon a" is scored
 //    as the tokenizer's word-initial "▁time"), and with them for T5 (labels end in </s>, as
-//    in training).
+//    in training). A reader folder (`train-lm --stage reader`) holds attune_reader.json
+//    {"answer_prefix": "\n", "eos_after_answer": true}: it was trained to answer with the
+//    prefix, the answer and EOS, so its score of a target is that of prefix + target (one
+//    text, tokenized as in training) followed by EOS. Scoring the bare target instead would
+//    charge every answer the improbable first token (about -40 nats for reader75g).
 //  Prompts longer than the model's context keep their last tokens (causal; BOS kept) or
 //    their first (T5); each is counted in stats().truncated.
 // Calls are serialised (one forward at a time; torch uses every core within one).
+// The reader folder's answer format (above), and the prefix `train-lm --stage reader` trains.
+inline constexpr const char* kReaderFile = "attune_reader.json";
+inline constexpr const char* kReaderAnswerPrefix = "\n";
+
 class LocalModel final : public llm::LanguageModel {
  public:
   static std::unique_ptr<LocalModel> load(const std::filesystem::path& dir, const LocalOptions& opts = {});
