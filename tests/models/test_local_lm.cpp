@@ -17,6 +17,17 @@ namespace fs = std::filesystem;
 
 namespace {
 const fs::path kStoriesModel = fs::path(ATTUNE_SHARED_DIR) / "models" / "stories260K";
+
+// A writable copy of stories260K's files in TMP/<prefix><pid>/m (the caller removes its parent).
+fs::path writable_copy_of_stories(const std::string& prefix) {
+  const auto dir = fs::temp_directory_path() / (prefix + std::to_string(::getpid())) / "m";
+  fs::remove_all(dir.parent_path());
+  fs::create_directories(dir);
+  for (auto& e : fs::directory_iterator(kStoriesModel))
+    if (e.is_regular_file()) fs::copy_file(e.path(), dir / e.path().filename());
+  for (auto& e : fs::directory_iterator(dir)) fs::permissions(e.path(), fs::perms::owner_write, fs::perm_options::add);
+  return dir;
+}
 }
 
 TEST(LocalModel, Stories260KGeneratesAndScores) {
@@ -54,12 +65,7 @@ TEST(LocalModel, Stories260KGeneratesAndScores) {
 
 TEST(LocalModel, IdChangesWithTheModelAndErrorsNameTheFolder) {
   if (!fs::exists(kStoriesModel / "model.safetensors")) GTEST_SKIP() << "needs ../shared/models/stories260K (absent in this checkout)";
-  auto dir = fs::temp_directory_path() / ("attune_local_" + std::to_string(::getpid())) / "m";
-  fs::remove_all(dir.parent_path());
-  fs::create_directories(dir);
-  for (auto& e : fs::directory_iterator(kStoriesModel))
-    if (e.is_regular_file()) fs::copy_file(e.path(), dir / e.path().filename());
-  for (auto& e : fs::directory_iterator(dir)) fs::permissions(e.path(), fs::perms::owner_write, fs::perm_options::add);
+  const auto dir = writable_copy_of_stories("attune_local_");
   LocalOptions lo;
   lo.device = "cpu";
   const auto id1 = LocalModel::load(dir, lo)->info().id;
@@ -86,12 +92,7 @@ TEST(LocalModel, IdChangesWithTheModelAndErrorsNameTheFolder) {
 // then EOS when it says so; the file is part of the model's id; a malformed one is refused.
 TEST(LocalModel, AReaderFolderScoresItsAnswerInTheFormItWasTrainedOn) {
   if (!fs::exists(kStoriesModel / "model.safetensors")) GTEST_SKIP() << "needs ../shared/models/stories260K (absent in this checkout)";
-  auto dir = fs::temp_directory_path() / ("attune_reader_" + std::to_string(::getpid())) / "m";
-  fs::remove_all(dir.parent_path());
-  fs::create_directories(dir);
-  for (auto& e : fs::directory_iterator(kStoriesModel))
-    if (e.is_regular_file()) fs::copy_file(e.path(), dir / e.path().filename());
-  for (auto& e : fs::directory_iterator(dir)) fs::permissions(e.path(), fs::perms::owner_write, fs::perm_options::add);
+  const auto dir = writable_copy_of_stories("attune_reader_");
   LocalOptions lo;
   lo.device = "cpu";
   const std::vector<llm::ScoreRequest> bare = {{"Once upon a", "time"}, {"Lily", "went home."}};
