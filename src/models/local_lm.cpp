@@ -38,6 +38,8 @@ struct LocalModel::Impl {
   // attune_reader.json: how the reader was trained to answer (score scores that form).
   std::string answer_prefix;
   bool eos_after_answer = false;
+  // A reader of `train-lm --stage reader` from before attune_reader.json: score refuses.
+  bool reader_without_format = false;
 
   TokenIds prompt_ids(const std::string& text, std::size_t reserve) {
     auto ids = tok->encode(text, true).ids;
@@ -114,6 +116,13 @@ std::unique_ptr<LocalModel> LocalModel::load(const fs::path& dir, const LocalOpt
     impl->eos_after_answer = j["eos_after_answer"].get<bool>();
     if (impl->eos_after_answer && !impl->tok->eos_id())
       throw Error(rf.string() + ": eos_after_answer, but the tokenizer names no EOS token");
+  } else if (fs::exists(dir / "attune_train.json")) {
+    try {
+      const auto j = nlohmann::json::parse(read_file(dir / "attune_train.json"));
+      impl->reader_without_format = j.is_object() && j.value("method", "") == "lm" && j.contains("data") &&
+                                    j["data"].is_string() && j["data"].get<std::string>().rfind("reader examples", 0) == 0;
+    } catch (const std::exception&) {
+    }
   }
   const std::string hash = model_content_hash(dir).substr(0, 32);
   const fs::path abs = fs::absolute(dir).lexically_normal();
@@ -161,6 +170,11 @@ std::vector<llm::Generation> LocalModel::generate(std::span<const llm::Prompt> p
 std::vector<double> LocalModel::score(std::span<const llm::ScoreRequest> requests) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   auto& m = *impl_;
+  if (m.reader_without_format)
+    throw Error(m.dir.string() + ": a reader of `train-lm --stage reader` made before reader folders said how they "
+                "answer (" + std::string(kReaderFile) + "). It answers after a newline, so a bare target would be scored "
+                "in a form it never gives (tens of nats too low). Add " + kReaderFile +
+                R"( holding {"answer_prefix": "\n", "eos_after_answer": true} (docs/models.md), or train it again)");
   std::vector<TokenIds> prompts, targets;
   prompts.reserve(requests.size());
   targets.reserve(requests.size());

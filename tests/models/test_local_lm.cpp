@@ -130,6 +130,32 @@ TEST(LocalModel, AReaderFolderScoresItsAnswerInTheFormItWasTrainedOn) {
   fs::remove_all(dir.parent_path());
 }
 
+// A reader folder made before attune_reader.json (its attune_train.json says it was trained
+// on reader examples) generates, but refuses to score rather than score the wrong form.
+TEST(LocalModel, AReaderFolderWithoutItsAnswerFormatRefusesToScore) {
+  if (!fs::exists(kStoriesModel / "model.safetensors")) GTEST_SKIP() << "needs ../shared/models/stories260K (absent in this checkout)";
+  const auto dir = writable_copy_of_stories("attune_old_reader_");
+  LocalOptions lo;
+  lo.device = "cpu";
+  std::ofstream(dir / "attune_train.json") << R"({"method": "lm", "data": "reader examples (commit_subject 5) from 9 commits"})";
+  const auto old = LocalModel::load(dir, lo);
+  llm::GenerateOptions g;
+  g.max_new_tokens = 4;
+  const std::vector<llm::Prompt> ps = {{"Once upon a time"}};
+  EXPECT_EQ(old->generate(ps, g).size(), 1u);
+  const std::vector<llm::ScoreRequest> req = {{"Once upon a", "time"}};
+  try {
+    old->score(req);
+    ADD_FAILURE() << "scored";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(kReaderFile), std::string::npos) << e.what();
+  }
+  // A pretrained (not reader) folder scores as before.
+  std::ofstream(dir / "attune_train.json") << R"j({"method": "lm", "data": "commits.jsonl (67877 texts)"})j";
+  EXPECT_EQ(LocalModel::load(dir, lo)->score(req).size(), 1u);
+  fs::remove_all(dir.parent_path());
+}
+
 TEST(LocalModel, T5FolderWithAUnigramTokenizer) {
   // A tiny random T5 saved as a Hugging Face folder with a hand-written Unigram
   // tokenizer.json (tests/fixtures/tokenizers/unigram.json: </s> = 1).
