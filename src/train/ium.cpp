@@ -57,12 +57,14 @@ class IumLearner final : public DevSelectedLearner {
     const auto tok = text::SubwordTokenizer::load(o.init);
     net_.pad = tok->pad_id().value_or(0);
     auto tasks = o.tasks, model_names = o.models;
+    // (an empty task or model names no agent: it reads [UNK])
     if (tasks.empty())
       for (const auto& s : train)
-        if (std::find(tasks.begin(), tasks.end(), s.task) == tasks.end()) tasks.push_back(s.task);
+        if (!s.task.empty() && std::find(tasks.begin(), tasks.end(), s.task) == tasks.end()) tasks.push_back(s.task);
     if (model_names.empty())
       for (const auto& s : train)
-        if (std::find(model_names.begin(), model_names.end(), s.model) == model_names.end()) model_names.push_back(s.model);
+        if (!s.model.empty() && std::find(model_names.begin(), model_names.end(), s.model) == model_names.end())
+          model_names.push_back(s.model);
     agents_ = models::AgentTokens::make(*tok, tasks, model_names);
     max_length_ = std::min(o.max_length, models::batches::length_cap(net_.bert->cfg.max_positions, 0, tok->model_max_length()));
     tr_ = encode(*tok, train);

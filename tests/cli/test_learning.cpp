@@ -439,6 +439,54 @@ TEST_F(Learning, IumRunsItsEmIterationsResumesAndServesEachAgent) {
   EXPECT_NE(bad.err.find("--agents no-such.json: no such file"), std::string::npos) << bad.err;
 }
 
+// IUM's relevance start (--ium-relevance-start): OUT/iter-0 learns the Debian corpus's gold passages for qa before any
+// feedback, its agents reading [UNK]; with learning off (--lr 0) it keeps its untrained start, so the check can fail. The
+// EM's first iteration then starts from it (and collects its feedback on iter-0's ranking). A profile task is refused.
+TEST_F(Learning, IumRelevanceStartLearnsTheGoldPassagesAndNotWithLearningOff) {
+  const std::string debian = std::string(ATTUNE_SHARED_DIR) + "/data/debian";
+  if (!fs::exists(debian + "/qa_train.jsonl")) GTEST_SKIP() << "needs ../shared/data/debian (absent in this checkout)";
+  {
+    std::ofstream a(dir_ / "agents-rel.json");
+    a << R"({"agents": [{"name": "qa-first", "task": "qa", "llm": "planted:first", "k": 1}]})";
+  }
+  const std::string base = "train --method ium --agents agents-rel.json --data " + debian +
+                           " --task qa --init enc --store ium-rel.db --limit 200 --dev-limit 50 --ium-feedback-k 16 "
+                           "--ium-relevance-start --batch-size 32 --epochs 2 --quiet";
+  const auto on = run(base + " --lr 1e-3 --ium-iterations 1 --out rel");
+  ASSERT_EQ(on.rc, 0) << on.err;
+  const auto t = json::parse(slurp(dir_ / "rel/iter-0/attune_train.json"));
+  const double start = t.at("init_dev_top1").get<double>();
+  const auto kept = t.at("best_epoch").get<std::size_t>();
+  ASSERT_GE(kept, 1u) << t.dump();
+  const double learned = t.at("epochs").at(kept - 1).at("dev_top1").get<double>();
+  EXPECT_GE(learned, start + 0.1) << "dev top-1 gold: untrained " << start << ", kept epoch " << learned;
+  const auto cfg = json::parse(slurp(dir_ / "rel/iter-0/ium.json"));
+  EXPECT_EQ(cfg.at("tasks"), json::array()) << "the relevance start knows no agent";
+  EXPECT_EQ(cfg.at("models"), json::array());
+  const auto t1 = json::parse(slurp(dir_ / "rel/iter-1/attune_train.json"));
+  EXPECT_EQ(fs::path(t1.at("options").at("init").get<std::string>()).filename(), "iter-0");
+  EXPECT_TRUE(json::parse(slurp(dir_ / "rel/iter-1/attune_model.json")).at("complete").get<bool>());
+
+  const auto off = run(base + " --lr 0 --ium-iterations 0 --out rel0");
+  ASSERT_EQ(off.rc, 0) << off.err;
+  const auto t0 = json::parse(slurp(dir_ / "rel0/iter-0/attune_train.json"));
+  EXPECT_EQ(t0.at("best_epoch").get<std::size_t>(), 0u) << "learning off keeps the start";
+  for (const auto& e : t0.at("epochs")) EXPECT_DOUBLE_EQ(e.at("dev_top1").get<double>(), t0.at("init_dev_top1").get<double>());
+
+  {
+    std::ofstream a(dir_ / "agents-relg.json");
+    a << R"({"agents": [{"name": "subject", "task": "commit_subject", "llm": "planted:first", "k": 1}]})";
+  }
+  const auto bad = run("train --method ium --agents agents-relg.json --data " + kGit +
+                       " --task commit_subject --init enc --out relx --ium-relevance-start --quiet");
+  EXPECT_EQ(bad.rc, 2);
+  EXPECT_NE(bad.err.find("names no gold passage"), std::string::npos) << bad.err;
+  const auto bad2 = run("train --method ium --agents agents-rel.json --data " + debian +
+                        " --task qa --init enc --out relx --ium-relevance-limit 10 --quiet");
+  EXPECT_EQ(bad2.rc, 2);
+  EXPECT_NE(bad2.err.find("--ium-relevance-limit applies to --ium-relevance-start"), std::string::npos) << bad2.err;
+}
+
 // An application's side of `attune serve`, for the checks that learn through its API: the
 // server started in the background in `dir` (stderr in TAG.err, pid in pid-TAG.txt), a
 // client with the tenant's key, and the calls the application makes.

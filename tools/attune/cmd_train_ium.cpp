@@ -4,12 +4,15 @@
 // collects per-document feedback on the top --ium-feedback-k with each agent's language
 // model (1 when its output with that document alone reaches the task's full utility, e.g.
 // an exact match), and trains the reranker on all feedback so far. Iteration t is the
-// folder OUT/iter-t; a finished one is skipped, so a killed run resumes.
+// folder OUT/iter-t; a finished one is skipped, so a killed run resumes. With
+// --ium-relevance-start, OUT/iter-0 first learns the training data's own relevance (its
+// gold_doc passages), and the EM starts from it.
 #include <cstdio>
 #include <fstream>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <unordered_set>
 
 #include "attune/core/error.h"
 #include "attune/feedback/collect.h"
@@ -33,6 +36,8 @@ struct IumArgs {
   bool online = false;
   std::size_t online_batch = 256;
   std::size_t iterations = 3, feedback_k = 32, max_length = 256;
+  bool relevance_start = false;
+  std::size_t relevance_limit = 0;  // 0 = --limit
   double unk_fraction = 0.1, positive_weight = 0, positive_at = 1;
 };
 
@@ -112,6 +117,32 @@ struct AgentBench {
     return value;
   }
 };
+
+// The relevance start's samples from one split of a corpus task: per example, BM25's top
+// `top` passages, a gold_doc labelled 1 and the others 0; with `add_gold`, a gold passage
+// found further down BM25's top 100 is added as one more useful sample (training: the
+// reranker should see every gold passage it can; dev lists stay BM25's top `top`, so their
+// measure is reranking's). The agent's task and model are empty: every sample reads [UNK],
+// so the reranker learns relevance for any agent.
+void relevance_samples(const DataOptions& d, const tasks::Task& task, store::Store& st, const RunOptions& r,
+                       std::size_t limit, std::size_t top, bool add_gold, std::vector<train::IumSample>& into) {
+  const auto sp = load_workflow_split(d, task, st, r, {"bm25"}, limit);
+  const auto& source = sp.sources.for_spec("bm25");
+  const std::size_t n = limit ? std::min(limit, sp.dataset.examples.size()) : sp.dataset.examples.size();
+  for (std::size_t e = 0; e < n; ++e) {
+    const auto& ex = sp.dataset.examples[e];
+    if (ex.gold_docs.empty())
+      throw UsageError("--ium-relevance-start: example " + ex.id + " of " + d.task + " (" + d.split +
+                       ") names no gold_doc: the relevance start learns from the gold passages of the training data");
+    const std::unordered_set<std::string> gold(ex.gold_docs.begin(), ex.gold_docs.end());
+    const auto cands = source.candidates(ex);
+    const std::string group = "relevance\x1f" + d.task + '\x1f' + ex.id, q = task.query(ex);
+    for (std::size_t i = 0; i < cands.size(); ++i) {
+      const bool g = gold.count(cands[i].id) > 0;
+      if (i < top || (add_gold && g)) into.push_back({"", "", q, cands[i].text, g ? 1.0 : 0.0, group});
+    }
+  }
+}
 
 // A document is useful to an agent when its utility reaches --ium-positive-at.
 double useful_label(double utility, const IumArgs& p) { return utility >= p.positive_at - 1e-9 ? 1.0 : 0.0; }
@@ -232,6 +263,12 @@ TrainRunner add_ium_options(CLI::App* train) {
   train->add_option("--ium-iterations", p->iterations, "IUM: EM iterations, each the folder OUT/iter-N (002: 3)")->capture_default_str();
   train->add_option("--ium-feedback-k", p->feedback_k, "IUM: documents per query given feedback each iteration (002: 32)")
       ->capture_default_str();
+  train->add_flag("--ium-relevance-start", p->relevance_start,
+                  "IUM: first train OUT/iter-0 on the training data's own relevance (a corpus task's gold_doc passages "
+                  "against the rest of BM25's top --ium-feedback-k; no language model asked), and start the EM from it: "
+                  "002 starts from a reranker trained on relevance (MS MARCO)");
+  auto* rel_limit_opt = train->add_option("--ium-relevance-limit", p->relevance_limit,
+                                          "IUM: training queries per task for --ium-relevance-start (0 = --limit)");
   train->add_option("--ium-max-length", p->max_length, "IUM: tokens of [CLS] tid mid x [SEP] d [SEP]")->capture_default_str();
   train->add_option("--ium-unk-fraction", p->unk_fraction, "IUM: share of samples whose agent tokens read [UNK] (002: 0.1)")
       ->capture_default_str();
@@ -243,20 +280,26 @@ TrainRunner add_ium_options(CLI::App* train) {
                     "IUM: a document is useful when the agent's output with it alone scores at least this (the task's "
                     "metric; 1 = exact match or a right label, as in 002)")
       ->capture_default_str();
-  return [p, batch_opt](const DataOptions& d0, const RunOptions& r, const TrainArgs& a) {
+  return [p, batch_opt, rel_limit_opt](const DataOptions& d0, const RunOptions& r, const TrainArgs& a) {
     if (p->agents.empty()) throw UsageError("--method ium needs --agents FILE: the agents (task, llm, k) that share the reranker");
     const auto agents = read_agents(p->agents);  // a bad file first: it costs nothing to read
     if (a.init.empty())
       throw UsageError("--method ium needs --init MODEL_DIR: the encoder to start the reranker from (a BERT vocabulary, "
                        "e.g. from `attune pretrain-encoder`)");
     if (!fs::is_directory(a.init)) throw UsageError("--init " + a.init + ": no such model folder");
-    if (p->iterations == 0) throw UsageError("--ium-iterations must be at least 1");
+    if (p->iterations == 0 && !p->relevance_start)
+      throw UsageError("--ium-iterations must be at least 1 (0 only with --ium-relevance-start: the relevance start alone)");
+    if (rel_limit_opt->count() && !p->relevance_start)
+      throw UsageError("--ium-relevance-limit applies to --ium-relevance-start: add it");
     if (p->feedback_k == 0) throw UsageError("--ium-feedback-k must be at least 1");
     // --method ium-online (the spelling) is --method ium --ium-online.
     const bool online = p->online || a.method == "ium-online";
     if (batch_opt->count() && !online)
       throw UsageError("--ium-online-batch applies to online IUM: add --ium-online (or use --method ium-online)");
     if (p->online_batch == 0) throw UsageError("--ium-online-batch must be at least 1");
+    if (online && p->relevance_start)
+      throw UsageError("--ium-relevance-start applies to offline IUM; for online IUM, start from an offline run's "
+                       "OUT/iter-0 with --init");
     std::vector<std::string> tasks, models;
     for (const auto& g : agents) {
       if (std::find(tasks.begin(), tasks.end(), g.task) == tasks.end()) tasks.push_back(g.task);
@@ -275,8 +318,20 @@ TrainRunner add_ium_options(CLI::App* train) {
     base.validate();
     auto st = store::open_store(r.store_file());
     neural::register_retrievers(r.device);
+    // The relevance start needs gold passages: a corpus task (checked before any work).
+    std::vector<std::unique_ptr<tasks::Task>> rel_tasks;
+    if (p->relevance_start)
+      for (const auto& t : tasks) {
+        DataOptions d = d0;
+        d.task = t;
+        rel_tasks.push_back(load_task(d));
+        if (!rel_tasks.back()->uses_corpus())
+          throw UsageError("--ium-relevance-start: task " + t + " ranks each user's profile, which names no gold passage; "
+                           "the relevance start needs a corpus task whose examples name their gold_doc (e.g. Debian qa)");
+      }
     nlohmann::json args = {{"method", "ium"}, {"data", d0.data}, {"agents", p->agents}, {"out", a.out}, {"init", a.init},
                            {"iterations", p->iterations}, {"feedback_k", p->feedback_k}, {"limit", a.limit}};
+    if (p->relevance_start) args["relevance_limit"] = p->relevance_limit ? p->relevance_limit : a.limit;
     if (online) args["online_batch"] = p->online_batch;
     store::RunScope run(*st, "train", args.dump(), r.seed);
     fs::create_directories(a.out);
@@ -287,6 +342,46 @@ TrainRunner add_ium_options(CLI::App* train) {
     }
     std::string prev;
     train::IumResult last;
+    if (p->relevance_start) {
+      const fs::path out = fs::path(a.out) / "iter-0";
+      const auto marker = out / "attune_model.json";
+      if (fs::exists(marker) && models::read_json_file(marker).value("complete", false)) {
+        if (!r.quiet) std::fprintf(stderr, "train: ium relevance start already in %s\n", out.c_str());
+      } else {
+        std::vector<train::IumSample> tr_samples, dv_samples;
+        for (std::size_t i = 0; i < tasks.size(); ++i) {
+          DataOptions d = d0;
+          d.task = tasks[i];
+          relevance_samples(d, *rel_tasks[i], *st, r, p->relevance_limit ? p->relevance_limit : a.limit, p->feedback_k,
+                            true, tr_samples);
+          if (!a.dev_split.empty()) {
+            d.split = a.dev_split;
+            relevance_samples(d, *rel_tasks[i], *st, r, a.dev_limit, p->feedback_k, false, dv_samples);
+          }
+        }
+        std::size_t positives = 0;
+        for (const auto& s : tr_samples) positives += s.label > 0;
+        if (!r.quiet)
+          std::fprintf(stderr, "train: ium relevance start: %zu samples (%zu gold), dev %zu\n", tr_samples.size(), positives,
+                       dv_samples.size());
+        auto o = base;
+        o.tasks.clear();  // no agent yet: every sample reads [UNK]
+        o.models.clear();
+        o.fit.out = out;
+        o.fit.resume = fs::exists(out / "checkpoint");
+        o.fit.data_description = d0.data + " gold passages of the training split (relevance start, " +
+                                 std::to_string(tr_samples.size()) + " samples)";
+        last = train::train_ium(tr_samples, dv_samples, o);
+        if (last.steps_done != last.total_steps) return;  // stopped early (testing)
+        if (!r.quiet && !dv_samples.empty()) {
+          std::string curve;
+          for (const auto& e : last.epochs) curve += (curve.empty() ? "" : ", ") + std::to_string(e.dev_top1).substr(0, 6);
+          std::fprintf(stderr, "train: ium relevance start: dev top-1 gold: BM25 %.4f, untrained %.4f, epochs %s (kept %zu)\n",
+                       last.first_stage_dev_top1, last.init_dev_top1, curve.c_str(), last.best_epoch);
+        }
+      }
+      prev = out.string();
+    }
     for (std::size_t t = 1; t <= p->iterations; ++t) {
       const fs::path out = fs::path(a.out) / ("iter-" + std::to_string(t));
       const auto marker = out / "attune_model.json";

@@ -17,7 +17,7 @@ namespace attune::train {
 
 // One feedback sample.
 struct IumSample {
-  std::string task, model;  // the agent's task and language model (their tokens)
+  std::string task, model;  // the agent's task and language model (their tokens; an empty one reads [UNK])
   std::string query, doc;
   double label = 0;         // 0 or 1
   // The candidate list the sample came from (e.g. agent + query id), in the first stage's
