@@ -7,7 +7,7 @@
 # 1. a byte-level BPE tokenizer (8,192 tokens) on the commits' subjects and descriptions;
 # 2. a 5.3M-parameter Llama-architecture LM pretrained on the same texts (1 epoch);
 # 3. that LM fine-tuned as a retrieval-augmented reader on the prompts `attune eval` builds
-#    for commit_subject and commit_area (per-author histories of COMMITS) and, when the
+#    for commit_subject, commit_area and commit_pick (per-author histories of COMMITS) and, when the
 #    Debian files are there, qa (SUPPORTS claims of factcheck_train, passages of the corpus).
 #
 # On a GPU (docs/RESULTS.md, "A larger reader on a GPU"): SIZE=large DEVICE=cuda trains a
@@ -70,7 +70,7 @@ PRE_INPUTS=(--input "$COMMITS")
 run_stage lm attune_train.json seconds_this_run "$ATTUNE" train-lm "${PRE_INPUTS[@]}" --tokenizer "$OUT/tok8k" --out "$OUT/lm" \
   --seed "$SEED" --device "$DEVICE" "${PRE[@]}"
 
-TASKS=commit_subject,commit_area
+TASKS=commit_subject,commit_area,commit_pick
 QA=()
 if [ -f "$DEBIAN/factcheck_train.jsonl" ] && [ -f "$DEBIAN/debian_corpus.jsonl" ]; then
   TASKS=$TASKS,qa

@@ -1,6 +1,8 @@
 // Reader fine-tuning examples from commit histories and Debian claims (train/reader.h).
 // Torch-free.
 #include <algorithm>
+#include <cstdint>
+#include <limits>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -58,6 +60,25 @@ Mix draw_mix(Rng& rng, const std::vector<std::string>& modes, const std::vector<
 
 constexpr std::size_t kAreaLabels = 15;  // as ../shared/data/git/commit_area
 
+// A "YYYY-MM-DD" date as days since 1970-01-01 (the proleptic Gregorian calendar), so that two
+// dates subtract to the days between them; a date of another form counts as day 0.
+std::int64_t day_number(const std::string& d) {
+  const auto digits = [&](std::size_t at, std::size_t n, std::int64_t& v) {
+    v = 0;
+    for (std::size_t i = at; i < at + n; ++i) {
+      if (i >= d.size() || d[i] < '0' || d[i] > '9') return false;
+      v = v * 10 + (d[i] - '0');
+    }
+    return true;
+  };
+  std::int64_t y = 0, m = 0, dd = 0;
+  if (d.size() != 10 || d[4] != '-' || d[7] != '-' || !digits(0, 4, y) || !digits(5, 2, m) || !digits(8, 2, dd)) return 0;
+  y -= m <= 2;  // days from civil: the year starts in March
+  const std::int64_t era = y / 400, yoe = y - era * 400;
+  const std::int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + dd - 1;
+  return era * 146097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719468;
+}
+
 }  // namespace
 
 std::vector<std::string> reader_modes(std::string_view task, const std::vector<std::string>& wanted) {
@@ -65,8 +86,9 @@ std::vector<std::string> reader_modes(std::string_view task, const std::vector<s
   static const std::vector<std::string> kQa = {"none", "bm25", "bm25-shuffled", "bm25+gold", "random"};
   static const std::vector<std::string> kQaDefault = {"bm25", "bm25+gold"};
   const bool qa = task == "qa";
-  if (!qa && task != "commit_subject" && task != "commit_area")
-    throw UsageError("reader examples: \"" + std::string(task) + "\" is not a reader task (commit_subject, commit_area, qa)");
+  if (!qa && task != "commit_subject" && task != "commit_area" && task != "commit_pick")
+    throw UsageError("reader examples: \"" + std::string(task) +
+                     "\" is not a reader task (commit_subject, commit_area, commit_pick, qa)");
   const auto& all = qa ? kQa : kCommit;
   if (wanted.empty()) return qa ? kQaDefault : kCommit;
   std::vector<std::string> kept;
@@ -80,10 +102,42 @@ std::vector<std::string> reader_modes(std::string_view task, const std::vector<s
 
 std::vector<ReaderExample> commit_reader_examples(const std::vector<Commit>& commits, const tasks::Task& task,
                                                   const text::Tokenizer& tok, const ReaderDataOptions& o) {
-  const bool area_task = task.name() == "commit_area";
-  if (task.name() != "commit_subject" && !area_task)
-    throw UsageError("reader examples from commit histories are built for commit_subject and commit_area, not " + task.name());
+  const bool area_task = task.name() == "commit_area", pick_task = task.name() == "commit_pick";
+  if (task.name() != "commit_subject" && !area_task && !pick_task)
+    throw UsageError("reader examples from commit histories are built for commit_subject, commit_area and commit_pick, not " +
+                     task.name());
   check_ks(o);
+  // commit_pick: each repository's commits in (date, id) order, for the contrast subject.
+  std::map<std::string, std::vector<std::size_t>> by_repo;
+  const auto before = [&](std::size_t a, std::size_t b) {
+    return commits[a].date != commits[b].date ? commits[a].date < commits[b].date : commits[a].id < commits[b].id;
+  };
+  if (pick_task) {
+    for (std::size_t i = 0; i < commits.size(); ++i) by_repo[commits[i].repo].push_back(i);
+    for (auto& [repo, v] : by_repo) std::stable_sort(v.begin(), v.end(), before);
+  }
+  // The contrast of commit q, as ../shared/data/git (and `attune import-git`) draw it: the
+  // commit of another author of the same repository nearest in date (ties: the older one),
+  // with another subject; none when there is no such commit.
+  const auto contrast = [&](std::size_t q) -> const Commit* {
+    const auto& v = by_repo.at(commits[q].repo);
+    const auto at = std::lower_bound(v.begin(), v.end(), q, before) - v.begin();
+    std::ptrdiff_t lo = at - 1, hi = at + 1;
+    const auto ok = [&](std::size_t j) { return commits[j].author != commits[q].author && commits[j].subject != commits[q].subject; };
+    const auto t = day_number(commits[q].date);
+    while (lo >= 0 || hi < static_cast<std::ptrdiff_t>(v.size())) {
+      const std::int64_t dl = lo >= 0 ? t - day_number(commits[v[lo]].date) : std::numeric_limits<std::int64_t>::max();
+      const std::int64_t dh = hi < static_cast<std::ptrdiff_t>(v.size()) ? day_number(commits[v[hi]].date) - t : std::numeric_limits<std::int64_t>::max();
+      if (dl <= dh) {
+        if (ok(v[lo])) return &commits[v[lo]];
+        --lo;
+      } else {
+        if (ok(v[hi])) return &commits[v[hi]];
+        ++hi;
+      }
+    }
+    return nullptr;
+  };
   // commit_area: each repository's 15 most frequent areas, in a seeded order.
   std::map<std::string, std::vector<std::string>> repo_labels;
   std::map<std::string, std::set<std::string>> repo_label_set;
@@ -123,6 +177,7 @@ std::vector<ReaderExample> commit_reader_examples(const std::vector<Commit>& com
     });
     for (std::size_t j = o.min_history; j < idx.size(); ++j) {
       if (area_task && area_of(commits[idx[j]]).empty()) continue;
+      if (pick_task && !contrast(idx[j])) continue;
       Query q{idx[j], {}};
       // Strictly earlier dates only: a same-day commit may come after it.
       for (std::size_t h = 0; h < j; ++h)
@@ -144,11 +199,19 @@ std::vector<ReaderExample> commit_reader_examples(const std::vector<Commit>& com
     const auto& q = queries[qi];
     const Commit& c = commits[q.commit];
     Example ex;
-    ex.id = (area_task ? "area-" : "") + c.id;
+    ex.id = (area_task ? "area-" : pick_task ? "pick-" : "") + c.id;
     ex.user = c.repo + "/" + c.author;
     if (area_task) {
       ex.input = tasks::commit_area_input(repo_labels.at(c.repo), c.text);
       ex.output = area_of(c);
+    } else if (pick_task) {
+      const Commit* other = contrast(q.commit);
+      Rng side(derive_seed(o.seed, "reader-pick-" + c.id));
+      const bool gold_first = side.below(2) == 0;
+      const auto desc = tasks::first_words(c.text, o.pick_words);
+      ex.input = gold_first ? tasks::commit_pick_input(desc, c.subject, other->subject)
+                            : tasks::commit_pick_input(desc, other->subject, c.subject);
+      ex.output = gold_first ? "[1]" : "[2]";
     } else {
       ex.input = tasks::commit_subject_input(c.text);
       ex.output = c.subject;

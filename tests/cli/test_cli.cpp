@@ -375,12 +375,43 @@ TEST_F(Cli, TrainTokenizerWritesAFolderAndRefusesBadInput) {
   write("commits.jsonl", R"({"id": "a", "repo": "r", "author": "x", "date": "2020-01-01", "subject": "s", "text": "t"})" "\n");
   refused("train-lm --stage reader --init tok --input c.jsonl --out lm --quiet", 1, {"c.jsonl", "line 1", "repo"});
   refused("train-lm --stage reader --init tok --input commits.jsonl --out lm --reader-k 1,x --quiet", 2, {"--reader-k", "1,x"});
-  refused("train-lm --stage reader --init tok --input commits.jsonl --out lm --tasks commit_pick --quiet", 2, {"--tasks", "commit_pick"});
+  refused("train-lm --stage reader --init tok --input commits.jsonl --out lm --tasks commit_foo --quiet", 2,
+          {"--tasks", "commit_foo", "not a reader task"});
   refused("train-lm --stage reader --init tok --input commits.jsonl --out lm --tasks qa --quiet", 2, {"--claims", "--corpus"});
   refused("train-lm --stage reader --init tok --input commits.jsonl --out lm --claims commits.jsonl --quiet", 2, {"add qa to --tasks"});
   refused("train-lm --stage reader --init tok --input commits.jsonl --out lm --tasks qa --claims nowhere.jsonl --corpus c.jsonl --quiet", 2,
           {"nowhere.jsonl", "no such file"});
   EXPECT_FALSE(fs::exists(dir_ / "lm"));
+}
+
+// The reader stage end to end on a tiny model: by default it takes every commit task the
+// commits can give, and says which it left out (one author: no commit_pick contrast); a task
+// named in --tasks that the commits cannot give is refused.
+TEST_F(Cli, TrainLmReaderStageLeavesOutADefaultTaskTheCommitsCannotGive) {
+  std::string jsonl;
+  for (int i = 0; i < 24; ++i) {
+    char line[256];
+    std::snprintf(line, sizeof line,
+                  R"({"id": "c%d", "repo": "r", "author": "x", "date": "2020-01-%02d", "subject": "%s: change %d", )"
+                  R"("text": "this change fixes thing %d when the input is empty"})" "\n",
+                  i, i + 1, i % 2 ? "net" : "core", i, i);
+    jsonl += line;
+  }
+  write("commits.jsonl", jsonl);
+  ASSERT_EQ(run("train-tokenizer --input commits.jsonl --vocab-size 300 --out tok --quiet").rc, 0);
+  auto r = run("train-lm --input commits.jsonl --tokenizer tok --out lm --hidden 32 --layers 1 --heads 2 --kv-heads 1 "
+               "--intermediate 64 --seq-len 32 --quiet");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  r = run("train-lm --stage reader --init lm --input commits.jsonl --out rd");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.err.find("no commit_pick example in the commits of --input (left out of the default --tasks)"), std::string::npos)
+      << r.err;
+  const auto rec = nlohmann::json::parse(slurp(dir_ / "rd/attune_train.json"));
+  EXPECT_NE(rec.at("data").get<std::string>().find("commit_subject 23, commit_area 23"), std::string::npos) << rec.at("data");
+  EXPECT_TRUE(fs::exists(dir_ / "rd/attune_reader.json"));
+  r = run("train-lm --stage reader --init lm --input commits.jsonl --out rd2 --tasks commit_subject,commit_pick --quiet");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("--tasks commit_pick: the inputs give no example of it"), std::string::npos) << r.err;
 }
 
 TEST_F(Cli, MetricsOnLiteralFiles) {

@@ -212,6 +212,53 @@ TEST_F(Lm, CommitAreaReaderExamplesListTheRepositorysAreasAndTagTheProfile) {
   }
 }
 
+TEST_F(Lm, CommitPickReaderExamplesContrastAnotherAuthorsSubjectOfTheNearestDate) {
+  auto c = histories();
+  // dave's one commit is the nearest other author's for nobody's late query but carol's:
+  // carol writes on 2020-03-10 and 2020-03-20; dave on 2020-03-18; the nearest contrast of
+  // carol's second commit (2 days) is dave's, not bob's last (2020-01-30, 50 days).
+  c.push_back({"y1", "r", "carol", "2020-03-10", "ui: first", "carol's first commit in the repository"});
+  c.push_back({"y2", "r", "carol", "2020-03-20", "ui: second", "carol's second commit, the query"});
+  c.push_back({"y3", "r", "dave", "2020-03-18", "db: dave's only", "dave's only commit"});
+  // Another repository with one author: its commits have no contrast, so no query.
+  c.push_back({"z1", "solo", "erin", "2020-01-01", "a: one", "erin alone"});
+  c.push_back({"z2", "solo", "erin", "2020-01-02", "a: two", "erin alone again"});
+  auto task = tasks::make_task("commit_pick");
+  const auto tok = text::SubwordTokenizer::load(root_ / "tok");
+  ReaderDataOptions ro;
+  ro.seed = 5;
+  const auto ex = commit_reader_examples(c, *task, *tok, ro);
+  ASSERT_EQ(ex.size(), 59u);  // 58 of alice and bob, carol's second; dave's and erin's have no history / no contrast
+  std::map<std::string, int> answers;
+  bool saw_carol = false;
+  for (const auto& e : ex) {
+    EXPECT_EQ(e.task, "commit_pick");
+    ASSERT_EQ(e.id.substr(0, 5), "pick-");
+    ++answers[e.target];
+    ASSERT_TRUE(e.target == "\n[1]" || e.target == "\n[2]") << e.target;
+    EXPECT_NE(e.prompt.find("For an author who wrote the commit described as \""), std::string::npos) << e.prompt;
+    const std::string id = e.id.substr(5);
+    if (id == "y2") {
+      saw_carol = true;
+      const std::string gold = "\"ui: second\"", other = "\"db: dave's only\"";
+      const auto want = e.target == "\n[1]" ? "[1]: " + gold + " [2]: " + other : "[1]: " + other + " [2]: " + gold;
+      EXPECT_NE(e.prompt.find(want), std::string::npos) << e.prompt;
+      continue;
+    }
+    if (id[0] != 'c') continue;
+    const bool alice = std::stoi(id.substr(1)) % 2 == 0;
+    // The contrast is the other author's subject; the gold sits where the answer says.
+    const std::string mine = alice ? "[N]: \"net: fix the " : "[N]: \"core: rework ";
+    std::string at = mine;
+    at[1] = e.target[2];
+    EXPECT_NE(e.prompt.find(at), std::string::npos) << e.target << " " << e.prompt;
+  }
+  EXPECT_TRUE(saw_carol);
+  EXPECT_GT(answers["\n[1]"], 15);
+  EXPECT_GT(answers["\n[2]"], 15);
+  EXPECT_EQ(commit_reader_examples(c, *task, *tok, ro)[11].prompt, ex[11].prompt) << "deterministic for a seed";
+}
+
 TEST_F(Lm, QaReaderExamplesComeFromSupportedClaimsAndRetrieveFromTheCorpus) {
   std::vector<Document> corpus;
   const char* pk[][2] = {{"zsh", "Section: shells. A shell with powerful completion and scripting"},

@@ -25,6 +25,9 @@ namespace attune::cli {
 // copying a package name out of the prompt is learnt slowly (docs/RESULTS.md).
 constexpr std::size_t kReaderExamplesPerTask = 5000;
 constexpr std::size_t kReaderQaExamples = 7500;
+// commit_pick's prompts are short (0.78M tokens for 5,000): 2,500 keep the default run within
+// its budget on 2 cores.
+constexpr std::size_t kReaderPickExamples = 2500;
 
 std::size_t parse_count(const std::string& v, const std::string& option) {
   std::size_t n = 0, used = 0;
@@ -42,7 +45,8 @@ std::size_t parse_count(const std::string& v, const std::string& option) {
 // named; the others keep their defaults). 0 = all.
 std::map<std::string, std::size_t> reader_limits(const std::string& spec, const std::vector<std::string>& tasks) {
   std::map<std::string, std::size_t> out;
-  for (const auto& t : tasks) out[t] = t == "qa" ? kReaderQaExamples : kReaderExamplesPerTask;
+  for (const auto& t : tasks)
+    out[t] = t == "qa" ? kReaderQaExamples : t == "commit_pick" ? kReaderPickExamples : kReaderExamplesPerTask;
   if (spec.empty()) return out;
   if (spec.find('=') == std::string::npos) {
     const auto n = parse_count(spec, "--max-texts");
@@ -74,7 +78,7 @@ void add_train_lm(CLI::App& app, int& rc) {
   auto reader_k = std::make_shared<std::string>("1,2,3,4,5");
   auto prompt_max = std::make_shared<std::size_t>(256);
   auto reader_modes = std::make_shared<std::string>();
-  auto reader_tasks = std::make_shared<std::string>("commit_subject,commit_area");
+  auto reader_tasks = std::make_shared<std::string>("commit_subject,commit_area,commit_pick");
   auto claims = std::make_shared<std::string>();
   auto corpus = std::make_shared<std::string>();
   cmd->add_option("--input", *inputs, "a training file (repeatable): .jsonl/.ndjson (its --fields are texts) or one text a line")
@@ -95,10 +99,12 @@ void add_train_lm(CLI::App& app, int& rc) {
                   "(commits), bm25+gold (qa); default: all five of the commit tasks', and bm25,bm25+gold for qa");
   cmd->add_option("--prompt-max-length", *prompt_max, "reader: the prompt budget in the model's tokenizer (eval's --max-length)")
       ->capture_default_str();
-  cmd->add_option("--tasks", *reader_tasks,
-                  "reader: the tasks whose prompts the examples take: commit_subject and commit_area (from the commits of "
-                  "--input), qa (from --claims and --corpus)")
-      ->capture_default_str();
+  auto* tasks_opt = cmd->add_option("--tasks", *reader_tasks,
+                                    "reader: the tasks whose prompts the examples take: commit_subject, commit_area and "
+                                    "commit_pick (from the commits of --input; by default a commit task the commits give "
+                                    "no example of is left out with a note, a named one is refused), qa (from --claims and "
+                                    "--corpus)")
+                        ->capture_default_str();
   cmd->add_option("--claims", *claims,
                   "reader, qa: a Debian factcheck JSONL file; its SUPPORTS claims become qa examples (package from synopsis)");
   cmd->add_option("--corpus", *corpus, "reader, qa: the passage corpus JSONL the qa examples retrieve from");
@@ -145,11 +151,12 @@ void add_train_lm(CLI::App& app, int& rc) {
       if (!tokenizer->empty()) throw UsageError("--stage reader takes the tokenizer of --init; leave out --tokenizer");
       std::vector<std::string> task_names;
       for (const auto& t : split_commas(*reader_tasks)) {
-        if (t != "commit_subject" && t != "commit_area" && t != "qa")
-          throw UsageError("--tasks " + *reader_tasks + ": \"" + t + "\" is not a reader task (commit_subject, commit_area, qa)");
+        if (t != "commit_subject" && t != "commit_area" && t != "commit_pick" && t != "qa")
+          throw UsageError("--tasks " + *reader_tasks + ": \"" + t +
+                           "\" is not a reader task (commit_subject, commit_area, commit_pick, qa)");
         if (std::find(task_names.begin(), task_names.end(), t) == task_names.end()) task_names.push_back(t);
       }
-      if (task_names.empty()) throw UsageError("--tasks: name at least one of commit_subject, commit_area, qa");
+      if (task_names.empty()) throw UsageError("--tasks: name at least one of commit_subject, commit_area, commit_pick, qa");
       const bool want_qa = std::find(task_names.begin(), task_names.end(), "qa") != task_names.end();
       if (want_qa && (claims->empty() || corpus->empty()))
         throw UsageError("--tasks qa needs --claims FILE (Debian factcheck JSONL) and --corpus FILE (the passages)");
@@ -214,10 +221,19 @@ void add_train_lm(CLI::App& app, int& rc) {
         } else {
           ex = train::commit_reader_examples(commits, *task, *tok, ro);
         }
+        if (ex.empty() && !tasks_opt->count() && name != "qa") {
+          // The default task list on histories that cannot give a task (commit_pick needs a
+          // second author in a repository; commit_area subjects with areas): said, not refused.
+          if (!opts.fit.quiet)
+            std::fprintf(stderr, "train-lm: no %s example in the commits of --input (left out of the default --tasks)\n",
+                         name.c_str());
+          continue;
+        }
         if (ex.empty()) throw UsageError("--tasks " + name + ": the inputs give no example of it");
         counts += (counts.empty() ? "" : ", ") + name + " " + std::to_string(ex.size());
         examples.insert(examples.end(), std::make_move_iterator(ex.begin()), std::make_move_iterator(ex.end()));
       }
+      if (examples.empty()) throw UsageError("--tasks " + *reader_tasks + ": the inputs give no example of any of them");
       opts.fit.data_description = "reader examples (" + counts + ") from " + std::to_string(commits.size()) + " commits" +
                                   (want_qa ? " and the SUPPORTS claims of " + *claims + " over " + *corpus : "");
       if (!opts.fit.quiet) std::fprintf(stderr, "train-lm: %s\n", opts.fit.data_description.c_str());

@@ -31,6 +31,7 @@ struct ReaderDataOptions {
   std::size_t min_history = 1;           // earlier commits of the author (same repository) a query needs
   std::size_t max_history = 64;          // the profile: at most this many of the latest earlier commits
   std::size_t profile_words = 30;        // profile texts cut to their first words, as in ../shared/data/git (0 = whole)
+  std::size_t pick_words = 40;           // commit_pick: the quoted description cut to its first words, as there
   std::vector<std::size_t> ks = {1, 2, 3, 4, 5};
   // The document modes to draw from, each equally likely (empty = the task's defaults: all
   // five for the commit tasks, bm25 and bm25+gold for qa): none, bm25, bm25-shuffled,
@@ -45,7 +46,7 @@ struct ReaderDataOptions {
 
 using tasks::commit_subject_area;  // "<area>: ..." -> area (tasks/commits.h)
 
-// The document modes `task` (commit_subject, commit_area or qa) draws its examples from, in
+// The document modes `task` (commit_subject, commit_area, commit_pick or qa) draws its examples from, in
 // the task's order: those of `wanted` it has (all of a commit task's, bm25 and bm25+gold of
 // qa's when `wanted` is empty). UsageError naming reader_modes when it has none of them,
 // and for another task.
@@ -62,6 +63,11 @@ std::vector<std::string> reader_modes(std::string_view task, const std::vector<s
 //    Just answer with the area name without further explanation. areas: [a, b, ...]
 //    description: " + text, output = the area, profile items {description: text, tag: area
 //    or "other", date}.
+//  - commit_pick: queries are the commits with a contrast (the commit of another author of the
+//    same repository nearest in date, with another subject, as ../shared/data/git draws it),
+//    input 'For an author who wrote the commit described as "<text, first pick_words words>",
+//    which subject did they write? ... [1]: "..." [2]: "..."' with the two subjects in a
+//    seeded order, output "[1]" or "[2]", profile items as commit_subject's.
 // Each example's documents come from a mixture drawn from (seed, task, commit id): none,
 // BM25's top k (as ranked or shuffled), k random profile documents or the k most recent, k
 // from `ks`, so the reader learns to use a document when it helps and to do without.
