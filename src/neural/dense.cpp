@@ -169,7 +169,10 @@ void configure_for_serving(std::size_t n) {
 QueryBatchStats query_batch_stats() { return {batched_calls.load(), batched_queries.load()}; }
 
 DenseRetriever::DenseRetriever(std::shared_ptr<const models::TextEncoder> encoder, bool document_dates)
-    : encoder_(std::move(encoder)), document_dates_(document_dates) {
+    : DenseRetriever(std::move(encoder), document_dates ? std::vector<std::string>{"date"} : std::vector<std::string>{}) {}
+
+DenseRetriever::DenseRetriever(std::shared_ptr<const models::TextEncoder> encoder, std::vector<std::string> document_fields)
+    : encoder_(std::move(encoder)), fields_(std::move(document_fields)) {
   if (const std::size_t n = micro_batch; n > 1)
     queries_ = std::make_unique<MicroBatcher<std::string, std::vector<float>>>(
         [enc = encoder_](std::span<const std::string> texts) {
@@ -199,10 +202,10 @@ Ranking DenseRetriever::do_rank(const retrieval::Query& q, std::span<const Docum
   std::vector<std::string> missing;
   std::vector<std::size_t> missing_at;
   const auto corpus = published_embeddings(encoder_->id());
-  std::vector<std::string> dated;
-  if (document_dates_)
-    for (const auto& d : c) dated.push_back(retrieval::dated_text(d, d.text));
-  const auto text = [&](std::size_t i) -> const std::string& { return document_dates_ ? dated[i] : c[i].text; };
+  std::vector<std::string> fielded;
+  if (!fields_.empty())
+    for (const auto& d : c) fielded.push_back(retrieval::fielded_text(d, d.text, fields_));
+  const auto text = [&](std::size_t i) -> const std::string& { return fields_.empty() ? c[i].text : fielded[i]; };
   for (std::size_t i = 0; i < c.size(); ++i) keys[i] = text_key(c[i].owner + '\0' + text(i));  // outside the lock
   {
     std::lock_guard lock(mu_);
@@ -293,11 +296,23 @@ void register_retrievers(const Device& device) {
   models::EncoderOptions o;
   o.device = device;
   retrieval::register_retriever_kind("dense", [o](std::string_view dir, std::uint64_t) {
-    // A folder trained with --document-dates says so in its marker.
-    bool dates = false;
+    // A folder trained with --document-fields (or --document-dates) says so in its marker.
+    std::vector<std::string> fields;
     const auto marker = std::filesystem::path(dir) / "attune_model.json";
-    if (std::filesystem::exists(marker)) dates = models::read_json_file(marker).value("document_dates", false);
-    return std::make_unique<DenseRetriever>(shared_encoder(std::string(dir), o), dates);
+    if (std::filesystem::exists(marker)) {
+      const auto m = models::read_json_file(marker);
+      if (m.contains("document_fields")) {
+        if (!m["document_fields"].is_array()) throw Error(marker.string() + ": \"document_fields\" is not a list of names");
+        for (const auto& f : m["document_fields"]) {
+          if (!f.is_string() || f.get<std::string>().empty())
+            throw Error(marker.string() + ": \"document_fields\" holds something other than a field name");
+          fields.push_back(f.get<std::string>());
+        }
+      } else if (m.value("document_dates", false)) {
+        fields = {"date"};
+      }
+    }
+    return std::make_unique<DenseRetriever>(shared_encoder(std::string(dir), o), std::move(fields));
   });
   retrieval::register_retriever_kind("cross", [o](std::string_view dir, std::uint64_t) {
     return std::make_unique<CrossEncoderRetriever>(models::CrossEncoder::load(std::string(dir), o));

@@ -50,6 +50,22 @@ std::string dated_text(const Document& d, std::string_view text) {
   return std::string(text) + " date: " + *d.date;
 }
 
+std::string fielded_text(const Document& d, std::string_view text, const std::vector<std::string>& fields) {
+  std::string out(text);
+  for (const auto& f : fields) {
+    if (f == "date") {
+      out = dated_text(d, out);
+      continue;
+    }
+    const auto it = d.fields.find(f);
+    if (it == d.fields.end() || it->second.empty())
+      throw UsageError("document \"" + d.id + "\" has no field \"" + f + "\", and this retriever reads each document's text " +
+                       "with it (a model trained with --document-fields " + f + ")");
+    out += " " + f + ": " + it->second;
+  }
+  return out;
+}
+
 void register_retriever_kind(std::string prefix, RetrieverFactory factory) {
   if (prefix.empty() || prefix.find(':') != std::string::npos || !factory)
     throw UsageError("retriever kind \"" + prefix + "\": expected a non-empty prefix without ':' and a factory");

@@ -357,7 +357,7 @@ class RopgLearner final : public DevSelectedLearner {
     sig_ = {{"objective", objective_name(o.objective)}, {"double_softmax", o.double_softmax},
             {"target_temperature", o.target_temperature},
             {"target_normalization", to_string(o.target_normalization)}, {"policy_temperature", m_.tau}, {"skip_flat", o.skip_flat},
-            {"document_dates", o.document_dates}, {"kd_target", to_string(o.kd_target)},
+            {"document_fields", o.document_fields}, {"kd_target", to_string(o.kd_target)},
             {"initial_prior", to_string(o.initial_prior)},
             {"init", o.init.string()}, {"epochs", o.fit.epochs},
             {"batch_size", o.fit.batch_size}, {"micro_batch", o.fit.micro_batch}, {"lr", o.fit.lr},
@@ -510,7 +510,9 @@ class RopgLearner final : public DevSelectedLearner {
       if (m_.prior && m_.prior_weight() != 0)
         extra["rerank"]["fusion"] = {{"reranker_scale", 1.0 / m_.tau}, {"initial_weight", m_.prior_weight()}};
     }
-    if (o_.document_dates) extra["document_dates"] = true;
+    if (!o_.document_fields.empty()) extra["document_fields"] = o_.document_fields;
+    // (a date-only folder also says so the way folders did before document_fields)
+    if (o_.document_fields == std::vector<std::string>{"date"}) extra["document_dates"] = true;
     write_model_marker(o_.fit.out, "dense", name(), extra);
   }
 

@@ -14,7 +14,8 @@ namespace attune::train {
 std::vector<RopgExample> ropg_examples(const data::Dataset& ds, const tasks::Task& task,
                                        const retrieval::CandidateSource& source, store::FeedbackLog& store,
                                        const std::string& model_id, const std::string& initial_retriever,
-                                       std::size_t top_l, std::uint64_t seed, std::size_t limit, bool document_dates,
+                                       std::size_t top_l, std::uint64_t seed, std::size_t limit,
+                                       const std::vector<std::string>& document_fields,
                                        KdTarget values) {
   // The same ranking feedback::collect used, so the ids match the records.
   auto initial = retrieval::make_retriever(initial_retriever, seed, task.uses_corpus());
@@ -57,8 +58,8 @@ std::vector<RopgExample> ropg_examples(const data::Dataset& ds, const tasks::Tas
         bad[e] = "log p(y | x, d) - log p(y | x) = " + std::to_string(v) + " for document " + cands[i].id;
         return;
       }
-      r.docs.push_back(document_dates ? retrieval::dated_text(cands[i], task.document_text(cands[i]))
-                                      : task.document_text(cands[i]));
+      r.docs.push_back(document_fields.empty() ? task.document_text(cands[i])
+                                               : retrieval::fielded_text(cands[i], task.document_text(cands[i]), document_fields));
       r.utility.push_back(v);
       r.initial_score.push_back(ranking.scores[pos]);
     }

@@ -48,7 +48,7 @@ std::vector<RopgExample> luf_split(const Bench& b, const SplitSource& s, const R
     questions[e] = q.text;
     for (std::size_t j = 0; j < ranking.size(); ++j) {
       const auto& d = cands[ranking.indices[j]];
-      ex[e].docs.push_back(wf.options.document_dates ? retrieval::dated_text(d, d.text) : d.text);
+      ex[e].docs.push_back(wf.options.document_fields.empty() ? d.text : retrieval::fielded_text(d, d.text, wf.options.document_fields));
       ex[e].initial_score.push_back(ranking.scores[j]);
       docs[e].push_back(d.text);
     }
@@ -90,7 +90,7 @@ std::vector<RopgExample> ropg_split(const Bench& b, const SplitSource& s, const 
   co.run.seed = wf.options.fit.seed;
   collect_feedback(b, s, co);
   return ropg_examples(*s.dataset, b.task, source_of(s, wf.initial), b.store, b.model.info().id, wf.initial, wf.top_l,
-                       wf.options.fit.seed, s.limit, wf.options.document_dates, values);
+                       wf.options.fit.seed, s.limit, wf.options.document_fields, values);
 }
 
 std::vector<RspgExample> rspg_split(const Bench& b, const SplitSource& s, const RspgWorkflow& wf, bool /*training*/) {

@@ -882,8 +882,23 @@ TEST_F(Cli, TrainRopgThenEvalTheTrainedFolder) {
   auto dated = run("train --method ropg-kd " + data + " --init enc --out kdd --epochs 1 --batch-size 32 --limit 40 --dev-limit 10 --device cpu --quiet --document-dates");
   ASSERT_EQ(dated.rc, 0) << dated.err;
   EXPECT_EQ(nlohmann::json::parse(slurp(dir_ / "kdd" / "attune_model.json")).value("document_dates", false), true);
-  EXPECT_EQ(nlohmann::json::parse(slurp(dir_ / "kdd" / "attune_train.json"))["options"]["document_dates"], true);
+  EXPECT_EQ(nlohmann::json::parse(slurp(dir_ / "kdd" / "attune_train.json"))["options"]["document_fields"], nlohmann::json({"date"}));
   EXPECT_FALSE(nlohmann::json::parse(slurp(dir_ / "kd" / "attune_model.json")).contains("document_dates"));
+  // --document-fields: any field of the profile items (here commit_subject's title), recorded the same way.
+  auto titled = run("train --method ropg-kd " + data + " --init enc --out kdt --epochs 1 --batch-size 32 --limit 40 --dev-limit 10 --device cpu --quiet --document-fields title");
+  ASSERT_EQ(titled.rc, 0) << titled.err;
+  EXPECT_EQ(nlohmann::json::parse(slurp(dir_ / "kdt" / "attune_model.json"))["document_fields"], nlohmann::json({"title"}));
+  EXPECT_FALSE(nlohmann::json::parse(slurp(dir_ / "kdt" / "attune_model.json")).contains("document_dates"));
+  EXPECT_EQ(nlohmann::json::parse(slurp(dir_ / "kdd" / "attune_model.json"))["document_fields"], nlohmann::json({"date"}));
+  auto no_field = run("train --method ropg-kd " + data + " --init enc --out x --epochs 1 --limit 40 --dev-limit 10 --quiet --document-fields tag");
+  EXPECT_EQ(no_field.rc, 2);
+  EXPECT_NE(no_field.err.find("has no field \"tag\""), std::string::npos) << no_field.err;
+  auto twice = run("train --method ropg-kd " + data + " --init enc --out x --quiet --document-dates --document-fields date");
+  EXPECT_EQ(twice.rc, 2);
+  EXPECT_NE(twice.err.find("\"date\" is named twice"), std::string::npos) << twice.err;
+  auto fields_rspg = run("train --method rspg-pre " + data + " --init enc --out x --document-fields title --quiet");
+  EXPECT_EQ(fields_rspg.rc, 2);
+  EXPECT_NE(fields_rspg.err.find("--document-fields applies to ropg-kd, ropg-rl and luf"), std::string::npos) << fields_rspg.err;
   auto dated_rspg = run("train --method rspg-pre " + data + " --init enc --out x --document-dates --quiet");
   EXPECT_EQ(dated_rspg.rc, 2);
   EXPECT_NE(dated_rspg.err.find("--document-dates applies to ropg-kd, ropg-rl and luf"), std::string::npos) << dated_rspg.err;

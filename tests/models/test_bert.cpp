@@ -654,6 +654,30 @@ TEST(DenseRetriever, AFolderTrainedWithDocumentDatesReadsEachDocumentWithItsDate
   const auto after = retrieval::make_retriever("dense:" + dir.string(), 0)->rank(q, same, 2);
   EXPECT_EQ(after.indices, want.indices);
   for (std::size_t i = 0; i < 2; ++i) EXPECT_NEAR(after.scores[i], want.scores[i], 1e-6);
+
+  // --document-fields: a profile item's fields (commit_area's tag), in the order named; the
+  // date is the field `date`. A document without one is refused.
+  for (auto& s : same) s.fields["tag"] = s.id == "a" ? "net" : "core";
+  EXPECT_EQ(retrieval::fielded_text(same[0], same[0].text, {"tag", "date"}), "the red dog ran fast tag: net date: 2001-01-01");
+  EXPECT_EQ(retrieval::fielded_text(same[0], same[0].text, {"date"}), retrieval::dated_text(same[0], same[0].text));
+  EXPECT_EQ(retrieval::fielded_text(same[0], same[0].text, {}), same[0].text);
+  try {
+    (void)retrieval::fielded_text(undated, undated.text, {"tag"});
+    ADD_FAILURE() << "a document without the field was read without it";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("has no field \"tag\""), std::string::npos) << e.what();
+  }
+  std::vector<Document> tagged = same;
+  for (auto& s : tagged) s.text = retrieval::fielded_text(s, s.text, {"tag"});
+  const auto want_tag = plain.rank(q, tagged, 2);
+  std::ofstream(dir / "attune_model.json") << R"({"kind": "dense", "document_fields": ["tag"]})";
+  const auto by_tag = retrieval::make_retriever("dense:" + dir.string(), 0)->rank(q, same, 2);
+  EXPECT_EQ(by_tag.indices, want_tag.indices);
+  for (std::size_t i = 0; i < 2; ++i) EXPECT_NEAR(by_tag.scores[i], want_tag.scores[i], 1e-6);
+  EXPECT_GT(std::abs(by_tag.scores[0] - after.scores[0]) + std::abs(by_tag.scores[1] - after.scores[1]), 1e-4)
+      << "the tag was not read";
+  std::ofstream(dir / "attune_model.json") << R"({"kind": "dense", "document_fields": "tag"})";
+  EXPECT_THROW(retrieval::make_retriever("dense:" + dir.string(), 0), Error);
   fs::remove_all(dir);
 }
 

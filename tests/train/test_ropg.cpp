@@ -720,7 +720,7 @@ TEST(RopgExamples, TheLikelihoodTargetIsTheGainOverNoDocumentAndMustBeFinite) {
                     {key, "q0", "doc", "u0-parser cache", "m", "fix parser cache", 1.0},
                     {key, "q0", "doc", "u0-pager color", "m", "fix pager color", 0.33},
                     {key, "q0", "doc", "u0-merge base", "m", "add merge base", 0.0}});
-  const auto ll = ropg_examples(ds, *task, source, log, "m", "bm25", 16, 0, 0, false, KdTarget::Likelihood);
+  const auto ll = ropg_examples(ds, *task, source, log, "m", "bm25", 16, 0, 0, {}, KdTarget::Likelihood);
   ASSERT_EQ(ll.size(), 1u);
   ASSERT_EQ(ll[0].docs.size(), 3u);
   const auto ut = ropg_examples(ds, *task, source, log, "m", "bm25", 16, 0);
@@ -738,7 +738,7 @@ TEST(RopgExamples, TheLikelihoodTargetIsTheGainOverNoDocumentAndMustBeFinite) {
   for (const auto& r : log.rows)
     if (!(r.kind == "likelihood" && r.item.empty())) partial.rows.push_back(r);
   try {
-    ropg_examples(ds, *task, source, partial, "m", "bm25", 16, 0, 0, false, KdTarget::Likelihood);
+    ropg_examples(ds, *task, source, partial, "m", "bm25", 16, 0, 0, {}, KdTarget::Likelihood);
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("no-document prompt"), std::string::npos) << e.what();
@@ -749,7 +749,7 @@ TEST(RopgExamples, TheLikelihoodTargetIsTheGainOverNoDocumentAndMustBeFinite) {
   for (const auto& r : log.rows)
     if (!(r.kind == "likelihood" && r.item == "u0-pager color" && std::isfinite(r.value))) inf.rows.push_back(r);
   try {
-    ropg_examples(ds, *task, source, inf, "m", "bm25", 16, 0, 0, false, KdTarget::Likelihood);
+    ropg_examples(ds, *task, source, inf, "m", "bm25", 16, 0, 0, {}, KdTarget::Likelihood);
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("finite log-probabilities"), std::string::npos) << e.what();

@@ -44,6 +44,7 @@ struct TrainArgs {
   std::optional<std::string> initial_prior;  // ROPG: learned | none (default: learned with --protocol rerank)
   bool keep_flat = false;                    // ROPG-KD: train on equal-utility queries too (the paper's)
   bool document_dates = false;
+  std::string document_fields;               // ROPG: "F1,F2": candidates read with " F: value" (date: --document-dates)
   std::optional<std::string> luf_weights;    // LUF: "STRICT,FLACCID,HARD" loss weights
   std::optional<double> luf_gamma;           // LUF: the hard-negative margin
   bool luf_in_batch = false, luf_relevance_batches = false;  // LUF: paper 004 Eq. 2's B and Eq. 1

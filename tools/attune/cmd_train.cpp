@@ -137,6 +137,10 @@ void add_train(CLI::App& app, int& rc) {
   cmd->add_flag("--document-dates", a->document_dates,
                 "ROPG: the encoder reads each candidate as its text + \" date: \" + its date, as paper 000's training "
                 "(LaMP's code); the folder records it and retrieves the same way. Every document needs a date");
+  cmd->add_option("--document-fields", a->document_fields,
+                  "ROPG: F1,F2,...: the encoder reads each candidate as its text + \" F: value\" for each field of its "
+                  "profile item (e.g. commit_area's tag, which the reader sees and the task's document text leaves out; "
+                  "date = --document-dates); the folder records them and retrieves the same way. Every document needs them");
   add_optional(cmd, "--checkpoint-every", a->checkpoint_every,
                "optimiser steps between checkpoints, and at every epoch end (default: ROPG 50; 0 = epoch ends only)");
   cmd->add_flag("--resume", a->resume, "continue the run checkpointed in --out");
@@ -168,6 +172,18 @@ void add_train(CLI::App& app, int& rc) {
                        " applies to luf, not " + a->method);
     if (a->document_dates && a->method != "ropg-kd" && a->method != "ropg-rl" && a->method != "luf")
       throw UsageError("--document-dates applies to ropg-kd, ropg-rl and luf, not " + a->method);
+    if (!a->document_fields.empty() && a->method != "ropg-kd" && a->method != "ropg-rl" && a->method != "luf")
+      throw UsageError("--document-fields applies to ropg-kd, ropg-rl and luf, not " + a->method);
+    std::vector<std::string> document_fields;
+    if (a->document_dates) document_fields.push_back("date");
+    for (const auto& f : split_commas(a->document_fields)) {
+      if (f.empty() || f.find_first_of(" \t:") != std::string::npos)
+        throw UsageError("--document-fields " + a->document_fields + ": \"" + f + "\" is not a field name");
+      if (std::find(document_fields.begin(), document_fields.end(), f) != document_fields.end())
+        throw UsageError("--document-fields " + a->document_fields + ": \"" + f + "\" is named twice" +
+                         (f == "date" && a->document_dates ? " (--document-dates is the field date)" : ""));
+      document_fields.push_back(f);
+    }
     if (a->target_normalization && a->method != "ropg-kd" && a->method != "rspg-pre" && a->method != "rspg-post")
       throw UsageError("--target-normalization applies to ropg-kd, rspg-pre and rspg-post, not " + a->method);
     if (a->target_normalization) train::parse_target_normalization(*a->target_normalization);  // a bad value first
@@ -214,7 +230,7 @@ void add_train(CLI::App& app, int& rc) {
                         : a->protocol == "rerank" ? train::InitialPrior::Learned
                                                   : train::InitialPrior::None;
     ro->skip_flat = !a->keep_flat;
-    ro->document_dates = a->document_dates;
+    ro->document_fields = document_fields;
     if (a->kd_target) ro->kd_target = train::parse_kd_target(*a->kd_target);
     if (a->luf_weights) {
       const auto w = real_list("--luf-weights", *a->luf_weights);
@@ -237,7 +253,7 @@ void add_train(CLI::App& app, int& rc) {
     nlohmann::json args = {{"method", a->method}, {"data", d->data}, {"task", d->task}, {"split", d->split},
                            {"dev_split", a->dev_split}, {"llm", llm::redact_url_passwords(a->llm)}, {"out", a->out}, {"init", a->init},
                            {"initial", a->initial}, {"top_l", a->top_l}, {"protocol", a->protocol},
-                           {"initial_prior", train::to_string(ro->initial_prior)}, {"document_dates", a->document_dates},
+                           {"initial_prior", train::to_string(ro->initial_prior)}, {"document_dates", a->document_dates}, {"document_fields", document_fields},
                            {"kd_target", train::to_string(ro->kd_target)}, {"limit", a->limit},
                            {"luf", {{"lambda_strict", ro->luf.lambda_strict}, {"lambda_flaccid", ro->luf.lambda_flaccid},
                                     {"lambda_hard", ro->luf.lambda_hard}, {"gamma", ro->luf.gamma},

@@ -87,9 +87,11 @@ QueryBatchStats query_batch_stats();  // summed over every DenseRetriever of the
 // Ties keep candidate order.
 class DenseRetriever final : public retrieval::Retriever {
  public:
-  // document_dates: embed each document as retrieval::dated_text (a folder trained with
-  // `train --document-dates` records it in attune_model.json, and dense:DIR reads it).
+  // document_fields: embed each document as retrieval::fielded_text (a folder trained with
+  // `train --document-fields` / `--document-dates` records them in attune_model.json, and
+  // dense:DIR reads them); document_dates = the field `date`.
   explicit DenseRetriever(std::shared_ptr<const models::TextEncoder> encoder, bool document_dates = false);
+  DenseRetriever(std::shared_ptr<const models::TextEncoder> encoder, std::vector<std::string> document_fields);
   std::string name() const override { return encoder_->id(); }
   // Documents embedded so far (cache entries).
   std::size_t cached() const;
@@ -99,7 +101,7 @@ class DenseRetriever final : public retrieval::Retriever {
 
  private:
   std::shared_ptr<const models::TextEncoder> encoder_;
-  bool document_dates_ = false;
+  std::vector<std::string> fields_;
   std::unique_ptr<MicroBatcher<std::string, std::vector<float>>> queries_;  // null: no batching
   mutable std::mutex mu_;
   // text_key(owner + '\0' + text) -> embedding.

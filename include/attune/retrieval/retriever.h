@@ -68,6 +68,11 @@ void register_retriever_kind(std::string prefix, RetrieverFactory factory);
 // the document when it has no date: without one the encoder would read a text unlike the
 // ones it was trained on.
 std::string dated_text(const Document& d, std::string_view text);
+// `text` + " FIELD: value" for each of `fields`, in their order: `date` is the document's
+// date (dated_text's), any other name a field of its profile item (e.g. commit_area's
+// `tag`). `train --document-fields` trains an encoder on such texts and its folder reads
+// documents the same way. UsageError naming the document and the field when it lacks one.
+std::string fielded_text(const Document& d, std::string_view text, const std::vector<std::string>& fields);
 
 // Splits "a,rrf(b,c),d" at top-level commas, each piece trimmed; nothing for a blank list.
 // UsageError for an empty piece or unbalanced parentheses. The pieces are not parsed.

@@ -142,11 +142,12 @@ struct RopgOptions {
   // utilities (most queries all 0) that flattening outweighs what the rest teach. RL is
   // unaffected (its reward u(d) - u(d_b) is 0 there). false: every query, as the paper.
   bool skip_flat = true;
-  // Each candidate's text + " date: " + its date, as paper 000's ROPG training reads them
-  // (LaMP's reference code); the folder records it, and dense:DIR then reads documents the
-  // same way. Off by default: the date is a string the encoder must learn to read, and
-  // corpus passages have none (a document without a date is refused).
-  bool document_dates = false;
+  // Each candidate's text + " FIELD: value" for these fields (retrieval::fielded_text):
+  // {"date"} is paper 000's ROPG training (LaMP's reference code); any other name is a field
+  // of the profile items (commit_area's `tag`). The folder records them, and dense:DIR then
+  // reads documents the same way. None by default: a field is a string the encoder must
+  // learn to read, and corpus passages have none (a document without one is refused).
+  std::vector<std::string> document_fields;
   // KD only (Likelihood with RL is a UsageError).
   KdTarget kd_target = KdTarget::Utility;
   LufWeights luf;  // LUF only
@@ -222,6 +223,7 @@ std::vector<RopgExample> ropg_examples(const data::Dataset& ds, const tasks::Tas
                                        const retrieval::CandidateSource& source, store::FeedbackLog& store,
                                        const std::string& model_id, const std::string& initial_retriever,
                                        std::size_t top_l, std::uint64_t seed, std::size_t limit = 0,
-                                       bool document_dates = false, KdTarget values = KdTarget::Utility);
+                                       const std::vector<std::string>& document_fields = {},
+                                       KdTarget values = KdTarget::Utility);
 
 }  // namespace attune::train
