@@ -122,21 +122,11 @@ CommitTasks build_commit_tasks(const History& history, const TaskOptions& o) {
 
   // commit_pick's contrast: the eligible commit of another author nearest in time.
   const auto contrast = [&](std::size_t q) -> const HistoryCommit* {
-    const auto pos = std::lower_bound(eligible.begin(), eligible.end(), q) - eligible.begin();
-    std::ptrdiff_t lo = pos - 1, hi = pos + 1;
-    const auto ok = [&](std::size_t j) { return key[j] != key[q] && C[j].subject != C[q].subject; };
-    while (lo >= 0 || hi < static_cast<std::ptrdiff_t>(eligible.size())) {
-      const std::int64_t dl = lo >= 0 ? C[q].time - C[eligible[lo]].time : INT64_MAX;
-      const std::int64_t dh = hi < static_cast<std::ptrdiff_t>(eligible.size()) ? C[eligible[hi]].time - C[q].time : INT64_MAX;
-      if (dl <= dh) {  // ties: the older one
-        if (ok(eligible[lo])) return &C[eligible[lo]];
-        --lo;
-      } else {
-        if (ok(eligible[hi])) return &C[eligible[hi]];
-        ++hi;
-      }
-    }
-    return nullptr;
+    const auto pos = static_cast<std::size_t>(std::lower_bound(eligible.begin(), eligible.end(), q) - eligible.begin());
+    const auto found = tasks::nearest_in_time(
+        eligible, pos, [&](std::size_t j) { return C[j].time; },
+        [&](std::size_t j) { return key[j] != key[q] && C[j].subject != C[q].subject; });
+    return found ? &C[*found] : nullptr;
   };
   const bool pick = std::any_of(eligible.begin(), eligible.end(), [&](std::size_t i) { return key[i] != key[eligible[0]]; });
 
@@ -226,11 +216,10 @@ CommitTasks build_commit_tasks(const History& history, const TaskOptions& o) {
             Example cp;
             cp.id = o.id_prefix + "-cp-" + sha12;
             Rng rng(derive_seed(o.seed, "import-git-pick-" + c.sha));
-            const bool gold_first = rng.below(2) == 0;
-            const auto desc = tasks::first_words(c.description, o.pick_words);
-            cp.input = gold_first ? tasks::commit_pick_input(desc, c.subject, other->subject)
-                                  : tasks::commit_pick_input(desc, other->subject, c.subject);
-            cp.output = gold_first ? "[1]" : "[2]";
+            auto pq = tasks::commit_pick_question(tasks::first_words(c.description, o.pick_words), c.subject,
+                                                  other->subject, rng.below(2) == 0);
+            cp.input = std::move(pq.input);
+            cp.output = std::move(pq.output);
             add("commit_pick", std::move(cp));
           }
         }

@@ -122,6 +122,12 @@ TaskSpec commit_spec(std::string_view name) {
   throw UsageError("unknown commit task \"" + std::string(name) + "\"");
 }
 
+PickQuestion commit_pick_question(std::string_view description, std::string_view gold, std::string_view other,
+                                  bool gold_first) {
+  return gold_first ? PickQuestion{commit_pick_input(description, gold, other), "[1]"}
+                    : PickQuestion{commit_pick_input(description, other, gold), "[2]"};
+}
+
 }  // namespace attune::tasks::detail
 
 namespace attune::tasks {
@@ -159,6 +165,12 @@ std::string commit_pick_input(std::string_view description, std::string_view fir
   return "For an author who wrote the commit described as \"" + std::string(description) +
          "\", which subject did they write? Just answer with [1] or [2] without explanation. [1]: \"" +
          std::string(first) + "\" [2]: \"" + std::string(second) + "\"";
+}
+
+PickQuestion commit_pick_question(std::string_view description, std::string_view gold, std::string_view other,
+                                  bool gold_first) {
+  return gold_first ? PickQuestion{commit_pick_input(description, gold, other), "[1]"}
+                    : PickQuestion{commit_pick_input(description, other, gold), "[2]"};
 }
 
 }  // namespace attune::tasks

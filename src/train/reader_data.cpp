@@ -121,22 +121,11 @@ std::vector<ReaderExample> commit_reader_examples(const std::vector<Commit>& com
   // with another subject; none when there is no such commit.
   const auto contrast = [&](std::size_t q) -> const Commit* {
     const auto& v = by_repo.at(commits[q].repo);
-    const auto at = std::lower_bound(v.begin(), v.end(), q, before) - v.begin();
-    std::ptrdiff_t lo = at - 1, hi = at + 1;
-    const auto ok = [&](std::size_t j) { return commits[j].author != commits[q].author && commits[j].subject != commits[q].subject; };
-    const auto t = day_number(commits[q].date);
-    while (lo >= 0 || hi < static_cast<std::ptrdiff_t>(v.size())) {
-      const std::int64_t dl = lo >= 0 ? t - day_number(commits[v[lo]].date) : std::numeric_limits<std::int64_t>::max();
-      const std::int64_t dh = hi < static_cast<std::ptrdiff_t>(v.size()) ? day_number(commits[v[hi]].date) - t : std::numeric_limits<std::int64_t>::max();
-      if (dl <= dh) {
-        if (ok(v[lo])) return &commits[v[lo]];
-        --lo;
-      } else {
-        if (ok(v[hi])) return &commits[v[hi]];
-        ++hi;
-      }
-    }
-    return nullptr;
+    const auto at = static_cast<std::size_t>(std::lower_bound(v.begin(), v.end(), q, before) - v.begin());
+    const auto found = tasks::nearest_in_time(
+        v, at, [&](std::size_t j) { return day_number(commits[j].date); },
+        [&](std::size_t j) { return commits[j].author != commits[q].author && commits[j].subject != commits[q].subject; });
+    return found ? &commits[*found] : nullptr;
   };
   // commit_area: each repository's 15 most frequent areas, in a seeded order.
   std::map<std::string, std::vector<std::string>> repo_labels;
@@ -207,11 +196,10 @@ std::vector<ReaderExample> commit_reader_examples(const std::vector<Commit>& com
     } else if (pick_task) {
       const Commit* other = contrast(q.commit);
       Rng side(derive_seed(o.seed, "reader-pick-" + c.id));
-      const bool gold_first = side.below(2) == 0;
-      const auto desc = tasks::first_words(c.text, o.pick_words);
-      ex.input = gold_first ? tasks::commit_pick_input(desc, c.subject, other->subject)
-                            : tasks::commit_pick_input(desc, other->subject, c.subject);
-      ex.output = gold_first ? "[1]" : "[2]";
+      auto pq = tasks::commit_pick_question(tasks::first_words(c.text, o.pick_words), c.subject, other->subject,
+                                            side.below(2) == 0);
+      ex.input = std::move(pq.input);
+      ex.output = std::move(pq.output);
     } else {
       ex.input = tasks::commit_subject_input(c.text);
       ex.output = c.subject;

@@ -144,6 +144,13 @@ void relevance_samples(const DataOptions& d, const tasks::Task& task, store::Sto
   }
 }
 
+// "0.1234, 0.2345, ...": the dev top-1 share of each epoch, for the progress line.
+std::string dev_curve(const train::IumResult& res) {
+  std::string curve;
+  for (const auto& e : res.epochs) curve += (curve.empty() ? "" : ", ") + std::to_string(e.dev_top1).substr(0, 6);
+  return curve;
+}
+
 // A document is useful to an agent when its utility reaches --ium-positive-at.
 double useful_label(double utility, const IumArgs& p) { return utility >= p.positive_at - 1e-9 ? 1.0 : 0.0; }
 
@@ -373,12 +380,9 @@ TrainRunner add_ium_options(CLI::App* train) {
                                  std::to_string(tr_samples.size()) + " samples)";
         last = train::train_ium(tr_samples, dv_samples, o);
         if (last.steps_done != last.total_steps) return;  // stopped early (testing)
-        if (!r.quiet && !dv_samples.empty()) {
-          std::string curve;
-          for (const auto& e : last.epochs) curve += (curve.empty() ? "" : ", ") + std::to_string(e.dev_top1).substr(0, 6);
+        if (!r.quiet && !dv_samples.empty())
           std::fprintf(stderr, "train: ium relevance start: dev top-1 gold: BM25 %.4f, untrained %.4f, epochs %s (kept %zu)\n",
-                       last.first_stage_dev_top1, last.init_dev_top1, curve.c_str(), last.best_epoch);
-        }
+                       last.first_stage_dev_top1, last.init_dev_top1, dev_curve(last).c_str(), last.best_epoch);
       }
       prev = out.string();
     }
@@ -429,14 +433,12 @@ TrainRunner add_ium_options(CLI::App* train) {
                                std::to_string(tr_samples.size()) + " samples)";
       last = train::train_ium(tr_samples, dv_samples, o);
       if (last.steps_done != last.total_steps) return;  // stopped early (testing)
-      if (!r.quiet && !dv_samples.empty()) {
-        std::string curve;
-        for (const auto& e : last.epochs) curve += (curve.empty() ? "" : ", ") + std::to_string(e.dev_top1).substr(0, 6);
+      if (!r.quiet && !dv_samples.empty())
         std::fprintf(stderr,
                      "train: ium iteration %zu: dev top-1 useful: first stage %.4f, untrained %.4f, epochs %s (kept %zu); "
                      "useful samples weighed %.2f\n",
-                     t, last.first_stage_dev_top1, last.init_dev_top1, curve.c_str(), last.best_epoch, last.positive_weight);
-      }
+                     t, last.first_stage_dev_top1, last.init_dev_top1, dev_curve(last).c_str(), last.best_epoch,
+                     last.positive_weight);
       prev = out.string();
     }
     nlohmann::json summary = {{"method", "ium"}, {"out", a.out}, {"final", prev}, {"iterations", p->iterations}, {"seed", r.seed}};
