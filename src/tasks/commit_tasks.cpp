@@ -122,12 +122,6 @@ TaskSpec commit_spec(std::string_view name) {
   throw UsageError("unknown commit task \"" + std::string(name) + "\"");
 }
 
-PickQuestion commit_pick_question(std::string_view description, std::string_view gold, std::string_view other,
-                                  bool gold_first) {
-  return gold_first ? PickQuestion{commit_pick_input(description, gold, other), "[1]"}
-                    : PickQuestion{commit_pick_input(description, other, gold), "[2]"};
-}
-
 }  // namespace attune::tasks::detail
 
 namespace attune::tasks {

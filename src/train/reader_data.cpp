@@ -2,8 +2,8 @@
 // Torch-free.
 #include <algorithm>
 #include <cstdint>
-#include <limits>
 #include <map>
+#include <optional>
 #include <set>
 #include <unordered_map>
 
@@ -61,8 +61,8 @@ Mix draw_mix(Rng& rng, const std::vector<std::string>& modes, const std::vector<
 constexpr std::size_t kAreaLabels = 15;  // as ../shared/data/git/commit_area
 
 // A "YYYY-MM-DD" date as days since 1970-01-01 (the proleptic Gregorian calendar), so that two
-// dates subtract to the days between them; a date of another form counts as day 0.
-std::int64_t day_number(const std::string& d) {
+// dates subtract to the days between them; none for a date of another form.
+std::optional<std::int64_t> day_number(const std::string& d) {
   const auto digits = [&](std::size_t at, std::size_t n, std::int64_t& v) {
     v = 0;
     for (std::size_t i = at; i < at + n; ++i) {
@@ -72,7 +72,9 @@ std::int64_t day_number(const std::string& d) {
     return true;
   };
   std::int64_t y = 0, m = 0, dd = 0;
-  if (d.size() != 10 || d[4] != '-' || d[7] != '-' || !digits(0, 4, y) || !digits(5, 2, m) || !digits(8, 2, dd)) return 0;
+  if (d.size() != 10 || d[4] != '-' || d[7] != '-' || !digits(0, 4, y) || !digits(5, 2, m) || !digits(8, 2, dd) || m < 1 ||
+      m > 12 || dd < 1 || dd > 31)
+    return std::nullopt;
   y -= m <= 2;  // days from civil: the year starts in March
   const std::int64_t era = y / 400, yoe = y - era * 400;
   const std::int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + dd - 1;
@@ -112,7 +114,16 @@ std::vector<ReaderExample> commit_reader_examples(const std::vector<Commit>& com
   const auto before = [&](std::size_t a, std::size_t b) {
     return commits[a].date != commits[b].date ? commits[a].date < commits[b].date : commits[a].id < commits[b].id;
   };
+  std::vector<std::int64_t> day(pick_task ? commits.size() : 0);
   if (pick_task) {
+    // The contrast is the nearest in date: a date that is not a day would place it anywhere.
+    for (std::size_t i = 0; i < commits.size(); ++i) {
+      const auto n = day_number(commits[i].date);
+      if (!n)
+        throw UsageError("commit " + commits[i].id + ": date \"" + commits[i].date +
+                         "\" is not YYYY-MM-DD (commit_pick's contrast is the other author's commit nearest in date)");
+      day[i] = *n;
+    }
     for (std::size_t i = 0; i < commits.size(); ++i) by_repo[commits[i].repo].push_back(i);
     for (auto& [repo, v] : by_repo) std::stable_sort(v.begin(), v.end(), before);
   }
@@ -123,7 +134,7 @@ std::vector<ReaderExample> commit_reader_examples(const std::vector<Commit>& com
     const auto& v = by_repo.at(commits[q].repo);
     const auto at = static_cast<std::size_t>(std::lower_bound(v.begin(), v.end(), q, before) - v.begin());
     const auto found = tasks::nearest_in_time(
-        v, at, [&](std::size_t j) { return day_number(commits[j].date); },
+        v, at, [&](std::size_t j) { return day[j]; },
         [&](std::size_t j) { return commits[j].author != commits[q].author && commits[j].subject != commits[q].subject; });
     return found ? &commits[*found] : nullptr;
   };

@@ -257,6 +257,14 @@ TEST_F(Lm, CommitPickReaderExamplesContrastAnotherAuthorsSubjectOfTheNearestDate
   EXPECT_GT(answers["\n[1]"], 15);
   EXPECT_GT(answers["\n[2]"], 15);
   EXPECT_EQ(commit_reader_examples(c, *task, *tok, ro)[11].prompt, ex[11].prompt) << "deterministic for a seed";
+  // The contrast is the nearest in date: a date that is not a day is refused, not read as some day.
+  c.push_back({"bad", "r", "frank", "March 2020", "x: y", "a commit with a date of another form"});
+  try {
+    (void)commit_reader_examples(c, *task, *tok, ro);
+    ADD_FAILURE() << "a commit dated \"March 2020\" was placed somewhere";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("commit bad: date \"March 2020\" is not YYYY-MM-DD"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(Lm, QaReaderExamplesComeFromSupportedClaimsAndRetrieveFromTheCorpus) {
