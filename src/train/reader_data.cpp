@@ -169,16 +169,15 @@ std::vector<ReaderExample> commit_reader_examples(const std::vector<Commit>& com
   struct Query {
     std::size_t commit;
     std::vector<std::size_t> history;  // earlier commits, oldest first
+    const Commit* contrast = nullptr;  // commit_pick: the other author's commit
   };
   std::vector<Query> queries;
   for (auto& [who, idx] : by_author) {
-    std::stable_sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) {
-      return commits[a].date != commits[b].date ? commits[a].date < commits[b].date : commits[a].id < commits[b].id;
-    });
+    std::stable_sort(idx.begin(), idx.end(), before);
     for (std::size_t j = o.min_history; j < idx.size(); ++j) {
       if (area_task && area_of(commits[idx[j]]).empty()) continue;
-      if (pick_task && !contrast(idx[j])) continue;
-      Query q{idx[j], {}};
+      Query q{idx[j], {}, pick_task ? contrast(idx[j]) : nullptr};
+      if (pick_task && !q.contrast) continue;
       // Strictly earlier dates only: a same-day commit may come after it.
       for (std::size_t h = 0; h < j; ++h)
         if (commits[idx[h]].date < commits[idx[j]].date) q.history.push_back(idx[h]);
@@ -205,9 +204,8 @@ std::vector<ReaderExample> commit_reader_examples(const std::vector<Commit>& com
       ex.input = tasks::commit_area_input(repo_labels.at(c.repo), c.text);
       ex.output = area_of(c);
     } else if (pick_task) {
-      const Commit* other = contrast(q.commit);
       Rng side(derive_seed(o.seed, "reader-pick-" + c.id));
-      auto pq = tasks::commit_pick_question(tasks::first_words(c.text, o.pick_words), c.subject, other->subject,
+      auto pq = tasks::commit_pick_question(tasks::first_words(c.text, o.pick_words), c.subject, q.contrast->subject,
                                             side.below(2) == 0);
       ex.input = std::move(pq.input);
       ex.output = std::move(pq.output);
