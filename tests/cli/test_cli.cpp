@@ -169,6 +169,12 @@ TEST_F(Cli, NumbersAreDecimalFiniteAndBounded) {
   refused(train + "--method ium --init " + kSample + " --agents a5.json --ium-online-batch 10", {"--ium-online-batch", "--ium-online"});
   refused(train + "--method ium-online --init " + kSample + " --agents a5.json --ium-online-batch 0", {"--ium-online-batch", "at least 1"});
   refused(train + "--method ium-online --init x", {"--method ium needs --agents FILE"});
+  // The relevance start: its options, refused before any work.
+  refused(train + "--method ium --init " + kSample + " --agents a5.json --ium-iterations 0",
+          {"--ium-iterations must be at least 1", "--ium-relevance-start"});
+  refused(train + "--method ium-online --init " + kSample + " --agents a5.json --ium-relevance-start",
+          {"--ium-relevance-start applies to offline IUM"});
+  refused(train + "--method ropg-kd --init x --document-fields 'a b'", {"--document-fields a b", "is not a field name"});
   refused("eval --data " + kSample + " --task commit_subject --split dev --retrievers bm25 --llm reference --oracle 5000",
           {"oracle_depth", "5000"});
   // train-lm's reader stage checks its options before it reads --init or writes --out.
@@ -412,6 +418,16 @@ TEST_F(Cli, TrainLmReaderStageLeavesOutADefaultTaskTheCommitsCannotGive) {
   r = run("train-lm --stage reader --init lm --input commits.jsonl --out rd2 --tasks commit_subject,commit_pick --quiet");
   EXPECT_EQ(r.rc, 2);
   EXPECT_NE(r.err.find("--tasks commit_pick: the inputs give no example of it"), std::string::npos) << r.err;
+  // Histories that give no example of any default task (every author one commit): refused.
+  std::string lonely;
+  for (int i = 0; i < 3; ++i)
+    lonely += R"({"id": "l)" + std::to_string(i) + R"(", "repo": "r", "author": "a)" + std::to_string(i) +
+              R"(", "date": "2020-01-01", "subject": "net: one", "text": "a lone commit"})" "\n";
+  write("lonely.jsonl", lonely);
+  r = run("train-lm --stage reader --init lm --input lonely.jsonl --out rd3 --quiet");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("the inputs give no example of any of them"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir_ / "rd3" / "model.safetensors"));
 }
 
 TEST_F(Cli, MetricsOnLiteralFiles) {
