@@ -26,23 +26,14 @@ void check_ks(const ReaderDataOptions& o) {
 
 template <class T>
 void shuffle(std::vector<T>& v, Rng& rng) {
-  for (std::size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[rng.below(i)]);
+  seeded_shuffle(v, rng);
 }
 
 // Keeps a seeded sample of `limit` items (all when limit is 0 or >= the size), in their order.
 template <class T>
 void keep_sample(std::vector<T>& items, std::size_t limit, std::uint64_t seed, std::string_view what) {
-  if (limit == 0 || limit >= items.size()) return;
-  std::vector<std::size_t> pos(items.size());
-  for (std::size_t i = 0; i < pos.size(); ++i) pos[i] = i;
   Rng rng(derive_seed(seed, "reader-sample-" + std::string(what)));
-  shuffle(pos, rng);
-  pos.resize(limit);
-  std::sort(pos.begin(), pos.end());
-  std::vector<T> kept;
-  kept.reserve(limit);
-  for (auto p : pos) kept.push_back(std::move(items[p]));
-  items = std::move(kept);
+  attune::keep_sample(items, limit, rng);
 }
 
 struct Mix {

@@ -376,6 +376,10 @@ TEST_F(Cli, TrainTokenizerWritesAFolderAndRefusesBadInput) {
   refused("train-lm --input c.jsonl --out lm --tokenizer nowhere", 2, {"nowhere", "no such folder"});
   refused("train-lm --input c.jsonl --out lm --tokenizer tok --precision fp16", 2, {"--precision", "fp16", "auto, fp32 or bf16"});
   refused("train-lm --input c.jsonl --out lm --tokenizer tok --device cpu --precision bf16", 2, {"--precision", "CUDA only"});
+  refused("train-lm --input c.jsonl --input t.txt --out lm --tokenizer tok --max-texts 1,2,3", 2,
+          {"--max-texts 1,2,3", "3 counts for 2 --input files"});
+  refused("train-lm --input c.jsonl --input t.txt --out lm --tokenizer tok --max-texts 1,x", 2, {"--max-texts (input 2)", "\"x\""});
+  refused("train-lm --stage reader --init tok --input c.jsonl --out lm --join-fields", 2, {"--join-fields", "--stage pretrain"});
   EXPECT_FALSE(fs::exists(dir_ / "lm"));
   // --stage reader reads commits (repo, author, date, subject, text) and its --reader-k.
   write("commits.jsonl", R"({"id": "a", "repo": "r", "author": "x", "date": "2020-01-01", "subject": "s", "text": "t"})" "\n");
@@ -408,6 +412,22 @@ TEST_F(Cli, TrainLmReaderStageLeavesOutADefaultTaskTheCommitsCannotGive) {
   auto r = run("train-lm --input commits.jsonl --tokenizer tok --out lm --hidden 32 --layers 1 --heads 2 --kv-heads 1 "
                "--intermediate 64 --seq-len 32 --quiet");
   ASSERT_EQ(r.rc, 0) << r.err;
+  // Pretraining on two sources: each line's fields one text (--join-fields, in --fields order: a
+  // passage then its name), a seeded sample of each source (--max-texts, one count per input).
+  std::string passages;
+  for (int i = 0; i < 5; ++i)
+    passages += R"({"title": "pkg)" + std::to_string(i) + R"(", "text": "a tool that does thing )" + std::to_string(i) + "\"}\n";
+  write("passages.jsonl", passages);
+  const std::string joint = "train-lm --input commits.jsonl --input passages.jsonl --fields text,title,subject --join-fields "
+                            "--max-texts 10,0 --tokenizer tok --hidden 32 --layers 1 --heads 2 --kv-heads 1 --intermediate 64 "
+                            "--seq-len 32 --quiet --out ";
+  r = run(joint + "lmj");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const std::string data = nlohmann::json::parse(slurp(dir_ / "lmj/attune_train.json")).at("data");
+  EXPECT_NE(data.find("commits.jsonl (10 of 24 texts, a seeded sample, fields joined)"), std::string::npos) << data;
+  EXPECT_NE(data.find("passages.jsonl (5 texts, fields joined)"), std::string::npos) << data;
+  ASSERT_EQ(run(joint + "lmj2").rc, 0);  // the same sample and weights again
+  EXPECT_EQ(slurp(dir_ / "lmj/model.safetensors"), slurp(dir_ / "lmj2/model.safetensors"));
   r = run("train-lm --stage reader --init lm --input commits.jsonl --out rd");
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.err.find("no commit_pick example in the commits of --input (left out of the default --tasks)"), std::string::npos)

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <set>
@@ -89,6 +90,33 @@ TEST(Rng, DeterministicAndUniformEnough) {
   for (int n : counts) EXPECT_NEAR(n, 1000, 150);
   EXPECT_NE(derive_seed(1, "q1"), derive_seed(1, "q2"));
   EXPECT_EQ(derive_seed(1, "q1"), derive_seed(1, "q1"));
+}
+
+// keep_sample: `limit` distinct items in their original order, the same for a seed, another
+// for another seed; every item when the limit is 0 or at least their number.
+TEST(Rng, KeepSampleKeepsOrderAndIsSeeded) {
+  std::vector<int> all(100);
+  for (int i = 0; i < 100; ++i) all[i] = i;
+  const auto sample = [&](std::uint64_t seed, std::size_t limit) {
+    auto v = all;
+    Rng rng(seed);
+    keep_sample(v, limit, rng);
+    return v;
+  };
+  const auto a = sample(7, 10);
+  ASSERT_EQ(a.size(), 10u);
+  EXPECT_TRUE(std::is_sorted(a.begin(), a.end()));
+  EXPECT_EQ(std::adjacent_find(a.begin(), a.end()), a.end());  // distinct
+  EXPECT_EQ(a, sample(7, 10));
+  EXPECT_NE(a, sample(8, 10));
+  EXPECT_EQ(sample(7, 0), all);
+  EXPECT_EQ(sample(7, 100), all);
+  EXPECT_EQ(sample(7, 500), all);
+  // Every item is about equally likely to be kept.
+  std::vector<int> kept(100, 0);
+  for (std::uint64_t seed = 0; seed < 2000; ++seed)
+    for (int x : sample(seed, 10)) ++kept[x];
+  for (int n : kept) EXPECT_NEAR(n, 200, 60);
 }
 
 TEST(Hash, StableAndPartAware) {

@@ -8,6 +8,7 @@
 
 #include "attune/core/error.h"
 #include "attune/core/progress.h"
+#include "attune/core/rng.h"
 #include "attune/core/strings.h"
 #include "attune/data/dataset.h"
 #include "attune/tasks/task.h"
@@ -84,6 +85,10 @@ void add_train_lm(CLI::App& app, int& rc) {
   cmd->add_option("--input", *inputs, "a training file (repeatable): .jsonl/.ndjson (its --fields are texts) or one text a line")
       ->required();
   cmd->add_option("--fields", *fields, "JSONL: the string fields that are texts")->capture_default_str();
+  auto join_fields = std::make_shared<bool>(false);
+  cmd->add_flag("--join-fields", *join_fields,
+                "pretrain, JSONL: a line's --fields are one text, joined by a space in --fields order (e.g. --fields "
+                "text,title: a passage followed by its name), not a text each");
   cmd->add_option("--stage", *stage,
                   "pretrain = next-token pretraining on texts from scratch; reader = fine-tune --init as a retrieval-augmented "
                   "reader on commit histories (--input: JSONL commits with repo, author, date, subject, text) and, with --tasks qa, "
@@ -110,7 +115,8 @@ void add_train_lm(CLI::App& app, int& rc) {
   cmd->add_option("--corpus", *corpus, "reader, qa: the passage corpus JSONL the qa examples retrieve from");
   cmd->add_option("--out", *out, "the model folder to write")->required();
   cmd->add_option("--max-texts", *max_texts,
-                                        "pretrain: read at most this many texts (default 0 = all), in the order of --input; "
+                                        "pretrain: N = read at most N texts in all (default 0 = all), in the order of --input; N1,N2,... = one count "
+                                        "per --input, each a seeded sample of that file's texts (0 = all of it); "
                                         "reader: at most this many examples per task, a seeded sample, N for every task "
                                         "or TASK=N,... (default " + std::to_string(kReaderExamplesPerTask) +
                                             " a commit task, " + std::to_string(kReaderQaExamples) + " qa; 0 = all)");
@@ -147,6 +153,7 @@ void add_train_lm(CLI::App& app, int& rc) {
     for (const auto& in : *inputs)
       if (!fs::is_regular_file(in)) throw UsageError("--input " + in + ": no such file");
     if (*stage == "reader") {
+      if (*join_fields) throw UsageError("--join-fields applies to --stage pretrain (the reader's examples are prompts, not texts)");
       if (init->empty()) throw UsageError("--stage reader needs --init LM_DIR: the language model to fine-tune (attune train-lm)");
       if (!tokenizer->empty()) throw UsageError("--stage reader takes the tokenizer of --init; leave out --tokenizer");
       std::vector<std::string> task_names;
@@ -251,15 +258,36 @@ void add_train_lm(CLI::App& app, int& rc) {
     opts.tokenizer = *tokenizer;
     if (!fs::is_directory(opts.tokenizer)) throw UsageError("--tokenizer " + *tokenizer + ": no such folder");
     opts.validate();
+    // --max-texts: one total (the first N texts), or one count per input (a seeded sample of each),
+    // checked before anything is written.
+    const auto counts = split_commas(*max_texts);
+    const bool per_input = counts.size() > 1;
+    if (per_input && counts.size() != inputs->size())
+      throw UsageError("--max-texts " + *max_texts + ": " + std::to_string(counts.size()) + " counts for " +
+                       std::to_string(inputs->size()) + " --input files (give one count per --input, or one in all)");
+    std::vector<std::size_t> want(inputs->size(), 0);
+    for (std::size_t f = 0; per_input && f < counts.size(); ++f)
+      want[f] = parse_count(counts[f], "--max-texts (input " + std::to_string(f + 1) + ")");
+    const std::size_t total = !per_input && !counts.empty() ? parse_count(*max_texts, "--max-texts") : 0;
     train::prepare_lm_out(opts);  // a bad --out or --resume fails before the texts are read
     std::vector<std::string> texts;
     std::size_t added = 0;
     std::string described;
-    for (const auto& in : *inputs) {
+    for (std::size_t f = 0; f < inputs->size(); ++f) {
+      const auto& in = (*inputs)[f];
       const std::size_t before = added;
-      read_text_source(in, split_commas(*fields), max_texts->empty() ? 0 : parse_count(*max_texts, "--max-texts"), [&](std::string_view t) { texts.emplace_back(t); }, added);
+      std::vector<std::string> these;
+      read_text_source(in, split_commas(*fields), per_input ? 0 : total, [&](std::string_view t) { these.emplace_back(t); },
+                       added, *join_fields);
       if (added == before) throw InputError(in, "", "", "no text in it (JSONL: no line has a non-empty string among --fields " + *fields + ")");
-      described += (described.empty() ? "" : " + ") + in + " (" + std::to_string(added - before) + " texts)";
+      std::string kept = std::to_string(these.size()) + " texts";
+      if (want[f] != 0 && want[f] < these.size()) {
+        Rng rng(derive_seed(opts.fit.seed, "pretrain-sample-" + std::to_string(f)));
+        keep_sample(these, want[f], rng);
+        kept = std::to_string(want[f]) + " of " + kept + ", a seeded sample";
+      }
+      for (auto& t : these) texts.push_back(std::move(t));
+      described += (described.empty() ? "" : " + ") + in + " (" + kept + (*join_fields ? ", fields joined" : "") + ")";
     }
     opts.fit.data_description = described;
     if (!opts.fit.quiet) std::fprintf(stderr, "train-lm: %s\n", described.c_str());
