@@ -2,6 +2,7 @@
 #include "attune/models/ium.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "attune/core/error.h"
 #include "attune/models/config.h"
@@ -82,6 +83,7 @@ struct IumModel::Impl {
   AgentTokens agents;
   std::size_t max_length = 256;
   std::string dir;
+  std::optional<double> prior_weight;  // ium.json "initial_prior": the weight of the first stage's z
 };
 
 IumModel::IumModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -98,6 +100,10 @@ std::shared_ptr<const IumModel> IumModel::load(const std::filesystem::path& dir,
     tasks = j.at("tasks").get<std::vector<std::string>>();
     models = j.at("models").get<std::vector<std::string>>();
     impl->max_length = j.at("max_length").get<std::size_t>();
+    if (j.contains("initial_prior")) {
+      impl->prior_weight = j["initial_prior"].at("weight").get<double>();
+      if (!std::isfinite(*impl->prior_weight)) throw Error(file.string() + ": initial_prior.weight is not a finite number");
+    }
   } catch (const nlohmann::json::exception& e) {
     throw Error(file.string() + ": " + e.what());
   }
@@ -110,6 +116,16 @@ std::shared_ptr<const IumModel> IumModel::load(const std::filesystem::path& dir,
 
 std::vector<float> IumModel::score(std::string_view task, std::string_view model, std::string_view query,
                                    std::span<const std::string> docs) const {
+  auto v = logits(task, model, query, docs);
+  if (v.empty()) return v;
+  const auto p = torch::sigmoid(torch::tensor(v, torch::kFloat32)).contiguous();
+  return std::vector<float>(p.data_ptr<float>(), p.data_ptr<float>() + p.numel());
+}
+
+std::optional<double> IumModel::initial_prior_weight() const { return impl_->prior_weight; }
+
+std::vector<float> IumModel::logits(std::string_view task, std::string_view model, std::string_view query,
+                                    std::span<const std::string> docs) const {
   if (docs.empty()) return {};
   torch::NoGradGuard ng;
   std::vector<std::pair<std::string, std::string>> pairs;
@@ -118,7 +134,7 @@ std::vector<float> IumModel::score(std::string_view task, std::string_view model
   const auto rows = encode_ium_inputs(*impl_->tok, tids, mids, pairs, impl_->max_length);
   std::vector<const batches::Tokens*> ptrs;
   for (const auto& r : rows) ptrs.push_back(&r);
-  auto p = torch::sigmoid(const_cast<IumNet&>(impl_->net).forward(ptrs)).to(torch::kCPU, torch::kFloat32).contiguous();
+  auto p = const_cast<IumNet&>(impl_->net).forward(ptrs).to(torch::kCPU, torch::kFloat32).contiguous();
   return std::vector<float>(p.data_ptr<float>(), p.data_ptr<float>() + p.numel());
 }
 

@@ -264,6 +264,13 @@ Ranking IumRetriever::do_rank(const retrieval::Query& q, std::span<const Documen
   if (c.empty()) return {};
   GatePass pass;
   const auto texts = texts_of(c);
+  if (model_->initial_prior_weight()) {
+    if (!fused_)
+      throw UsageError("retriever " + name() + ": this folder was trained with the first stage's order as a prior (its ium.json "
+                       "has initial_prior), so its scores alone are not the order it learned; rank with rerank(bm25," +
+                       std::to_string(models::kIumInitialDepth) + "," + name() + "), which adds the prior");
+    return sorted(c, model_->logits(task_, llm_, q.text, texts));
+  }
   return sorted(c, model_->score(task_, llm_, q.text, texts));
 }
 

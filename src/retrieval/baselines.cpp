@@ -109,7 +109,12 @@ Ranking RrfRetriever::do_rank(const Query& q, std::span<const Document> c, std::
 
 RerankRetriever::RerankRetriever(std::unique_ptr<Retriever> initial, std::size_t depth, std::unique_ptr<Retriever> reranker,
                                  std::optional<RetrieverSpec::Fusion> fusion)
-    : initial_(std::move(initial)), reranker_(std::move(reranker)), depth_(depth), fusion_(fusion) {}
+    : initial_(std::move(initial)), reranker_(std::move(reranker)), depth_(depth), fusion_(fusion) {
+  if (const auto w = reranker_->initial_prior_weight()) {
+    if (!fusion_) fusion_ = RetrieverSpec::Fusion{1.0, *w};  // the order it was trained in
+    reranker_->mark_fused();
+  }
+}
 
 std::string RerankRetriever::name() const {
   std::string fuse;

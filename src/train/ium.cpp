@@ -37,9 +37,33 @@ void IumOptions::validate() const {
 
 namespace {
 
+// The slope a of the weighted logistic regression y ~ sigmoid(a z + b) (useful samples weigh
+// `pos_weight`), by Newton's method, with a ridge of 1 on a (a standard normal prior), so
+// labels that z separates give a large finite weight, not an unbounded one; 0 when z does not vary.
+double logistic_slope(const std::vector<double>& z, const std::vector<double>& y, double pos_weight) {
+  double a = 0, b = 0;
+  for (int it = 0; it < 50; ++it) {
+    double ga = a, gb = 0, haa = 1, hab = 0, hbb = 1e-9;  // the ridge's gradient and curvature
+    for (std::size_t i = 0; i < z.size(); ++i) {
+      const double w = y[i] > 0 ? pos_weight : 1.0;
+      const double p = 1 / (1 + std::exp(-(a * z[i] + b)));
+      const double g = w * (p - y[i]), h = w * p * (1 - p);
+      ga += g * z[i], gb += g;
+      haa += h * z[i] * z[i], hab += h * z[i], hbb += h;
+    }
+    const double det = haa * hbb - hab * hab;
+    if (!(det > 0)) break;
+    const double da = (hbb * ga - hab * gb) / det, db = (haa * gb - hab * ga) / det;
+    a -= da, b -= db;
+    if (std::abs(da) + std::abs(db) < 1e-10) break;
+  }
+  return std::isfinite(a) ? a : 0.0;
+}
+
 struct Rows {
   std::vector<Tokens> rows;
   std::vector<double> label;
+  std::vector<double> prior;
   std::vector<std::size_t> group;  // index of the sample's list
 };
 
@@ -77,12 +101,25 @@ class IumLearner final : public DevSelectedLearner {
                                           : static_cast<double>(tr_.label.size() - pos) / static_cast<double>(pos);
       if (pos_weight_ <= 0) pos_weight_ = 1;  // every sample useful
     }
-    optimizer_ = std::make_unique<torch::optim::Adam>(net_.parameters(), torch::optim::AdamOptions(o.fit.lr));
+    prior_ = o.initial_prior;
+    if (prior_) {
+      // w0: the --init folder's own weight when it was trained with the prior (the previous EM
+      // iteration), else the weighted logistic fit of the training labels on z alone.
+      const auto cfg_file = o.init / models::kIumConfigFile;
+      const auto cfg = fs::exists(cfg_file) ? models::read_json_file(cfg_file) : nlohmann::json::object();
+      prior_start_ = cfg.contains("initial_prior") ? cfg["initial_prior"].at("weight").get<double>()
+                                                   : logistic_slope(tr_.prior, tr_.label, pos_weight_);
+      theta_ = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat32).device(net_.device).requires_grad(true));
+    }
+    auto params = net_.parameters();
+    if (prior_) params.push_back(theta_);
+    optimizer_ = std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(o.fit.lr));
     sig_ = {{"method", "ium"}, {"init", o.init.string()}, {"max_length", max_length_}, {"unk_fraction", o.unk_fraction},
             {"tasks", agents_.tasks}, {"models", agents_.models}, {"epochs", o.fit.epochs},
             {"batch_size", o.fit.batch_size}, {"micro_batch", o.fit.micro_batch}, {"lr", o.fit.lr},
             {"warmup", o.fit.warmup}, {"clip", o.fit.clip}, {"seed", o.fit.seed}, {"train_samples", train.size()},
             {"positive_weight", pos_weight_}};
+    if (prior_) sig_["initial_prior"] = {{"weight_start", prior_start_}};
     const auto spec = models::read_pooling_spec(o.init);
     save_.tokenizer_dir = o.init;
     save_.pooling = spec.pooling;
@@ -92,15 +129,21 @@ class IumLearner final : public DevSelectedLearner {
   std::string name() const override { return "ium"; }
   std::size_t size() const override { return tr_.rows.size(); }
   std::vector<std::size_t> order(std::size_t epoch) const override { return epoch_order(o_.fit.seed, "ium-epoch-", epoch, size()); }
-  std::vector<torch::Tensor> parameters() override { return net_.parameters(); }
+  std::vector<torch::Tensor> parameters() override {
+    auto p = net_.parameters();
+    if (prior_) p.push_back(theta_);
+    return p;
+  }
   torch::optim::Optimizer& optimizer() override { return *optimizer_; }
   void train_mode(bool on) override { net_.bert->train(on); }
 
   torch::Tensor loss(const MicroBatch& mb) override {
     std::vector<Tokens> rows;
     std::vector<double> y;
+    std::vector<double> z;
     for (auto i : mb.items) {
       Tokens t = tr_.rows[i];
+      z.push_back(tr_.prior[i]);
       // 002: tid and mid read [UNK] for a share of the samples (drawn per epoch and sample).
       Rng rng(derive_seed(o_.fit.seed, "ium-unk-" + std::to_string(mb.epoch) + "-" + std::to_string(i)));
       if (rng.uniform() < o_.unk_fraction) t[1] = t[2] = agents_.unk;
@@ -109,7 +152,7 @@ class IumLearner final : public DevSelectedLearner {
     }
     std::vector<const Tokens*> ptrs;
     for (const auto& r : rows) ptrs.push_back(&r);
-    const auto logits = net_.forward(ptrs);
+    const auto logits = with_prior(net_.forward(ptrs), z);
     const auto target = torch::tensor(y, torch::kFloat32).to(logits.device());
     // Useful samples weigh pos_weight_; the mean over the micro-batch's weights keeps the
     // loss's scale that of plain cross-entropy.
@@ -118,6 +161,7 @@ class IumLearner final : public DevSelectedLearner {
   }
 
   double positive_weight() const { return pos_weight_; }
+  double prior_weight() const { return prior_ ? prior_start_ + theta_.item<double>() : 0.0; }
   // The share of dev lists whose first candidate (the given order) is useful.
   double first_stage_top1() const { return top1(std::vector<double>(dv_.rows.size(), 0.0)); }
 
@@ -128,12 +172,13 @@ class IumLearner final : public DevSelectedLearner {
     std::vector<double> score;
     for (std::size_t lo = 0; lo < dv_.rows.size(); lo += 32) {
       std::vector<const Tokens*> ptrs;
-      std::vector<double> y;
+      std::vector<double> y, z;
       for (std::size_t i = lo; i < std::min(dv_.rows.size(), lo + 32); ++i) {
         ptrs.push_back(&dv_.rows[i]);
         y.push_back(dv_.label[i]);
+        z.push_back(dv_.prior[i]);
       }
-      const auto logits = net_.forward(ptrs).to(torch::kCPU, torch::kFloat64);
+      const auto logits = with_prior(net_.forward(ptrs), z).to(torch::kCPU, torch::kFloat64);
       const auto t = torch::tensor(y, torch::kFloat64);
       ll -= torch::binary_cross_entropy_with_logits(logits, t, {}, {}, at::Reduction::Sum).item<double>();
       correct += ((logits >= 0).to(torch::kFloat64) == t).sum().item<double>();
@@ -157,13 +202,21 @@ class IumLearner final : public DevSelectedLearner {
     so.attune_metadata = metadata(st, st.step);
     models::save_bert(net_.bert, dir, so);
     models::save_module(*net_.head, dir / models::kIumHeadFile);
-    models::write_json_file(dir / models::kIumConfigFile,
-                            {{"tasks", agents_.tasks}, {"models", agents_.models}, {"max_length", max_length_}});
+    nlohmann::json cfg = {{"tasks", agents_.tasks}, {"models", agents_.models}, {"max_length", max_length_}};
+    if (prior_)
+      cfg["initial_prior"] = {{"weight", prior_weight()}, {"weight_start", prior_start_}, {"theta", theta_.item<double>()},
+                              {"depth", models::kIumInitialDepth}};
+    models::write_json_file(dir / models::kIumConfigFile, cfg);
   }
   void load(const fs::path& dir) override {
     models::load_module(*net_.bert, models::WeightSet::open(dir));
     models::load_module(*net_.head, models::WeightSet::open_file(dir / models::kIumHeadFile));
+    if (prior_) {
+      torch::NoGradGuard g;
+      theta_.fill_(models::read_json_file(dir / models::kIumConfigFile).at("initial_prior").at("theta").get<double>());
+    }
   }
+  double prior_start() const { return prior_start_; }
   void save_kept(const FitState& st) override {
     save(o_.fit.out, st);
     write_model_marker(o_.fit.out, "ium", "ium");
@@ -199,13 +252,25 @@ class IumLearner final : public DevSelectedLearner {
       mids.push_back(agents_.model(x.model));
       pairs.emplace_back(x.query, x.doc);
       r.label.push_back(x.label);
+      if (!std::isfinite(x.prior)) throw FieldError<UsageError>("prior", "an IUM sample's prior must be finite, got " + std::to_string(x.prior));
+      r.prior.push_back(x.prior);
     }
     r.rows = models::encode_ium_inputs(tok, tids, mids, pairs, max_length_);
     if (groups) *groups = index.size();
     return r;
   }
 
+  // The logits plus w z (initial_prior), z the rows' priors.
+  torch::Tensor with_prior(const torch::Tensor& logits, const std::vector<double>& z) const {
+    if (!prior_) return logits;
+    const auto zt = torch::tensor(z, torch::kFloat32).to(logits.device());
+    return logits + (prior_start_ + theta_) * zt;
+  }
+
   const IumOptions& o_;
+  bool prior_ = false;
+  double prior_start_ = 0;
+  torch::Tensor theta_;
   models::IumNet net_;
   models::AgentTokens agents_;
   std::size_t max_length_ = 256;
@@ -232,6 +297,10 @@ IumResult train_ium(const std::vector<IumSample>& train, const std::vector<IumSa
   res.init_dev_top1 = learner.initial("dev_top1");
   res.first_stage_dev_top1 = learner.first_stage_top1();
   res.positive_weight = learner.positive_weight();
+  if (o.initial_prior) {
+    res.prior_weight_start = learner.prior_start();
+    res.prior_weight = models::read_json_file(o.fit.out / models::kIumConfigFile).at("initial_prior").at("weight").get<double>();
+  }
   res.init_dev_log_likelihood = learner.initial("dev_log_likelihood");
   res.init_dev_accuracy = learner.initial("dev_accuracy");
   return res;

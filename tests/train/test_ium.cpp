@@ -152,6 +152,64 @@ TEST_F(Ium, UsefulSamplesAreWeighedByDefaultToBalanceTheClasses) {
   EXPECT_DOUBLE_EQ(res.positive_weight, (static_cast<double>(tr.size()) - useful) / useful);
 }
 
+// --ium-initial-prior learned: the logit plus w z. Feedback that only the first stage's order
+// explains (the candidate with the highest z is the useful one, documents random): the
+// weight starts positive from the logistic fit, so the untrained reranker already ranks as
+// the prior does; the folder records w, rerank(...) fuses with it, and on its own the folder
+// refuses to rank.
+TEST_F(Ium, TheInitialPriorIsFittedRecordedAndFusedByRerank) {
+  const auto& w = testing::tiny_words();
+  const auto lists = [&](std::size_t n, std::uint64_t seed) {
+    Rng rng(seed);
+    std::vector<IumSample> out;
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::size_t top = rng.below(3);
+      for (std::size_t j = 0; j < 3; ++j) {
+        std::string d;
+        for (int k = 0; k < 4; ++k) d += (k ? " " : "") + w[rng.below(12)];
+        const double z = j == top ? 1.2 : (j == (top + 1) % 3 ? 0.0 : -1.2);
+        out.push_back({"qa", "reference", w[20 + rng.below(5)], d, j == top ? 1.0 : 0.0, std::to_string(i), z});
+      }
+    }
+    return out;
+  };
+  auto o = tiny("prior");
+  o.initial_prior = true;
+  o.fit.epochs = 2;
+  const auto res = train_ium(lists(40, 1), lists(20, 2), o);
+  ASSERT_EQ(res.steps_done, res.total_steps);
+  EXPECT_GT(res.prior_weight_start, 1.0);
+  EXPECT_GE(res.init_dev_top1, 0.95) << "the untrained reranker should rank as the prior does";
+  const auto m = models::IumModel::load(root_ / "prior", Device::parse("cpu"));
+  ASSERT_TRUE(m->initial_prior_weight().has_value());
+  EXPECT_DOUBLE_EQ(*m->initial_prior_weight(), res.prior_weight);
+  // Without the prior the same untrained reranker ranks the lists at chance.
+  auto o2 = tiny("plain");
+  o2.fit.epochs = 1;
+  o2.fit.lr = 0;
+  const auto plain = train_ium(lists(40, 1), lists(20, 2), o2);
+  EXPECT_LT(plain.init_dev_top1, 0.7);
+  EXPECT_FALSE(models::IumModel::load(root_ / "plain", Device::parse("cpu"))->initial_prior_weight().has_value());
+
+  neural::register_retrievers(Device::parse("cpu"));
+  const std::string ium = "ium:" + (root_ / "prior").string() + "?task=qa&model=reference";
+  const auto fused = retrieval::make_retriever(retrieval::parse_retriever_spec("rerank(bm25,3," + ium + ")"), 0);
+  EXPECT_NE(fused->name().find(",fuse=1:"), std::string::npos) << fused->name();
+  std::vector<Document> cands = {{"a", "u", "red apple tree", {}, {}}, {"b", "u", "cat sat", {}, {}}, {"c", "u", "apple pie", {}, {}}};
+  EXPECT_EQ(fused->rank({"q", "u", "apple"}, cands, 3).size(), 3u);
+  // An explicit fuse= is kept.
+  const auto own = retrieval::make_retriever(retrieval::parse_retriever_spec("rerank(bm25,3," + ium + ",fuse=2:0.5)"), 0);
+  EXPECT_NE(own->name().find(",fuse=2:0.5"), std::string::npos) << own->name();
+  // Alone, it refuses and names the spec to use.
+  const auto alone = retrieval::make_retriever(retrieval::parse_retriever_spec(ium), 0);
+  try {
+    alone->rank({"q", "u", "apple"}, cands, 3);
+    ADD_FAILURE() << "a folder trained with the prior ranked on its own";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("rerank(bm25,100,"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(Ium, BadInputIsRefused) {
   auto s = feedback(4, 1);
   s[0].label = 0.5;

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "attune/core/error.h"
@@ -21,6 +22,7 @@
 #include "attune/models/ium.h"
 #include "attune/neural/dense.h"
 #include "attune/retrieval/retriever.h"
+#include "attune/retrieval/spec.h"
 #include "attune/train/ium.h"
 #include "cmd_neural.h"
 #include "common.h"
@@ -39,7 +41,29 @@ struct IumArgs {
   bool relevance_start = false;
   std::size_t relevance_limit = 0;  // 0 = --limit
   double unk_fraction = 0.1, positive_weight = 0, positive_at = 1;
+  std::string initial_prior = "none";  // none (002's reranker) or learned
 };
+
+// Per document id, the first stage's score z-scored over the kIumInitialDepth candidates that
+// rerank(bm25,100,ium:...) gives the reranker (retrieval::initial_prior_z): a training
+// sample's prior with --ium-initial-prior learned. `first` is make_retriever("bm25") for the
+// task (a corpus task's first-stage order, else BM25 over the candidates).
+std::unordered_map<std::string, double> prior_z(const retrieval::Retriever& first, const retrieval::Query& q,
+                                                std::span<const Document> cands) {
+  const auto r = first.rank(q, cands, 0);
+  std::vector<std::string> ids;
+  std::vector<double> scores;
+  std::unordered_set<std::string> seen;
+  for (std::size_t pos = 0; pos < r.size() && ids.size() < models::kIumInitialDepth; ++pos)
+    if (seen.insert(r.ids[pos]).second) {
+      ids.push_back(r.ids[pos]);
+      scores.push_back(r.scores[pos]);
+    }
+  const auto z = retrieval::initial_prior_z(scores);
+  std::unordered_map<std::string, double> out;
+  for (std::size_t i = 0; i < ids.size(); ++i) out[ids[i]] = z[i];
+  return out;
+}
 
 struct Agent {
   std::string name, task, llm;
@@ -78,9 +102,12 @@ std::vector<Agent> read_agents(const std::string& file) {
   return out;
 }
 
-// The reranker spec of `agent` over BM25's top 100, given the previous iteration's folder.
+// The reranker spec of `agent` over BM25's top 100, given the previous iteration's folder (a
+// folder trained with the initial prior fuses with it by itself).
 std::string agent_spec(const std::string& prev, const Agent& a) {
-  return prev.empty() ? "bm25" : "rerank(bm25,100,ium:" + prev + "?task=" + a.task + "&model=" + a.llm + ")";
+  return prev.empty() ? "bm25"
+                      : "rerank(bm25," + std::to_string(models::kIumInitialDepth) + ",ium:" + prev + "?task=" + a.task +
+                            "&model=" + a.llm + ")";
 }
 
 // An agent's data (--data with the agent's task), task, prompt-budget tokenizer and model.
@@ -128,6 +155,7 @@ void relevance_samples(const DataOptions& d, const tasks::Task& task, store::Sto
                        std::size_t limit, std::size_t top, bool add_gold, std::vector<train::IumSample>& into) {
   const auto sp = load_workflow_split(d, task, st, r, {"bm25"}, limit);
   const auto& source = sp.sources.for_spec("bm25");
+  const auto first = retrieval::make_retriever("bm25", r.seed, task.uses_corpus());
   const std::size_t n = limit ? std::min(limit, sp.dataset.examples.size()) : sp.dataset.examples.size();
   for (std::size_t e = 0; e < n; ++e) {
     const auto& ex = sp.dataset.examples[e];
@@ -137,9 +165,11 @@ void relevance_samples(const DataOptions& d, const tasks::Task& task, store::Sto
     const std::unordered_set<std::string> gold(ex.gold_docs.begin(), ex.gold_docs.end());
     const auto cands = source.candidates(ex);
     const std::string group = "relevance\x1f" + d.task + '\x1f' + ex.id, q = task.query(ex);
+    const auto z = prior_z(*first, {ex.id, ex.user, q}, cands);
     for (std::size_t i = 0; i < cands.size(); ++i) {
       const bool g = gold.count(cands[i].id) > 0;
-      if (i < top || (add_gold && g)) into.push_back({"", "", q, cands[i].text, g ? 1.0 : 0.0, group});
+      const auto it = z.find(cands[i].id);
+      if (i < top || (add_gold && g)) into.push_back({"", "", q, cands[i].text, g ? 1.0 : 0.0, group, it == z.end() ? 0.0 : it->second});
     }
   }
 }
@@ -149,6 +179,14 @@ std::string dev_curve(const train::IumResult& res) {
   std::string curve;
   for (const auto& e : res.epochs) curve += (curve.empty() ? "" : ", ") + std::to_string(e.dev_top1).substr(0, 6);
   return curve;
+}
+
+// "; initial-prior weight 0.83 -> 0.91" with --ium-initial-prior learned, else "".
+std::string prior_note(const train::IumResult& res, const train::IumOptions& o) {
+  if (!o.initial_prior) return "";
+  char b[96];
+  std::snprintf(b, sizeof b, "; initial-prior weight %.4f -> %.4f", res.prior_weight_start, res.prior_weight);
+  return b;
 }
 
 // A document is useful to an agent when its utility reaches --ium-positive-at.
@@ -187,18 +225,21 @@ void run_online(const IumArgs& p, const std::vector<Agent>& agents, const train:
       const auto value = ab.doc_feedback(st, train::SplitSource{&block, sp.sources.base.get(), sp.sources.lookup(), 0}, block,
                                          spec, g.k, r, a, false);
       const auto retriever = retrieval::make_retriever(spec, r.seed, task->uses_corpus());
+      const auto first = retrieval::make_retriever("bm25", r.seed, task->uses_corpus());
       double top1 = 0;
       std::size_t useful = 0, docs = 0;
       for (const auto& ex : block.examples) {
         const auto cands = source.candidates(ex);
         const auto ranking = retriever->rank({ex.id, ex.user, task->query(ex)}, cands, g.k);
+        const auto z = prior_z(*first, {ex.id, ex.user, task->query(ex)}, cands);
         for (std::size_t i = 0; i < ranking.indices.size(); ++i) {
           const auto& c = cands[ranking.indices[i]];
           const auto it = value.find({ex.id, c.id});
           if (it == value.end())
             throw Error("ium online: no feedback stored for a served document (" + ex.id + ", " + c.id + ") of agent " + g.name);
           const double label = useful_label(it->second, p);
-          served.push_back({g.task, g.llm, task->query(ex), c.text, label, g.name + '\x1f' + ex.id});
+          const auto zi = z.find(c.id);
+          served.push_back({g.task, g.llm, task->query(ex), c.text, label, g.name + '\x1f' + ex.id, zi == z.end() ? 0.0 : zi->second});
           useful += label > 0;
           ++docs;
           if (i == 0) top1 += label;
@@ -276,6 +317,12 @@ TrainRunner add_ium_options(CLI::App* train) {
                   "002 starts from a reranker trained on relevance (MS MARCO)");
   auto* rel_limit_opt = train->add_option("--ium-relevance-limit", p->relevance_limit,
                                           "IUM: training queries per task for --ium-relevance-start (0 = --limit)");
+  train->add_option("--ium-initial-prior", p->initial_prior,
+                    "IUM: none = 002's reranker; learned = its logit plus w times the first stage's score z-scored over "
+                    "BM25's top 100 (w fitted to the labels, then learned; ium.json records it and rerank(bm25,100,ium:...) "
+                    "adds it), so the reranker learns what BM25's order misses instead of relearning it")
+      ->check(CLI::IsMember({"none", "learned"}))
+      ->capture_default_str();
   train->add_option("--ium-max-length", p->max_length, "IUM: tokens of [CLS] tid mid x [SEP] d [SEP]")->capture_default_str();
   train->add_option("--ium-unk-fraction", p->unk_fraction, "IUM: share of samples whose agent tokens read [UNK] (002: 0.1)")
       ->capture_default_str();
@@ -316,6 +363,7 @@ TrainRunner add_ium_options(CLI::App* train) {
     base.max_length = p->max_length;
     base.unk_fraction = p->unk_fraction;
     base.positive_weight = p->positive_weight;
+    base.initial_prior = p->initial_prior == "learned";
     if (!(p->positive_at > 0) || !std::isfinite(p->positive_at))
       throw UsageError("--ium-positive-at must be a number above 0 (a document is useful when its utility reaches it)");
     base.tasks = tasks;
@@ -337,7 +385,8 @@ TrainRunner add_ium_options(CLI::App* train) {
                            "the relevance start needs a corpus task whose examples name their gold_doc (e.g. Debian qa)");
       }
     nlohmann::json args = {{"method", "ium"}, {"data", d0.data}, {"agents", p->agents}, {"out", a.out}, {"init", a.init},
-                           {"iterations", p->iterations}, {"feedback_k", p->feedback_k}, {"limit", a.limit}};
+                           {"iterations", p->iterations}, {"feedback_k", p->feedback_k}, {"limit", a.limit},
+                           {"initial_prior", p->initial_prior}};
     if (p->relevance_start) args["relevance_limit"] = p->relevance_limit ? p->relevance_limit : a.limit;
     if (online) args["online_batch"] = p->online_batch;
     store::RunScope run(*st, "train", args.dump(), r.seed);
@@ -381,8 +430,9 @@ TrainRunner add_ium_options(CLI::App* train) {
         last = train::train_ium(tr_samples, dv_samples, o);
         if (last.steps_done != last.total_steps) return;  // stopped early (testing)
         if (!r.quiet && !dv_samples.empty())
-          std::fprintf(stderr, "train: ium relevance start: dev top-1 gold: BM25 %.4f, untrained %.4f, epochs %s (kept %zu)\n",
-                       last.first_stage_dev_top1, last.init_dev_top1, dev_curve(last).c_str(), last.best_epoch);
+          std::fprintf(stderr, "train: ium relevance start: dev top-1 gold: BM25 %.4f, untrained %.4f, epochs %s (kept %zu)%s\n",
+                       last.first_stage_dev_top1, last.init_dev_top1, dev_curve(last).c_str(), last.best_epoch,
+                       prior_note(last, o).c_str());
       }
       prev = out.string();
     }
@@ -404,13 +454,18 @@ TrainRunner add_ium_options(CLI::App* train) {
           const auto sp = load_workflow_split(dd, *task, *st, r, {spec}, limit);
           const auto value = ab.doc_feedback(*st, sp.view(), sp.dataset, spec, p->feedback_k, r, a, !r.quiet);
           const auto& source = sp.sources.for_spec(spec);
+          const auto first = retrieval::make_retriever("bm25", r.seed, task->uses_corpus());
           const std::size_t n = limit ? std::min(limit, sp.dataset.examples.size()) : sp.dataset.examples.size();
           for (std::size_t e = 0; e < n; ++e) {
             const auto& ex = sp.dataset.examples[e];
-            for (const auto& c : source.candidates(ex))
-              if (auto it = value.find({ex.id, c.id}); it != value.end())
+            const auto cands = source.candidates(ex);
+            const auto z = prior_z(*first, {ex.id, ex.user, task->query(ex)}, cands);
+            for (const auto& c : cands)
+              if (auto it = value.find({ex.id, c.id}); it != value.end()) {
+                const auto zi = z.find(c.id);
                 into.push_back({g.task, g.llm, task->query(ex), c.text, useful_label(it->second, *p),
-                                g.name + '\x1f' + ex.id});
+                                g.name + '\x1f' + ex.id, zi == z.end() ? 0.0 : zi->second});
+              }
           }
         };
         collect(d, a.limit, tr_samples);
@@ -436,9 +491,9 @@ TrainRunner add_ium_options(CLI::App* train) {
       if (!r.quiet && !dv_samples.empty())
         std::fprintf(stderr,
                      "train: ium iteration %zu: dev top-1 useful: first stage %.4f, untrained %.4f, epochs %s (kept %zu); "
-                     "useful samples weighed %.2f\n",
+                     "useful samples weighed %.2f%s\n",
                      t, last.first_stage_dev_top1, last.init_dev_top1, dev_curve(last).c_str(), last.best_epoch,
-                     last.positive_weight);
+                     last.positive_weight, prior_note(last, o).c_str());
       prev = out.string();
     }
     nlohmann::json summary = {{"method", "ium"}, {"out", a.out}, {"final", prev}, {"iterations", p->iterations}, {"seed", r.seed}};

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -23,6 +24,8 @@ namespace attune::models {
 // The files an IUM folder adds to its encoder's: the head and {tasks, models, max_length}.
 inline constexpr const char* kIumHeadFile = "ium_head.safetensors";
 inline constexpr const char* kIumConfigFile = "ium.json";
+// The first stage's candidates the reranker reorders: rerank(bm25,100,ium:...) (002: BM25's top 100).
+inline constexpr std::size_t kIumInitialDepth = 100;
 
 class IumModel {
  public:
@@ -33,6 +36,12 @@ class IumModel {
   // p(R = 1 | x, d) for each document, for the agent (task, model). Thread-safe.
   std::vector<float> score(std::string_view task, std::string_view model, std::string_view query,
                            std::span<const std::string> docs) const;
+  // The same as logits, Enc(...)_CLS . W before the sigmoid.
+  std::vector<float> logits(std::string_view task, std::string_view model, std::string_view query,
+                            std::span<const std::string> docs) const;
+  // A folder trained with the initial order as a prior (train --ium-initial-prior learned):
+  // the weight w of the first stage's z-score added to the logit (ium.json "initial_prior").
+  std::optional<double> initial_prior_weight() const;
   // The tasks and models the folder has tokens for (the rest read [UNK]).
   const std::vector<std::string>& tasks() const;
   const std::vector<std::string>& models() const;

@@ -146,6 +146,10 @@ class IumRetriever final : public retrieval::Retriever {
   IumRetriever(std::shared_ptr<const models::IumModel> model, std::string task, std::string llm)
       : model_(std::move(model)), task_(std::move(task)), llm_(std::move(llm)) {}
   std::string name() const override { return model_->id() + "?task=" + task_ + "&model=" + llm_; }
+  // A folder trained with the initial prior ranks by its logits inside rerank(...), which adds
+  // the prior; on its own it refuses (UsageError naming the spec to use).
+  std::optional<double> initial_prior_weight() const override { return model_->initial_prior_weight(); }
+  void mark_fused() override { fused_ = true; }
 
  protected:
   Ranking do_rank(const retrieval::Query& q, std::span<const Document> candidates, std::size_t k) const override;
@@ -153,6 +157,7 @@ class IumRetriever final : public retrieval::Retriever {
  private:
   std::shared_ptr<const models::IumModel> model_;
   std::string task_, llm_;
+  bool fused_ = false;
 };
 
 // Parses the ARG of ium:ARG: "DIR?task=TASK&model=MODEL" -> {DIR, TASK, MODEL}. UsageError

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -31,6 +32,12 @@ class Retriever {
   // and "bm25" as a corpus task's first stage), not how well a candidate matches; readers
   // of score values (eval's QPP baselines) then take reciprocal ranks 1, 1/2, ... instead.
   virtual bool scores_are_ranks() const { return false; }
+  // A reranker trained with the first stage's order as a prior (IUM's --ium-initial-prior
+  // learned): the weight w of that order's z-score in its score. rerank(A,L,it) then orders by
+  // its score + w z (fuse=1:w) unless its spec says fuse=S:W, and calls mark_fused(); before
+  // that it refuses to rank, since its score alone is not the order it learned.
+  virtual std::optional<double> initial_prior_weight() const { return std::nullopt; }
+  virtual void mark_fused() {}
 
  protected:
   virtual Ranking do_rank(const Query& q, std::span<const Document> candidates,

@@ -23,6 +23,9 @@ struct IumSample {
   // The candidate list the sample came from (e.g. agent + query id), in the first stage's
   // order: dev picks the epoch whose top-ranked candidate per list is most often useful.
   std::string group;
+  // With IumOptions::initial_prior: the first stage's score of the document z-scored over the
+  // list the reranker reorders (retrieval::initial_prior_z over rerank(bm25,100,.)'s 100).
+  double prior = 0;
 };
 
 struct IumOptions {
@@ -34,6 +37,13 @@ struct IumOptions {
   // is mostly useless (2-3% useful on Debian qa); unweighted, the first planted run learned
   // only the majority class (docs/RESULTS.md).
   double positive_weight = 0;
+  // The initial order as a learned prior: the logit is Enc(...)_CLS . W + w z, z each
+  // sample's `prior` and w = w0 + theta, w0 the weighted logistic fit of the labels on z
+  // alone (or the weight of an --init folder trained this way) and theta a parameter from 0.
+  // The reranker then learns what the first stage misses instead of relearning its order.
+  // The folder records w (ium.json "initial_prior"), and rerank(A,L,ium:DIR...) fuses with
+  // it. Off (002's reranker) by default.
+  bool initial_prior = false;
   // The agents' tokens; empty: the tasks / models of the training samples, in the order
   // they first appear.
   std::vector<std::string> tasks, models;
@@ -62,6 +72,7 @@ struct IumResult {
   double init_dev_top1 = 0, init_dev_log_likelihood = 0, init_dev_accuracy = 0;
   double first_stage_dev_top1 = 0;  // the same share for the lists in their given order
   double positive_weight = 1;       // the weight used
+  double prior_weight_start = 0, prior_weight = 0;  // initial_prior: w0 and the kept epoch's w
   double seconds = 0;
 };
 
