@@ -37,9 +37,9 @@ PlantedOptions parse_planted_spec(std::string_view spec) {
 
 PlantedReader::PlantedReader(PlantedOptions o) : o_(o) {
   switch (o_.preference) {
-    case PlantedOptions::Preference::First: id_ = "planted:first:v3"; break;
-    case PlantedOptions::Preference::Marker: id_ = "planted:marker:v3:word=" + o_.word; break;
-    case PlantedOptions::Preference::Gate: id_ = "planted:gate:v3:word=" + o_.word; break;
+    case PlantedOptions::Preference::First: id_ = "planted:first:v4"; break;
+    case PlantedOptions::Preference::Marker: id_ = "planted:marker:v4:word=" + o_.word; break;
+    case PlantedOptions::Preference::Gate: id_ = "planted:gate:v4:word=" + o_.word; break;
   }
 }
 
@@ -55,21 +55,24 @@ std::string PlantedReader::answer(std::string_view prompt) const {
   // The quoted spans, in order, and what follows each one's closing quote.
   static constexpr std::string_view kTitleFor = " is the title for \"";
   static constexpr std::string_view kDescOf = " is the description of the package \"";
+  static constexpr std::string_view kIs = " is \"";
   struct Span {
     std::string_view text;
-    bool title_for, description_of;  // followed by kTitleFor / kDescOf
+    bool title_for, description_of, is;  // followed by kTitleFor / kDescOf / kIs
   };
   std::vector<Span> spans;
   for (std::size_t open = prompt.find('"'); open != std::string_view::npos;) {
     const std::size_t close = prompt.find('"', open + 1);
     if (close == std::string_view::npos) break;
     const auto after = prompt.substr(close + 1);
-    spans.push_back({prompt.substr(open + 1, close - open - 1), starts_with(after, kTitleFor), starts_with(after, kDescOf)});
+    spans.push_back({prompt.substr(open + 1, close - open - 1), starts_with(after, kTitleFor), starts_with(after, kDescOf),
+                     starts_with(after, kIs)});
     open = prompt.find('"', close + 1);  // the next span starts after this one closes
   }
   // The documents, in prompt order: LaMP-style `"{title}" is the title for "{text}"`, the
-  // Debian tasks' `"{text}" is the description of the package "{title}"`, else (a prompt
-  // without either) every span a title of its own. `end`: just past the document's last
+  // Debian tasks' `"{text}" is the description of the package "{title}"`, the LaMP-2-style
+  // classification items `...: "{text}" is "{label}"` (commit_area: the label is the title),
+  // else (a prompt without any of them) every span a title of its own. `end`: just past the document's last
   // quote (0 for the last form, where the input is read from the whole prompt).
   struct Doc {
     std::string_view title, body;
@@ -80,7 +83,10 @@ std::string PlantedReader::answer(std::string_view prompt) const {
   for (std::size_t i = 0; i < spans.size(); ++i) {
     const bool next = i + 1 < spans.size();
     if (spans[i].title_for) docs.push_back({spans[i].text, next ? spans[i + 1].text : std::string_view(), end_of(next ? spans[i + 1].text : spans[i].text)});
-    else if (spans[i].description_of && next) docs.push_back({spans[i + 1].text, spans[i].text, end_of(spans[i + 1].text)});
+    else if ((spans[i].description_of || spans[i].is) && next) {
+      docs.push_back({spans[i + 1].text, spans[i].text, end_of(spans[i + 1].text)});
+      ++i;  // the label is not a document of its own
+    }
   }
   if (docs.empty())
     for (const auto& sp : spans) docs.push_back({sp.text, {}, 0});

@@ -81,7 +81,42 @@ TEST(Planted, OnDebianQaPromptsTheAnswerIsALikedPassagesPackage) {
   EXPECT_EQ(PlantedReader(parse_planted_spec("planted:marker?word=test")).answer(prompt({&a})), "");
   // gate answers the input's words after the last passage.
   EXPECT_EQ(PlantedReader(parse_planted_spec("planted:gate?word=test")).answer(prompt({&a, &b})), "a library for parsing things?");
-  EXPECT_EQ(PlantedReader(parse_planted_spec("planted:first")).info().id, "planted:first:v3");
+  EXPECT_EQ(PlantedReader(parse_planted_spec("planted:first")).info().id, "planted:first:v4");
+}
+
+// commit_area's items are `the area for the commit: "{description}" is "{tag}"`: the reader
+// answers a liked document's area, so a document's utility is whether its area is the gold
+// one (v4).
+TEST(Planted, OnCommitAreaPromptsTheAnswerIsALikedDocumentsArea) {
+  auto task = tasks::make_task("commit_area");
+  auto tok = text::make_tokenizer("whitespace");
+  Example ex;
+  ex.id = "q";
+  ex.user = "u";
+  ex.input = "Which area does this commit belong to among the following areas? Just answer with the area name without "
+             "further explanation. areas: [gitk, doc, git-svn] description: handle \"short\" reads in the socket layer";
+  const auto item = [](const std::string& id, const std::string& tag, const std::string& desc) {
+    Document d;
+    d.id = id;
+    d.owner = "u";
+    d.fields = {{"description", desc}, {"tag", tag}};
+    return d;
+  };
+  const auto a = item("a", "doc", "fix a typo in the manual page");
+  const auto b = item("b", "gitk", "add a test for the history view");
+  tasks::PromptOptions o;
+  o.max_length = 512;
+  const auto prompt = [&](const std::vector<const Document*>& docs) { return task->prompt(ex, docs, *tok, o); };
+  ASSERT_NE(prompt({&a, &b}).find("\"fix a typo in the manual page\" is \"doc\""), std::string::npos) << prompt({&a, &b});
+  const PlantedReader first(parse_planted_spec("planted:first")), marker(parse_planted_spec("planted:marker?word=test"));
+  EXPECT_EQ(first.answer(prompt({&a, &b})), "doc");
+  EXPECT_EQ(first.answer(prompt({&b, &a})), "gitk");
+  EXPECT_EQ(marker.answer(prompt({&a, &b})), "gitk");  // only b holds "test"
+  EXPECT_EQ(marker.answer(prompt({&a})), "");
+  // So its accuracy with one document is whether that document's area is the gold one.
+  const auto acc = [&](const std::string& answer) { return task->reward(answer, "gitk"); };
+  EXPECT_EQ(acc(first.answer(prompt({&b}))), 1.0);
+  EXPECT_EQ(acc(first.answer(prompt({&a}))), 0.0);
 }
 
 TEST(Planted, MarkerLikesOnlyDocumentsHoldingItsWordAPropertyOfTheDocumentAlone) {

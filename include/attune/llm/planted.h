@@ -10,8 +10,11 @@
 // span followed by ` is the title for "`, and its document is the title with the quoted
 // text after it; in the Debian tasks' prompts (`"{text}" is the description of the package
 // "{title}"`) the title is the package after its text (since v3, 2026-11-26: on qa the
-// answer is a liked passage's package, an exact match when it is the gold one; answers on
-// other prompts are v2's); in prompts without either, any double-quoted span. So the utility of a
+// answer is a liked passage's package, an exact match when it is the gold one); in the
+// LaMP-2-style classification prompts (commit_area: `the area for the commit: "{text}" is
+// "{tag}"`) the title is the label after its text (since v4, 2026-11-29: on commit_area the
+// answer is a liked document's area, right when it is the gold one; answers on other
+// prompts are v3's); in prompts without any of these, any double-quoted span. So the utility of a
 // document d at k = 1 is metric(gold, title(d)) when d is liked, and the no-document
 // answer's otherwise. Preferences (spec `planted:PREFERENCE[?word=W]`):
 //   first    every document: the reader copies the first document's title. Lexical
