@@ -21,6 +21,22 @@ Document doc(const std::string& id, const std::string& title, const std::string&
   return d;
 }
 
+// A document of `fields`, and a task's prompt with documents (whitespace tokens, 512 of them).
+Document fielded(const std::string& id, Fields fields, const std::string& owner = "") {
+  Document d;
+  d.id = id;
+  d.owner = owner;
+  d.fields = std::move(fields);
+  return d;
+}
+
+std::string prompt_of(const tasks::Task& task, const Example& ex, const std::vector<const Document*>& docs) {
+  static const auto tok = text::make_tokenizer("whitespace");
+  tasks::PromptOptions o;
+  o.max_length = 512;
+  return task.prompt(ex, docs, *tok, o);
+}
+
 struct Prompts {
   std::unique_ptr<tasks::Task> task = tasks::make_task("commit_subject");
   std::unique_ptr<text::Tokenizer> tok = text::make_tokenizer("whitespace");
@@ -59,21 +75,12 @@ TEST(Planted, FirstAnswersTheFirstDocumentsTitleOnRealPrompts) {
 // The Debian tasks put a passage's package after its text: the reader answers packages.
 TEST(Planted, OnDebianQaPromptsTheAnswerIsALikedPassagesPackage) {
   auto task = tasks::make_task("qa");
-  auto tok = text::make_tokenizer("whitespace");
   Example ex;
   ex.id = "q";
   ex.input = "Which Debian package is described as: a library for parsing things?";
-  const auto passage = [](const std::string& id, const std::string& pkg, const std::string& text) {
-    Document d;
-    d.id = id;
-    d.fields = {{"title", pkg}, {"text", text}};
-    return d;
-  };
-  const auto a = passage("a", "libfoo", "Section: libs. A library for parsing foo files.");
-  const auto b = passage("b", "barviewer", "Section: graphics. Views bar images; has a test mode.");
-  tasks::PromptOptions o;
-  o.max_length = 512;
-  const auto prompt = [&](const std::vector<const Document*>& docs) { return task->prompt(ex, docs, *tok, o); };
+  const auto a = fielded("a", {{"title", "libfoo"}, {"text", "Section: libs. A library for parsing foo files."}});
+  const auto b = fielded("b", {{"title", "barviewer"}, {"text", "Section: graphics. Views bar images; has a test mode."}});
+  const auto prompt = [&](const std::vector<const Document*>& docs) { return prompt_of(*task, ex, docs); };
   EXPECT_EQ(PlantedReader(parse_planted_spec("planted:first")).answer(prompt({&a, &b})), "libfoo");
   EXPECT_EQ(PlantedReader(parse_planted_spec("planted:first")).answer(prompt({&b, &a})), "barviewer");
   // marker reads the passage's text: only b holds "test".
@@ -89,24 +96,14 @@ TEST(Planted, OnDebianQaPromptsTheAnswerIsALikedPassagesPackage) {
 // one (v4).
 TEST(Planted, OnCommitAreaPromptsTheAnswerIsALikedDocumentsArea) {
   auto task = tasks::make_task("commit_area");
-  auto tok = text::make_tokenizer("whitespace");
   Example ex;
   ex.id = "q";
   ex.user = "u";
   ex.input = "Which area does this commit belong to among the following areas? Just answer with the area name without "
              "further explanation. areas: [gitk, doc, git-svn] description: handle \"short\" reads in the socket layer";
-  const auto item = [](const std::string& id, const std::string& tag, const std::string& desc) {
-    Document d;
-    d.id = id;
-    d.owner = "u";
-    d.fields = {{"description", desc}, {"tag", tag}};
-    return d;
-  };
-  const auto a = item("a", "doc", "fix a typo in the manual page");
-  const auto b = item("b", "gitk", "add a test for the history view");
-  tasks::PromptOptions o;
-  o.max_length = 512;
-  const auto prompt = [&](const std::vector<const Document*>& docs) { return task->prompt(ex, docs, *tok, o); };
+  const auto a = fielded("a", {{"description", "fix a typo in the manual page"}, {"tag", "doc"}}, "u");
+  const auto b = fielded("b", {{"description", "add a test for the history view"}, {"tag", "gitk"}}, "u");
+  const auto prompt = [&](const std::vector<const Document*>& docs) { return prompt_of(*task, ex, docs); };
   ASSERT_NE(prompt({&a, &b}).find("\"fix a typo in the manual page\" is \"doc\""), std::string::npos) << prompt({&a, &b});
   const PlantedReader first(parse_planted_spec("planted:first")), marker(parse_planted_spec("planted:marker?word=test"));
   EXPECT_EQ(first.answer(prompt({&a, &b})), "doc");
