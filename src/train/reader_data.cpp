@@ -24,11 +24,6 @@ void check_ks(const ReaderDataOptions& o) {
     throw FieldError<UsageError>("ks", "the documents per prompt must be positive numbers");
 }
 
-template <class T>
-void shuffle(std::vector<T>& v, Rng& rng) {
-  seeded_shuffle(v, rng);
-}
-
 // Keeps a seeded sample of `limit` items (all when limit is 0 or >= the size), in their order.
 template <class T>
 void keep_sample(std::vector<T>& items, std::size_t limit, std::uint64_t seed, std::string_view what) {
@@ -145,7 +140,7 @@ std::vector<ReaderExample> commit_reader_examples(const std::vector<Commit>& com
       auto& labels = repo_labels[repo];
       for (auto& [n, a] : v) labels.push_back(a);
       Rng rng(derive_seed(o.seed, "reader-area-labels-" + repo));
-      shuffle(labels, rng);
+      seeded_shuffle(labels, rng);
       repo_label_set[repo] = {labels.begin(), labels.end()};
     }
   }
@@ -228,7 +223,7 @@ std::vector<ReaderExample> commit_reader_examples(const std::vector<Commit>& com
       const auto r = retrieval::make_retriever(kind, derive_seed(o.seed, "reader-retriever"));
       const auto ranking = r->rank(retrieval::Query{ex.id, ex.user, task.query(ex)}, ex.profile, mix.k);
       for (auto i : ranking.indices) docs.push_back(&ex.profile[i]);
-      if (mix.mode == "bm25-shuffled") shuffle(docs, rng);
+      if (mix.mode == "bm25-shuffled") seeded_shuffle(docs, rng);
     }
     out[qi] = {ex.id, task.name(), task.prompt(ex, docs, tok, popts), models::kReaderAnswerPrefix + ex.output, mix.label()};
   });
@@ -306,7 +301,7 @@ std::vector<ReaderExample> claim_qa_reader_examples(const std::vector<Example>& 
           docs.insert(docs.begin() + static_cast<std::ptrdiff_t>(rng.below(docs.size() + 1)), &corpus[g->second]);
         }
       }
-      if (mix.mode == "bm25-shuffled") shuffle(docs, rng);
+      if (mix.mode == "bm25-shuffled") seeded_shuffle(docs, rng);
     }
     out[qi] = {ex.id, task.name(), task.prompt(ex, docs, tok, popts), models::kReaderAnswerPrefix + ex.output, mix.label()};
   });

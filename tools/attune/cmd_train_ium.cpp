@@ -46,11 +46,12 @@ struct IumArgs {
 
 // Per document id, the first stage's score z-scored over the kIumInitialDepth candidates that
 // rerank(bm25,100,ium:...) gives the reranker (retrieval::initial_prior_z): a training
-// sample's prior with --ium-initial-prior learned. `first` is make_retriever("bm25") for the
-// task (a corpus task's first-stage order, else BM25 over the candidates).
-std::unordered_map<std::string, double> prior_z(const retrieval::Retriever& first, const retrieval::Query& q,
+// sample's prior with --ium-initial-prior learned. `first` is prior_stage()'s retriever; none
+// (the prior off): nothing is ranked, and every prior reads 0.
+std::unordered_map<std::string, double> prior_z(const retrieval::Retriever* first, const retrieval::Query& q,
                                                 std::span<const Document> cands) {
-  const auto r = first.rank(q, cands, 0);
+  if (!first) return {};
+  const auto r = first->rank(q, cands, 0);
   std::vector<std::string> ids;
   std::vector<double> scores;
   std::unordered_set<std::string> seen;
@@ -63,6 +64,12 @@ std::unordered_map<std::string, double> prior_z(const retrieval::Retriever& firs
   std::unordered_map<std::string, double> out;
   for (std::size_t i = 0; i < ids.size(); ++i) out[ids[i]] = z[i];
   return out;
+}
+
+// The first stage whose order is the prior (a corpus task's first-stage order, else BM25 over
+// the candidates), or none when the prior is off.
+std::unique_ptr<retrieval::Retriever> prior_stage(bool on, const tasks::Task& task, std::uint64_t seed) {
+  return on ? retrieval::make_retriever("bm25", seed, task.uses_corpus()) : nullptr;
 }
 
 struct Agent {
@@ -152,10 +159,10 @@ struct AgentBench {
 // measure is reranking's). The agent's task and model are empty: every sample reads [UNK],
 // so the reranker learns relevance for any agent.
 void relevance_samples(const DataOptions& d, const tasks::Task& task, store::Store& st, const RunOptions& r,
-                       std::size_t limit, std::size_t top, bool add_gold, std::vector<train::IumSample>& into) {
+                       std::size_t limit, std::size_t top, bool add_gold, bool prior, std::vector<train::IumSample>& into) {
   const auto sp = load_workflow_split(d, task, st, r, {"bm25"}, limit);
   const auto& source = sp.sources.for_spec("bm25");
-  const auto first = retrieval::make_retriever("bm25", r.seed, task.uses_corpus());
+  const auto first = prior_stage(prior, task, r.seed);
   const std::size_t n = limit ? std::min(limit, sp.dataset.examples.size()) : sp.dataset.examples.size();
   for (std::size_t e = 0; e < n; ++e) {
     const auto& ex = sp.dataset.examples[e];
@@ -165,7 +172,7 @@ void relevance_samples(const DataOptions& d, const tasks::Task& task, store::Sto
     const std::unordered_set<std::string> gold(ex.gold_docs.begin(), ex.gold_docs.end());
     const auto cands = source.candidates(ex);
     const std::string group = "relevance\x1f" + d.task + '\x1f' + ex.id, q = task.query(ex);
-    const auto z = prior_z(*first, {ex.id, ex.user, q}, cands);
+    const auto z = prior_z(first.get(), {ex.id, ex.user, q}, cands);
     for (std::size_t i = 0; i < cands.size(); ++i) {
       const bool g = gold.count(cands[i].id) > 0;
       const auto it = z.find(cands[i].id);
@@ -225,13 +232,13 @@ void run_online(const IumArgs& p, const std::vector<Agent>& agents, const train:
       const auto value = ab.doc_feedback(st, train::SplitSource{&block, sp.sources.base.get(), sp.sources.lookup(), 0}, block,
                                          spec, g.k, r, a, false);
       const auto retriever = retrieval::make_retriever(spec, r.seed, task->uses_corpus());
-      const auto first = retrieval::make_retriever("bm25", r.seed, task->uses_corpus());
+      const auto first = prior_stage(base.initial_prior, *task, r.seed);
       double top1 = 0;
       std::size_t useful = 0, docs = 0;
       for (const auto& ex : block.examples) {
         const auto cands = source.candidates(ex);
         const auto ranking = retriever->rank({ex.id, ex.user, task->query(ex)}, cands, g.k);
-        const auto z = prior_z(*first, {ex.id, ex.user, task->query(ex)}, cands);
+        const auto z = prior_z(first.get(), {ex.id, ex.user, task->query(ex)}, cands);
         for (std::size_t i = 0; i < ranking.indices.size(); ++i) {
           const auto& c = cands[ranking.indices[i]];
           const auto it = value.find({ex.id, c.id});
@@ -409,10 +416,10 @@ TrainRunner add_ium_options(CLI::App* train) {
           DataOptions d = d0;
           d.task = tasks[i];
           relevance_samples(d, *rel_tasks[i], *st, r, p->relevance_limit ? p->relevance_limit : a.limit, p->feedback_k,
-                            true, tr_samples);
+                            true, base.initial_prior, tr_samples);
           if (!a.dev_split.empty()) {
             d.split = a.dev_split;
-            relevance_samples(d, *rel_tasks[i], *st, r, a.dev_limit, p->feedback_k, false, dv_samples);
+            relevance_samples(d, *rel_tasks[i], *st, r, a.dev_limit, p->feedback_k, false, base.initial_prior, dv_samples);
           }
         }
         std::size_t positives = 0;
@@ -454,12 +461,12 @@ TrainRunner add_ium_options(CLI::App* train) {
           const auto sp = load_workflow_split(dd, *task, *st, r, {spec}, limit);
           const auto value = ab.doc_feedback(*st, sp.view(), sp.dataset, spec, p->feedback_k, r, a, !r.quiet);
           const auto& source = sp.sources.for_spec(spec);
-          const auto first = retrieval::make_retriever("bm25", r.seed, task->uses_corpus());
+          const auto first = prior_stage(base.initial_prior, *task, r.seed);
           const std::size_t n = limit ? std::min(limit, sp.dataset.examples.size()) : sp.dataset.examples.size();
           for (std::size_t e = 0; e < n; ++e) {
             const auto& ex = sp.dataset.examples[e];
             const auto cands = source.candidates(ex);
-            const auto z = prior_z(*first, {ex.id, ex.user, task->query(ex)}, cands);
+            const auto z = prior_z(first.get(), {ex.id, ex.user, task->query(ex)}, cands);
             for (const auto& c : cands)
               if (auto it = value.find({ex.id, c.id}); it != value.end()) {
                 const auto zi = z.find(c.id);
