@@ -3,13 +3,59 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <optional>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "attune/core/error.h"
 #include "attune/core/strings.h"
 #include "attune/text/lexical.h"
 
 namespace attune::llm {
+namespace {
+
+// slot's input: "<package> [SEP] section" (after the prompt's ". ").
+bool is_debian_slot(std::string_view input) { return strip(input).ends_with(" [SEP] section"); }
+
+// factcheck's input: "Claim: The Debian package <package> is <synopsis>."
+struct Claim {
+  std::string package, synopsis;
+};
+std::optional<Claim> debian_claim(std::string_view input) {
+  static constexpr std::string_view kClaim = "Claim: The Debian package ";
+  const auto at = input.rfind(kClaim);
+  if (at == std::string_view::npos) return std::nullopt;
+  const std::string rest = strip(input.substr(at + kClaim.size()));
+  const auto is = rest.find(" is ");
+  if (is == std::string::npos || is == 0) return std::nullopt;
+  std::string synopsis = rest.substr(is + 4);
+  if (!synopsis.empty() && synopsis.back() == '.') synopsis.pop_back();
+  return Claim{rest.substr(0, is), synopsis};
+}
+
+// A passage's "Section: <section>. ..." -> the section ("" without one).
+std::string section_of(std::string_view body) {
+  static constexpr std::string_view kSection = "Section: ";
+  const std::string b = strip(body);
+  if (!starts_with(b, kSection)) return {};
+  const std::string_view rest = std::string_view(b).substr(kSection.size());
+  return strip(rest.substr(0, rest.find('.')));
+}
+
+// The passage supports the claim when it is the claimed package's own passage and holds at
+// least half of the synopsis's distinct words (the synopsis itself is never in a passage).
+bool supports(const Claim& c, std::string_view title, std::string_view body) {
+  if (strip(title) != c.package) return false;
+  const auto want = text::rouge_tokens(c.synopsis);
+  const auto have_tokens = text::rouge_tokens(body);
+  const std::unordered_set<std::string> have(have_tokens.begin(), have_tokens.end());
+  std::unordered_set<std::string> distinct, found;
+  for (const auto& w : want)
+    if (distinct.insert(w).second && have.count(w)) found.insert(w);
+  return !distinct.empty() && 2 * found.size() >= distinct.size();
+}
+
+}  // namespace
 
 PlantedOptions parse_planted_spec(std::string_view spec) {
   const std::string where = "language model \"" + std::string(spec) + "\": ";
@@ -37,9 +83,9 @@ PlantedOptions parse_planted_spec(std::string_view spec) {
 
 PlantedReader::PlantedReader(PlantedOptions o) : o_(o) {
   switch (o_.preference) {
-    case PlantedOptions::Preference::First: id_ = "planted:first:v4"; break;
-    case PlantedOptions::Preference::Marker: id_ = "planted:marker:v4:word=" + o_.word; break;
-    case PlantedOptions::Preference::Gate: id_ = "planted:gate:v4:word=" + o_.word; break;
+    case PlantedOptions::Preference::First: id_ = "planted:first:v5"; break;
+    case PlantedOptions::Preference::Marker: id_ = "planted:marker:v5:word=" + o_.word; break;
+    case PlantedOptions::Preference::Gate: id_ = "planted:gate:v5:word=" + o_.word; break;
   }
 }
 
@@ -80,6 +126,21 @@ std::string PlantedReader::answer(std::string_view prompt) const {
   };
   const auto end_of = [&](std::string_view sp) { return static_cast<std::size_t>(sp.data() - prompt.data()) + sp.size() + 1; };
   std::vector<Doc> docs;
+  // The Debian form is read by its marker (since v5), so a passage that holds quotes (8% of
+  // the corpus) keeps its whole text: from the item's opening quote to the marker.
+  static constexpr std::string_view kDescMark = "\" is the description of the package \"";
+  if (prompt.find(kDescMark) != std::string_view::npos) {
+    for (std::size_t pos = 0;;) {
+      const std::size_t mark = prompt.find(kDescMark, pos);
+      if (mark == std::string_view::npos) break;
+      const std::size_t open = prompt.find('"', pos), title = mark + kDescMark.size();
+      const std::size_t close = prompt.find('"', title);
+      if (close == std::string_view::npos) break;
+      docs.push_back({prompt.substr(title, close - title), prompt.substr(open + 1, mark - open - 1), close + 1});
+      pos = close + 1;
+    }
+    spans.clear();
+  }
   for (std::size_t i = 0; i < spans.size(); ++i) {
     const bool next = i + 1 < spans.size();
     if (spans[i].title_for) docs.push_back({spans[i].text, next ? spans[i + 1].text : std::string_view(), end_of(next ? spans[i + 1].text : spans[i].text)});
@@ -88,14 +149,26 @@ std::string PlantedReader::answer(std::string_view prompt) const {
       ++i;  // the label is not a document of its own
     }
   }
-  if (docs.empty())
+  const bool from_spans = docs.empty();
+  if (from_spans)
     for (const auto& sp : spans) docs.push_back({sp.text, {}, 0});
-  std::string liked;  // the first title the preference accepts
+  const Doc* liked_doc = nullptr;  // the first document the preference accepts
   for (const auto& d : docs)
     if (!strip(d.title).empty() && accepts(d.title, d.body)) {
-      liked = strip(d.title);
+      liked_doc = &d;
       break;
     }
+  // v5: the Debian slot and factcheck inputs (read after the last passage) are answered
+  // from the first liked passage, as qa is; gate keeps its own answer.
+  if (o_.preference != PlantedOptions::Preference::Gate) {
+    std::size_t after = 0;
+    for (const auto& d : docs) after = std::max(after, d.end);
+    const std::string_view input = prompt.substr(std::min(after, prompt.size()));
+    const Doc* passage = from_spans ? nullptr : liked_doc;
+    if (is_debian_slot(input)) return passage ? section_of(passage->body) : std::string();
+    if (const auto c = debian_claim(input)) return passage && supports(*c, passage->title, passage->body) ? "SUPPORTS" : "REFUTES";
+  }
+  const std::string liked = liked_doc ? strip(liked_doc->title) : std::string();
   if (o_.preference != PlantedOptions::Preference::Gate || liked.empty()) return liked;
   // Gate: the input's first words, read after the last document and after the
   // instruction's last ':'.

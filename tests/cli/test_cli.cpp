@@ -1280,7 +1280,7 @@ TEST_F(Cli, OpenAIBackendGeneratesAndScoresAgainstALoopbackServer) {
 TEST_F(Cli, ServeLlmServesAModelToTheOpenAIBackendUntilInterrupted) {
   const auto [port, pid] = start_serve_llm("planted:first");
   ASSERT_FALSE(port.empty()) << slurp(dir_ / "serve.err");
-  auto r = run("generate --llm 'openai:http://127.0.0.1:" + port + "/v1#planted:first:v4' --quiet --prompt "
+  auto r = run("generate --llm 'openai:http://127.0.0.1:" + port + "/v1#planted:first:v5' --quiet --prompt "
                "'\"fix the parser\" is the title for \"x\". q'");
   EXPECT_EQ(r.rc, 0) << r.err;
   EXPECT_EQ(r.out, "fix the parser\n");

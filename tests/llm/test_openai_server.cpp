@@ -20,7 +20,7 @@ TEST(OpenAIServer, ServesAModelToTheOpenAIClientAndRefusesWhatItCannotHonour) {
   OpenAIServer server(reader, {});
   server.start();
   ASSERT_GT(server.port(), 0);
-  EXPECT_EQ(server.model_name(), "planted:first:v4");
+  EXPECT_EQ(server.model_name(), "planted:first:v5");
   const std::string p1 = "\"fix the parser\" is the title for \"x\" . q", p2 = "\"add tests\" is the title for \"y\" . q";
 
   // attune's own client, through the spec the server names.
@@ -49,7 +49,7 @@ TEST(OpenAIServer, ServesAModelToTheOpenAIClientAndRefusesWhatItCannotHonour) {
   EXPECT_EQ(json::parse(r->body)["choices"][0]["message"]["content"], "fix the parser");
   r = c.Get("/v1/models");
   ASSERT_TRUE(r);
-  EXPECT_EQ(json::parse(r->body)["data"][0]["id"], "planted:first:v4");
+  EXPECT_EQ(json::parse(r->body)["data"][0]["id"], "planted:first:v5");
 
   auto refused = [&](const std::string& path, const std::string& body, int status, const std::string& says) {
     auto res = c.Post(path, body, "application/json");

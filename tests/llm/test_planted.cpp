@@ -88,7 +88,50 @@ TEST(Planted, OnDebianQaPromptsTheAnswerIsALikedPassagesPackage) {
   EXPECT_EQ(PlantedReader(parse_planted_spec("planted:marker?word=test")).answer(prompt({&a})), "");
   // gate answers the input's words after the last passage.
   EXPECT_EQ(PlantedReader(parse_planted_spec("planted:gate?word=test")).answer(prompt({&a, &b})), "a library for parsing things?");
-  EXPECT_EQ(PlantedReader(parse_planted_spec("planted:first")).info().id, "planted:first:v4");
+  EXPECT_EQ(PlantedReader(parse_planted_spec("planted:first")).info().id, "planted:first:v5");
+}
+
+// slot and factcheck (v5): the answer is read from the first liked passage, as qa's is:
+// its section, or a verdict on the claim that only the claimed package's own passage can
+// support. Passages that hold quotes are read whole.
+TEST(Planted, OnDebianSlotAndFactcheckPromptsTheAnswerComesFromTheFirstLikedPassage) {
+  const auto a = fielded("a", {{"title", "libfoo"}, {"text", "Section: libs. A \"fast\" library for parsing foo files."}});
+  const auto b = fielded("b", {{"title", "barviewer"}, {"text", "Section: graphics. Views bar images; has a test mode."}});
+  const PlantedReader first(parse_planted_spec("planted:first")), marker(parse_planted_spec("planted:marker?word=test"));
+  const PlantedReader gate(parse_planted_spec("planted:gate?word=test"));
+
+  auto slot = tasks::make_task("slot");
+  Example s;
+  s.id = "s";
+  s.input = "libfoo [SEP] section";
+  const auto sp = [&](const std::vector<const Document*>& docs) { return prompt_of(*slot, s, docs); };
+  ASSERT_NE(sp({&a}).find("is the description of the package \"libfoo\""), std::string::npos) << sp({&a});
+  EXPECT_EQ(first.answer(sp({&a, &b})), "libs");
+  EXPECT_EQ(first.answer(sp({&b, &a})), "graphics");
+  EXPECT_EQ(marker.answer(sp({&a, &b})), "graphics");  // only b holds "test"
+  EXPECT_EQ(marker.answer(sp({&a})), "");
+  EXPECT_EQ(first.answer(sp({})), "");
+  EXPECT_EQ(slot->reward(first.answer(sp({&a})), "libs"), 1.0);
+  EXPECT_EQ(slot->reward(first.answer(sp({&b})), "libs"), 0.0);
+
+  auto fc = tasks::make_task("factcheck");
+  Example c;
+  c.id = "c";
+  const auto cp = [&](const std::string& claim, const std::vector<const Document*>& docs) {
+    c.input = "Claim: The Debian package " + claim;
+    return prompt_of(*fc, c, docs);
+  };
+  const std::string right = "libfoo is fast parser library for foo files.", wrong = "libfoo is an image viewer for bar.";
+  EXPECT_EQ(first.answer(cp(right, {&a})), "SUPPORTS");
+  EXPECT_EQ(first.answer(cp(right, {&a, &b})), "SUPPORTS");
+  EXPECT_EQ(first.answer(cp(right, {&b, &a})), "REFUTES");  // the first passage is another package's
+  EXPECT_EQ(first.answer(cp(wrong, {&a})), "REFUTES");      // its own passage, another synopsis
+  EXPECT_EQ(first.answer(cp(right, {})), "REFUTES");        // nothing supports it
+  EXPECT_EQ(marker.answer(cp(right, {&a, &b})), "REFUTES"); // it reads b only
+  EXPECT_EQ(first.answer(cp("barviewer is a viewer of \"bar\" images.", {&b})), "SUPPORTS");
+  EXPECT_EQ(fc->reward(first.answer(cp(right, {&a})), "SUPPORTS"), 1.0);
+  // gate answers every task the same way: the input's first words with a liked passage.
+  EXPECT_EQ(gate.answer(cp(right, {&b})), "The Debian package libfoo is fast parser library");
 }
 
 // commit_area's items are `the area for the commit: "{description}" is "{tag}"`: the reader

@@ -14,7 +14,13 @@
 // LaMP-2-style classification prompts (commit_area: `the area for the commit: "{text}" is
 // "{tag}"`) the title is the label after its text (since v4, 2026-11-29: on commit_area the
 // answer is a liked document's area, right when it is the gold one; answers on other
-// prompts are v3's); in prompts without any of these, any double-quoted span. So the utility of a
+// prompts are v3's); in prompts without any of these, any double-quoted span. Since v5
+// (2026-11-29), on the Debian slot and factcheck prompts the answer is read from the first
+// liked passage too: slot's the passage's `Section: X.` (X), factcheck's "SUPPORTS" when that
+// passage is the claimed package's own and holds at least half of the claimed synopsis's
+// distinct words (the synopsis itself is never in a passage), else "REFUTES" (also with no
+// liked passage); and a Debian passage that holds quotes is read whole, up to the marker.
+// gate keeps its answer on every prompt. So the utility of a
 // document d at k = 1 is metric(gold, title(d)) when d is liked, and the no-document
 // answer's otherwise. Preferences (spec `planted:PREFERENCE[?word=W]`):
 //   first    every document: the reader copies the first document's title. Lexical
