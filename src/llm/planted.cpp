@@ -55,6 +55,52 @@ bool supports(const Claim& c, std::string_view title, std::string_view body) {
   return !distinct.empty() && 2 * found.size() >= distinct.size();
 }
 
+// commit_pick's prompt: `..., which subject, and "{t1}", and "{t2}" did they write? Just
+// answer with [1] or [2] without explanation. [1]: "{o1}" [2]: "{o2}"`. The profile's titles
+// and the two options, or nothing when the prompt is not of that form.
+struct Pick {
+  std::vector<std::string_view> titles;
+  std::string_view option1, option2;
+};
+std::optional<Pick> commit_pick(std::string_view prompt) {
+  static constexpr std::string_view kDocs = "\", which subject, and \"", kEnd = "\" did they write?";
+  static constexpr std::string_view kOpt1 = "[1]: \"", kOpt2 = "\" [2]: \"";
+  const std::size_t o2 = prompt.rfind(kOpt2);
+  if (o2 == std::string_view::npos) return std::nullopt;
+  const std::size_t o1 = prompt.rfind(kOpt1, o2);
+  const std::size_t last = prompt.rfind('"');
+  if (o1 == std::string_view::npos || last < o2 + kOpt2.size()) return std::nullopt;
+  Pick p;
+  p.option1 = prompt.substr(o1 + kOpt1.size(), o2 - o1 - kOpt1.size());
+  p.option2 = prompt.substr(o2 + kOpt2.size(), last - o2 - kOpt2.size());
+  if (const std::size_t at = prompt.find(kDocs); at != std::string_view::npos && at < o1) {
+    const std::size_t from = at + kDocs.size(), end = prompt.find(kEnd, from);
+    if (end != std::string_view::npos && end < o1) {
+      static constexpr std::string_view kSep = "\", and \"";
+      std::string_view rest = prompt.substr(from, end - from);
+      for (std::size_t cut; (cut = rest.find(kSep)) != std::string_view::npos; rest.remove_prefix(cut + kSep.size()))
+        p.titles.push_back(rest.substr(0, cut));
+      p.titles.push_back(rest);
+    }
+  }
+  return p;
+}
+
+// The option that shares more distinct words with the title, "" on a tie.
+std::string closer_option(std::string_view title, const Pick& p) {
+  const auto words = [](std::string_view s) {
+    const auto t = text::rouge_tokens(s);
+    return std::unordered_set<std::string>(t.begin(), t.end());
+  };
+  const auto t = words(title), a = words(p.option1), b = words(p.option2);
+  std::size_t na = 0, nb = 0;
+  for (const auto& w : t) {
+    na += a.count(w);
+    nb += b.count(w);
+  }
+  return na > nb ? "[1]" : nb > na ? "[2]" : "";
+}
+
 }  // namespace
 
 PlantedOptions parse_planted_spec(std::string_view spec) {
@@ -98,6 +144,13 @@ bool PlantedReader::accepts(std::string_view title, std::string_view text) const
 }
 
 std::string PlantedReader::answer(std::string_view prompt) const {
+  // v5: commit_pick's answer is the option closer to the first liked title.
+  if (o_.preference != PlantedOptions::Preference::Gate)
+    if (const auto pick = commit_pick(prompt)) {
+      for (const auto t : pick->titles)
+        if (!strip(t).empty() && accepts(t, {})) return closer_option(t, *pick);
+      return {};
+    }
   // The quoted spans, in order, and what follows each one's closing quote.
   static constexpr std::string_view kTitleFor = " is the title for \"";
   static constexpr std::string_view kDescOf = " is the description of the package \"";

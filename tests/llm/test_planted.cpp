@@ -134,6 +134,33 @@ TEST(Planted, OnDebianSlotAndFactcheckPromptsTheAnswerComesFromTheFirstLikedPass
   EXPECT_EQ(gate.answer(cp(right, {&b})), "The Debian package libfoo is fast parser library");
 }
 
+// commit_pick (v5): the answer is the option that shares more distinct words with the first
+// liked profile title, none on a tie; so a document helps when its title is closer to the
+// gold subject than to the other option.
+TEST(Planted, OnCommitPickPromptsTheAnswerIsTheOptionCloserToALikedTitle) {
+  auto task = tasks::make_task("commit_pick");
+  Example ex;
+  ex.id = "q";
+  ex.user = "u";
+  ex.input = "For an author who wrote the commit described as \"Rename the \"handler\" to filter_one()\", which subject did "
+             "they write? Just answer with [1] or [2] without explanation. [1]: \"t5510: ensure packed-refs locking\" [2]: "
+             "\"ref-filter: rename the handler\"";
+  const auto a = fielded("a", {{"title", "ref-filter: add a \"test\" for sorting"}, {"text", "..."}}, "u");
+  const auto b = fielded("b", {{"title", "t5510: fix packed-refs"}, {"text", "..."}}, "u");
+  const auto c = fielded("c", {{"title", "doc: typo"}, {"text", "..."}}, "u");
+  const auto prompt = [&](const std::vector<const Document*>& docs) { return prompt_of(*task, ex, docs); };
+  ASSERT_NE(prompt({&a, &b}).find("which subject, and \"ref-filter"), std::string::npos) << prompt({&a, &b});
+  const PlantedReader first(parse_planted_spec("planted:first")), marker(parse_planted_spec("planted:marker?word=test"));
+  EXPECT_EQ(first.answer(prompt({&a, &b})), "[2]");
+  EXPECT_EQ(first.answer(prompt({&b, &a})), "[1]");
+  EXPECT_EQ(first.answer(prompt({&c, &a})), "");  // a tie (no shared word): no answer
+  EXPECT_EQ(first.answer(prompt({})), "");
+  EXPECT_EQ(marker.answer(prompt({&b, &a})), "[2]");  // only a's title holds "test"
+  EXPECT_EQ(marker.answer(prompt({&b})), "");
+  EXPECT_EQ(task->reward(first.answer(prompt({&a})), "[2]"), 1.0);
+  EXPECT_EQ(task->reward(first.answer(prompt({&b})), "[2]"), 0.0);
+}
+
 // commit_area's items are `the area for the commit: "{description}" is "{tag}"`: the reader
 // answers a liked document's area, so a document's utility is whether its area is the gold
 // one (v4).
