@@ -30,6 +30,15 @@ Document fielded(const std::string& id, Fields fields, const std::string& owner 
   return d;
 }
 
+// An example of `input` (user "u").
+Example example_of(std::string input) {
+  Example ex;
+  ex.id = "q";
+  ex.user = "u";
+  ex.input = std::move(input);
+  return ex;
+}
+
 std::string prompt_of(const tasks::Task& task, const Example& ex, const std::vector<const Document*>& docs) {
   static const auto tok = text::make_tokenizer("whitespace");
   tasks::PromptOptions o;
@@ -75,9 +84,7 @@ TEST(Planted, FirstAnswersTheFirstDocumentsTitleOnRealPrompts) {
 // The Debian tasks put a passage's package after its text: the reader answers packages.
 TEST(Planted, OnDebianQaPromptsTheAnswerIsALikedPassagesPackage) {
   auto task = tasks::make_task("qa");
-  Example ex;
-  ex.id = "q";
-  ex.input = "Which Debian package is described as: a library for parsing things?";
+  const Example ex = example_of("Which Debian package is described as: a library for parsing things?");
   const auto a = fielded("a", {{"title", "libfoo"}, {"text", "Section: libs. A library for parsing foo files."}});
   const auto b = fielded("b", {{"title", "barviewer"}, {"text", "Section: graphics. Views bar images; has a test mode."}});
   const auto prompt = [&](const std::vector<const Document*>& docs) { return prompt_of(*task, ex, docs); };
@@ -101,9 +108,7 @@ TEST(Planted, OnDebianSlotAndFactcheckPromptsTheAnswerComesFromTheFirstLikedPass
   const PlantedReader gate(parse_planted_spec("planted:gate?word=test"));
 
   auto slot = tasks::make_task("slot");
-  Example s;
-  s.id = "s";
-  s.input = "libfoo [SEP] section";
+  const Example s = example_of("libfoo [SEP] section");
   const auto sp = [&](const std::vector<const Document*>& docs) { return prompt_of(*slot, s, docs); };
   ASSERT_NE(sp({&a}).find("is the description of the package \"libfoo\""), std::string::npos) << sp({&a});
   EXPECT_EQ(first.answer(sp({&a, &b})), "libs");
@@ -115,8 +120,7 @@ TEST(Planted, OnDebianSlotAndFactcheckPromptsTheAnswerComesFromTheFirstLikedPass
   EXPECT_EQ(slot->reward(first.answer(sp({&b})), "libs"), 0.0);
 
   auto fc = tasks::make_task("factcheck");
-  Example c;
-  c.id = "c";
+  Example c = example_of("");
   const auto cp = [&](const std::string& claim, const std::vector<const Document*>& docs) {
     c.input = "Claim: The Debian package " + claim;
     return prompt_of(*fc, c, docs);
@@ -139,12 +143,10 @@ TEST(Planted, OnDebianSlotAndFactcheckPromptsTheAnswerComesFromTheFirstLikedPass
 // gold subject than to the other option.
 TEST(Planted, OnCommitPickPromptsTheAnswerIsTheOptionCloserToALikedTitle) {
   auto task = tasks::make_task("commit_pick");
-  Example ex;
-  ex.id = "q";
-  ex.user = "u";
-  ex.input = "For an author who wrote the commit described as \"Rename the \"handler\" to filter_one()\", which subject did "
-             "they write? Just answer with [1] or [2] without explanation. [1]: \"t5510: ensure packed-refs locking\" [2]: "
-             "\"ref-filter: rename the handler\"";
+  const Example ex = example_of(
+      "For an author who wrote the commit described as \"Rename the \"handler\" to filter_one()\", which subject did "
+      "they write? Just answer with [1] or [2] without explanation. [1]: \"t5510: ensure packed-refs locking\" [2]: "
+      "\"ref-filter: rename the handler\"");
   const auto a = fielded("a", {{"title", "ref-filter: add a \"test\" for sorting"}, {"text", "..."}}, "u");
   const auto b = fielded("b", {{"title", "t5510: fix packed-refs"}, {"text", "..."}}, "u");
   const auto c = fielded("c", {{"title", "doc: typo"}, {"text", "..."}}, "u");
@@ -166,11 +168,9 @@ TEST(Planted, OnCommitPickPromptsTheAnswerIsTheOptionCloserToALikedTitle) {
 // one (v4).
 TEST(Planted, OnCommitAreaPromptsTheAnswerIsALikedDocumentsArea) {
   auto task = tasks::make_task("commit_area");
-  Example ex;
-  ex.id = "q";
-  ex.user = "u";
-  ex.input = "Which area does this commit belong to among the following areas? Just answer with the area name without "
-             "further explanation. areas: [gitk, doc, git-svn] description: handle \"short\" reads in the socket layer";
+  const Example ex = example_of(
+      "Which area does this commit belong to among the following areas? Just answer with the area name without "
+      "further explanation. areas: [gitk, doc, git-svn] description: handle \"short\" reads in the socket layer");
   const auto a = fielded("a", {{"description", "fix a typo in the manual page"}, {"tag", "doc"}}, "u");
   const auto b = fielded("b", {{"description", "add a test for the history view"}, {"tag", "gitk"}}, "u");
   const auto prompt = [&](const std::vector<const Document*>& docs) { return prompt_of(*task, ex, docs); };
