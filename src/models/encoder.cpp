@@ -55,11 +55,7 @@ struct Common {
   std::unique_ptr<const BertNative> native;
 
   void init_native() {
-    const char* kernel = std::getenv("ATTUNE_ENCODER_KERNEL");
-    const std::string k = kernel ? kernel : "";
-    if (!k.empty() && k != "native" && k != "torch")
-      throw UsageError("ATTUNE_ENCODER_KERNEL=" + k + ": expected native or torch");
-    if (device.is_cpu() && k != "torch") native = std::make_unique<const BertNative>(bert_native_weights(bert.model));
+    if (native_encoder_kernel() && device.is_cpu()) native = std::make_unique<const BertNative>(bert_native_weights(bert.model));
   }
 
   // One length-sorted batch of an encoded chunk: `rows` are its chunk rows, ids/types/mask

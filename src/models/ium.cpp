@@ -3,10 +3,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "attune/core/error.h"
+#include "attune/models/bert_native.h"
 #include "attune/models/config.h"
 #include "attune/models/ium_net.h"
+#include "attune/models/runtime.h"
 #include "attune/models/weights.h"
 
 namespace attune::models {
@@ -84,7 +87,46 @@ struct IumModel::Impl {
   std::size_t max_length = 256;
   std::string dir;
   std::optional<double> prior_weight;  // ium.json "initial_prior": the weight of the first stage's z
+  // The CPU inference path without torch operators (models/bert_native.h), as the dense: and
+  // cross: encoders take; null on CUDA or with ATTUNE_ENCODER_KERNEL=torch. The head's
+  // weights copied for it.
+  std::unique_ptr<const BertNative> native;
+  std::vector<float> head_w;
+  float head_b = 0;
+  static constexpr std::size_t kNativeBatch = 32;
+
+  std::vector<float> native_logits(const std::vector<batches::Tokens>& rows) const;
 };
+
+// The final-layer [CLS] state of each row through the head, over length-sorted batches.
+std::vector<float> IumModel::Impl::native_logits(const std::vector<batches::Tokens>& rows) const {
+  std::vector<std::size_t> order(rows.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return rows[a].size() < rows[b].size(); });
+  std::vector<float> out(rows.size()), first;
+  const auto H = static_cast<std::size_t>(head_w.size());
+  const std::size_t threads = torch_threads();  // also sets this thread's OpenMP count for the sgemm calls
+  std::vector<std::int64_t> ids, types, mask;
+  for (std::size_t lo = 0; lo < order.size(); lo += kNativeBatch) {
+    const std::size_t n = std::min(kNativeBatch, order.size() - lo);
+    std::size_t L = 1;
+    for (std::size_t i = 0; i < n; ++i) L = std::max(L, rows[order[lo + i]].size());
+    ids.assign(n * L, net.pad), types.assign(n * L, 0), mask.assign(n * L, 0);
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto& r = rows[order[lo + i]];
+      std::copy(r.begin(), r.end(), ids.begin() + static_cast<std::ptrdiff_t>(i * L));
+      std::fill_n(mask.begin() + static_cast<std::ptrdiff_t>(i * L), r.size(), 1);
+    }
+    native->forward(ids.data(), types.data(), mask.data(), static_cast<std::int64_t>(n), static_cast<std::int64_t>(L),
+                    /*first_only=*/true, first, threads);
+    for (std::size_t i = 0; i < n; ++i) {
+      float z = head_b;
+      for (std::size_t j = 0; j < H; ++j) z += head_w[j] * first[i * H + j];
+      out[order[lo + i]] = z;
+    }
+  }
+  return out;
+}
 
 IumModel::IumModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 IumModel::~IumModel() = default;
@@ -111,6 +153,12 @@ std::shared_ptr<const IumModel> IumModel::load(const std::filesystem::path& dir,
   impl->tok = text::SubwordTokenizer::load(dir);
   impl->net.pad = impl->tok->pad_id().value_or(0);
   impl->agents = AgentTokens::make(*impl->tok, std::move(tasks), std::move(models));
+  if (native_encoder_kernel() && impl->net.device.is_cpu()) {
+    impl->native = std::make_unique<const BertNative>(bert_native_weights(impl->net.bert));
+    auto w = impl->net.head->weight.detach().to(torch::kCPU, torch::kFloat32).contiguous();
+    impl->head_w.assign(w.data_ptr<float>(), w.data_ptr<float>() + w.numel());
+    impl->head_b = impl->net.head->bias.detach().to(torch::kCPU, torch::kFloat32).item<float>();
+  }
   return std::make_shared<const IumModel>(std::move(impl));
 }
 
@@ -132,6 +180,7 @@ std::vector<float> IumModel::logits(std::string_view task, std::string_view mode
   for (const auto& d : docs) pairs.emplace_back(std::string(query), d);
   const std::vector<std::int64_t> tids(pairs.size(), impl_->agents.task(task)), mids(pairs.size(), impl_->agents.model(model));
   const auto rows = encode_ium_inputs(*impl_->tok, tids, mids, pairs, impl_->max_length);
+  if (impl_->native) return impl_->native_logits(rows);
   std::vector<const batches::Tokens*> ptrs;
   for (const auto& r : rows) ptrs.push_back(&r);
   auto p = const_cast<IumNet&>(impl_->net).forward(ptrs).to(torch::kCPU, torch::kFloat32).contiguous();

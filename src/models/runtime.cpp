@@ -7,7 +7,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <string>
 
+#include "attune/core/error.h"
 #include "attune/core/parallel.h"
 
 namespace attune::models {
@@ -48,6 +50,13 @@ void ensure_torch_runtime() {
     if (!threads_configured) set_torch_threads(0);
     keep_freed_buffers();
   });
+}
+
+bool native_encoder_kernel() {
+  const char* kernel = std::getenv("ATTUNE_ENCODER_KERNEL");
+  const std::string k = kernel ? kernel : "";
+  if (!k.empty() && k != "native" && k != "torch") throw UsageError("ATTUNE_ENCODER_KERNEL=" + k + ": expected native or torch");
+  return k != "torch";
 }
 
 }  // namespace attune::models

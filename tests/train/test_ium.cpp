@@ -3,6 +3,8 @@
 // (also through the ium: retriever spec), and bad input refused.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <fstream>
 
 #include "attune/core/error.h"
@@ -138,6 +140,32 @@ TEST_F(Ium, LearnsFeedbackThatDependsOnTheAgentAndTheFolderScoresAsTrained) {
   for (float p : unseen) {
     EXPECT_GT(p, 0.0f);
     EXPECT_LT(p, 1.0f);
+  }
+}
+
+// On the CPU the folder scores without torch operators (BertNative), as the dense: and
+// cross: encoders do; ATTUNE_ENCODER_KERNEL=torch takes torch's. The same logits either way,
+// over several length-sorted batches of rows of different lengths, for a seen and an unseen agent.
+TEST_F(Ium, TheFolderScoresTheSameOnEitherKernel) {
+  auto to = tiny("kernels");
+  to.fit.epochs = 1;
+  train_ium(feedback(48, 1), feedback(12, 2), to);
+  const auto& w = testing::tiny_words();
+  std::vector<std::string> docs;
+  for (std::size_t i = 0; i < 70; ++i) {
+    std::string d;
+    for (std::size_t k = 0; k <= i % 23; ++k) d += (k ? " " : "") + w[(i * 7 + k * 3) % w.size()];
+    docs.push_back(d);
+  }
+  for (const char* task : {"qa", "factcheck"}) {
+    const auto native = models::IumModel::load(root_ / "kernels", Device::parse("cpu"))->logits(task, "reference", "kernel network", docs);
+    ::setenv("ATTUNE_ENCODER_KERNEL", "torch", 1);
+    const auto torch_ops = models::IumModel::load(root_ / "kernels", Device::parse("cpu"))->logits(task, "reference", "kernel network", docs);
+    ::unsetenv("ATTUNE_ENCODER_KERNEL");
+    ASSERT_EQ(native.size(), docs.size());
+    ASSERT_EQ(torch_ops.size(), docs.size());
+    for (std::size_t i = 0; i < docs.size(); ++i) EXPECT_NEAR(native[i], torch_ops[i], 1e-4) << task << " " << i;
+    EXPECT_NE(*std::min_element(native.begin(), native.end()), *std::max_element(native.begin(), native.end()));
   }
 }
 

@@ -15,6 +15,11 @@ void set_torch_threads(std::size_t n);
 // The intra-op thread count torch uses now.
 std::size_t torch_threads();
 
+// Whether CPU inference of BERT-family encoders takes the path without torch operators
+// (models/bert_native.h): true unless ATTUNE_ENCODER_KERNEL=torch (for A/B measurements);
+// UsageError for a value other than native or torch.
+bool native_encoder_kernel();
+
 // Applied once per process, before the first model runs; every model entry point calls it
 // (through parse_device), so library users get it without asking:
 // - torch's default thread count (above), unless set_torch_threads ran first;
