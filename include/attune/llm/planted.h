@@ -23,9 +23,9 @@
 // On commit_pick's prompts (`..., which subject, and "{t1}", and "{t2}" did they write? ...
 // [1]: "{o1}" [2]: "{o2}"`) the answer is the option that shares more distinct words with the
 // first liked profile title ("" on a tie or with none), so a document helps when its title is
-// closer to the gold subject than to the other option. gate keeps its answer on every prompt. So the utility of a
-// document d at k = 1 is metric(gold, title(d)) when d is liked, and the no-document
-// answer's otherwise. Preferences (spec `planted:PREFERENCE[?word=W]`):
+// closer to the gold subject than to the other option. gate keeps its answer on every
+// prompt. So the utility of a document d at k = 1 is metric(gold, title(d)) when d is
+// liked, and the no-document answer's otherwise. Preferences (spec `planted:PREFERENCE[?word=W]`):
 //   first    every document: the reader copies the first document's title. Lexical
 //            overlap with the query reads this preference only as far as titles resemble
 //            inputs.
