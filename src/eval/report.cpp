@@ -243,4 +243,48 @@ std::string to_json(const EvalReport& r) {
   return out.dump(1);
 }
 
+std::string format_macro_table(const MacroReport& m) {
+  auto letter = [](std::size_t i) { return std::string(1, static_cast<char>('a' + i % 26)); };
+  std::vector<std::vector<std::string>> t;
+  std::vector<std::string> header = {"", "retriever"};
+  for (std::size_t a = 0; a < m.agents.size(); ++a) header.push_back(m.agents[a] + " (" + m.metrics[a] + ")");
+  header.push_back(std::string("macro ") + (m.higher_is_better ? "^" : "v"));
+  t.push_back(header);
+  for (std::size_t i = 0; i < m.rows.size(); ++i) {
+    std::vector<std::string> row = {"(" + letter(i) + ")", m.rows[i].row};
+    for (double v : m.rows[i].per_agent) row.push_back(fixed4(v));
+    std::string cell = fixed4(m.rows[i].macro), marks;
+    for (std::size_t j = 0; j < m.rows.size(); ++j)
+      for (const auto& c : m.comparisons)
+        if (c.a == m.rows[i].row && c.b == m.rows[j].row && c.a_better && c.p_value < m.alpha) marks += letter(j);
+    if (!marks.empty()) cell += " " + marks;
+    row.push_back(cell);
+    t.push_back(row);
+  }
+  char title[256];
+  std::snprintf(title, sizeof title, "macro average over %zu agents (%zu examples pooled)\n", m.agents.size(), m.examples);
+  std::string out = title + layout(t);
+  char foot[256];
+  std::snprintf(foot, sizeof foot, "letters after the macro average: rows it beats at p < %g on the pooled examples (%s)\n",
+                m.alpha, m.test == "mcnemar" ? "McNemar" : "paired t-test");
+  return out + foot;
+}
+
+std::string macro_to_json(const MacroReport& m, const std::vector<AgentReport>& agents) {
+  using json = nlohmann::ordered_json;
+  json list = json::array();
+  for (const auto& a : agents) list.push_back({{"agent", a.agent}, {"report", json::parse(to_json(a.report))}});
+  json rows = json::object(), sig = json::object();
+  for (const auto& r : m.rows) {
+    json per = json::object();
+    for (std::size_t a = 0; a < m.agents.size(); ++a) per[m.agents[a]] = r.per_agent[a];
+    rows[r.row] = {{"agents", per}, {"macro", r.macro}};
+  }
+  for (const auto& c : m.comparisons)
+    sig[c.a][c.b] = {{"test", c.test}, {"statistic", c.statistic}, {"p", c.p_value}, {"better", c.a_better}};
+  json macro = {{"agents", m.agents}, {"metrics", m.metrics}, {"higher_is_better", m.higher_is_better},
+                {"examples", m.examples}, {"rows", rows}, {"significance", sig}, {"alpha", m.alpha}};
+  return json({{"agents", list}, {"macro", macro}}).dump(1);
+}
+
 }  // namespace attune::eval

@@ -671,6 +671,40 @@ TEST_F(Cli, EvalWritesTheJsonReport) {
   EXPECT_EQ(j["per_example"]["bm25"].size(), 72u);
 }
 
+// eval --agents: one evaluation per agent (its task, language model and k), then each row's
+// macro average over the agents with significance on the pooled examples (paper 002's Table 1).
+TEST_F(Cli, EvalForEachAgentThenTheMacroAverage) {
+  {
+    std::ofstream a(dir_ / "agents.json");
+    a << R"({"agents": [{"name": "ref", "task": "commit_subject", "llm": "reference", "k": 2},
+                        {"name": "first", "task": "commit_subject", "llm": "planted:first", "k": 1}]})";
+  }
+  auto r = run("eval --data " + kSample + " --agents agents.json --split dev --retrievers none,bm25 --limit 20 --out m.json --store s.db");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("agent ref: task commit_subject, llm reference, k 2"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("agent first: task commit_subject, llm planted:first, k 1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("macro average over 2 agents (40 examples pooled)"), std::string::npos) << r.out;
+  const auto j = nlohmann::json::parse(slurp(dir_ / "m.json"));
+  ASSERT_EQ(j["agents"].size(), 2u);
+  EXPECT_EQ(j["agents"][1]["report"]["k"], 1);
+  EXPECT_EQ(j["agents"][1]["report"]["per_example"]["bm25"].size(), 20u);
+  const double ref = j["agents"][0]["report"]["results"]["bm25"]["rouge-1"], first = j["agents"][1]["report"]["results"]["bm25"]["rouge-1"];
+  EXPECT_DOUBLE_EQ(j["macro"]["rows"]["bm25"]["agents"]["first"].get<double>(), first);
+  EXPECT_NEAR(j["macro"]["rows"]["bm25"]["macro"].get<double>(), (ref + first) / 2, 1e-12);
+  EXPECT_TRUE(j["macro"]["significance"]["bm25"].contains("none"));
+  // Each agent names its own task and language model and k: those options are refused beside it.
+  for (const std::string extra : {"--llm reference", "--k 3", "--task commit_subject"}) {
+    auto bad = run("eval --data " + kSample + " --agents agents.json --split dev --retrievers bm25 --limit 5 " + extra);
+    EXPECT_EQ(bad.rc, 2) << extra << ": " << bad.err;
+  }
+  auto none = run("eval --data " + kSample + " --split dev --retrievers bm25");
+  EXPECT_EQ(none.rc, 2);
+  EXPECT_NE(none.err.find("--task is required (or --agents FILE)"), std::string::npos) << none.err;
+  auto missing = run("eval --data " + kSample + " --agents nowhere.json --split dev --retrievers bm25");
+  EXPECT_EQ(missing.rc, 2);
+  EXPECT_NE(missing.err.find("--agents nowhere.json: no such file"), std::string::npos) << missing.err;
+}
+
 TEST_F(Cli, GenerateAndScoreWithTheLocalStories260K) {
   const std::string model = std::string(ATTUNE_SHARED_DIR) + "/models/stories260K";
   if (!fs::exists(model + "/model.safetensors")) GTEST_SKIP() << "needs ../shared/models/stories260K (absent in this checkout)";

@@ -72,43 +72,6 @@ std::unique_ptr<retrieval::Retriever> prior_stage(bool on, const tasks::Task& ta
   return on ? retrieval::make_retriever("bm25", seed, task.uses_corpus()) : nullptr;
 }
 
-struct Agent {
-  std::string name, task, llm;
-  std::size_t k = 5;
-};
-
-std::vector<Agent> read_agents(const std::string& file) {
-  std::ifstream in(file);
-  if (!in) throw UsageError("--agents " + file + ": no such file");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw UsageError("--agents " + file + ": not JSON (" + e.what() + ")");
-  }
-  if (!j.is_object() || !j.contains("agents") || !j["agents"].is_array() || j["agents"].empty())
-    throw UsageError("--agents " + file + ": expected {\"agents\": [{\"name\", \"task\", \"llm\", \"k\"}, ...]} with at least one agent");
-  std::vector<Agent> out;
-  for (std::size_t i = 0; i < j["agents"].size(); ++i) {
-    const auto& a = j["agents"][i];
-    const auto field = [&](const char* k) {
-      if (!a.is_object() || !a.contains(k) || !a[k].is_string() || a[k].get<std::string>().empty())
-        throw UsageError("--agents " + file + ": agent " + std::to_string(i + 1) + " needs a non-empty string \"" + k + "\"");
-      return a[k].get<std::string>();
-    };
-    Agent g{field("name"), field("task"), field("llm"), 5};
-    if (a.contains("k")) {
-      if (!a["k"].is_number_unsigned() || a["k"].get<std::size_t>() == 0)
-        throw UsageError("--agents " + file + ": agent " + g.name + ": \"k\" must be a whole number >= 1");
-      g.k = a["k"].get<std::size_t>();
-    }
-    for (const auto& o : out)
-      if (o.name == g.name) throw UsageError("--agents " + file + ": two agents are named \"" + g.name + "\"");
-    out.push_back(g);
-  }
-  return out;
-}
-
 // The reranker spec of `agent` over BM25's top 100, given the previous iteration's folder (a
 // folder trained with the initial prior fuses with it by itself).
 std::string agent_spec(const std::string& prev, const Agent& a) {

@@ -134,4 +134,14 @@ void add_user_feedback(CLI::App& app, int& rc);  // cmd_user_feedback.cpp
 // Synthetic sample data (data/sample): LaMP-schema commit_subject data for `users` users.
 void write_sample(const std::filesystem::path& out, std::uint64_t seed, std::size_t users);
 
+// An agent of an agents file (paper 002: a task answered by one language model with k
+// documents): {"agents": [{"name", "task", "llm", "k"}, ...]} (k defaults to 5).
+struct Agent {
+  std::string name, task, llm;
+  std::size_t k = 5;
+};
+// The agents of `file`, in order; UsageError naming the file and the agent for a missing or
+// malformed field, a k below 1, two agents of one name, or no agent.
+std::vector<Agent> read_agents(const std::string& file);
+
 }  // namespace attune::cli

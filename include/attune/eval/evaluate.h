@@ -173,4 +173,36 @@ std::string format_table(const EvalReport& r);
 // results, per_example and selection list rows in the table's order.
 std::string to_json(const EvalReport& r);
 
+// ---- Several agents side by side (paper 002's Table 1): one reranker's rows evaluated for
+// each agent (a task, its language model and k), then each row's primary metric per agent,
+// its macro average, and significance on the agents' examples pooled.
+struct AgentReport {
+  std::string agent;              // the agent's name
+  EvalReport report;              // its evaluation
+  std::vector<std::string> rows;  // per row of the macro table: the spec this report names it by
+};
+
+struct MacroRow {
+  std::string row;                // the row's name (the spec before the agent's fields were put in)
+  std::vector<double> per_agent;  // each agent's primary metric, in the agents' order
+  double macro = 0;               // their mean
+};
+
+struct MacroReport {
+  std::vector<std::string> agents, metrics;  // each agent's name and primary metric
+  bool higher_is_better = true;
+  std::string test;  // "mcnemar" when every primary metric is 0/1 per example, else "paired-t"
+  std::size_t examples = 0;  // pooled over the agents
+  std::vector<MacroRow> rows;
+  std::vector<Comparison> comparisons;  // every ordered pair of rows, metric "macro", on the pooled examples
+  double alpha = 0.05;
+};
+
+// UsageError when there is no agent, a row is missing from an agent's report, or the agents'
+// primary metrics disagree on which direction is better (their average would mean nothing).
+MacroReport macro_average(const std::vector<AgentReport>& agents, const std::vector<std::string>& rows, double alpha = 0.05);
+std::string format_macro_table(const MacroReport& m);
+// {"agents": [{"agent", "report": to_json(...)}...], "macro": {"rows", "significance", ...}}.
+std::string macro_to_json(const MacroReport& m, const std::vector<AgentReport>& agents);
+
 }  // namespace attune::eval
