@@ -315,9 +315,12 @@ PurpleResult train_purple(const std::vector<PurpleExample>& train, const std::ve
   fill_result(f, res, [](const EpochRecord& e) { return PurpleEpoch{e.epoch, e.loss, e.dev_value("dev_reward")}; });
   res.init_dev_reward = learner.initial("dev_reward");
   res.reward_calls = learner.calls();
+  const double kept = res.best_epoch ? res.epochs[res.best_epoch - 1].dev_reward : res.init_dev_reward;
+  res.below_first_stage = !dv.empty() && kept < res.first_stage_dev_reward;
   if (f.steps_done == f.state.total_steps) {
     auto meta = models::read_json_file(o.fit.out / "attune_train.json");
     meta["first_stage_dev_reward"] = res.first_stage_dev_reward;
+    meta["below_first_stage"] = res.below_first_stage;
     models::write_json_file(o.fit.out / "attune_train.json", meta);
   }
   return res;

@@ -181,6 +181,23 @@ TEST_F(Purple, LearnsAPlantedRewardAndNotWithLearningOffAndTheSavedFolderAgrees)
   EXPECT_TRUE(marker["complete"].get<bool>());
 }
 
+// When the first stage's own order already puts the liked records first, an untrained
+// selector (lr 0) is below it on dev: the result and attune_train.json say so.
+TEST_F(Purple, SaysWhenTheKeptSelectorIsBelowTheFirstStagesOwnOrder) {
+  auto tr = planted(48, 3), dv = planted(24, 4);
+  for (auto* p : {&tr, &dv})
+    for (auto& a : p->apple) a = {true, true, false, false, false, false};  // the first stage's top 2 are the liked ones
+  const auto rt = reward_of(tr), rd = reward_of(dv);
+  auto o = tiny("below");
+  o.fit.lr = 0;
+  o.fit.epochs = 1;
+  const auto res = train_purple(tr.examples, dv.examples, rt, rd, o);
+  EXPECT_DOUBLE_EQ(res.first_stage_dev_reward, 1.5);
+  EXPECT_LT(res.init_dev_reward, 1.5);
+  EXPECT_TRUE(res.below_first_stage);
+  EXPECT_TRUE(models::read_json_file(root_ / "below" / "attune_train.json").at("below_first_stage").get<bool>());
+}
+
 TEST_F(Purple, PointwiseScoresEachRecordAloneAndTheListModelReadsTheOthers) {
   const auto tr = planted(8, 1);
   const auto rt = reward_of(tr);

@@ -116,6 +116,11 @@ TrainRunner add_purple_options(CLI::App* train) {
                                            std::to_string(res.first_stage_dev_reward) + ")")
                                               .c_str(),
                   a.out.c_str());
+    if (finished && res.below_first_stage)
+      std::fprintf(stderr,
+                   "train: warning: the kept selector's dev log p(y | x, top %zu) %.6f is below the first stage's own top %zu "
+                   "(%s: %.6f): on dev, %s alone serves this reader better than %s\n",
+                   o.k, kept, o.k, first.c_str(), res.first_stage_dev_reward, first.c_str(), a.out.c_str());
   };
 }
 

@@ -98,6 +98,10 @@ struct PurpleResult {
   std::vector<double> losses;       // per step of this process
   double init_dev_reward = 0;       // the untrained model's dev reward
   double first_stage_dev_reward = 0;// the first stage's own top K on dev
+  // The kept selector's dev reward is below first_stage_dev_reward: on dev the first stage's
+  // own order serves the reader better than the trained selector (recorded in
+  // attune_train.json as "below_first_stage"; the CLI warns).
+  bool below_first_stage = false;
   std::size_t reward_calls = 0;     // profiles rewarded by this process (cached ones included)
   double seconds = 0;
 };
