@@ -32,7 +32,7 @@ void add_eval(CLI::App& app, int& rc) {
   auto* agents_opt = cmd->add_option(
       "--agents", *agents_file,
       "evaluate for each agent of this file (train --method ium's: {\"agents\": [{\"name\", \"task\", \"llm\", \"k\"}]}) "
-      "with its task, language model and k, where {task} and {llm} in --retrievers become the agent's; then each row's "
+      "with its task, language model and k, where {task}, {llm} and {name} in --retrievers become the agent's; then each row's "
       "primary metric per agent, their macro average and significance on the pooled examples (paper 002's Table 1)");
   agents_opt->excludes(llm_opt)->excludes(k_opt);
   cmd->add_option("--max-length", o->max_length, "prompt budget in tokens")->capture_default_str();
@@ -143,7 +143,8 @@ void add_eval(CLI::App& app, int& rc) {
     }
     const auto agents = read_agents(*agents_file);
     const auto fill = [](std::string spec, const Agent& a) {
-      for (const auto& [key, value] : {std::pair<std::string, std::string>{"{task}", a.task}, {"{llm}", a.llm}})
+      for (const auto& [key, value] :
+           {std::pair<std::string, std::string>{"{task}", a.task}, {"{llm}", a.llm}, {"{name}", a.name}})
         for (std::size_t at; (at = spec.find(key)) != std::string::npos;) spec.replace(at, key.size(), value);
       return spec;
     };
