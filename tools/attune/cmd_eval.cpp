@@ -145,7 +145,8 @@ void add_eval(CLI::App& app, int& rc) {
     const auto fill = [](std::string spec, const Agent& a) {
       for (const auto& [key, value] :
            {std::pair<std::string, std::string>{"{task}", a.task}, {"{llm}", a.llm}, {"{name}", a.name}})
-        for (std::size_t at; (at = spec.find(key)) != std::string::npos;) spec.replace(at, key.size(), value);
+        for (std::size_t at = 0; (at = spec.find(key, at)) != std::string::npos; at += value.size())
+          spec.replace(at, key.size(), value);
       return spec;
     };
     std::vector<eval::AgentReport> reports;
