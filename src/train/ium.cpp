@@ -37,15 +37,15 @@ void IumOptions::validate() const {
 
 namespace {
 
-// The slope a of the weighted logistic regression y ~ sigmoid(a z + b) (useful samples weigh
-// `pos_weight`), by Newton's method, with a ridge of 1 on a (a standard normal prior), so
+// The slope a of the weighted logistic regression y ~ sigmoid(a z + b) (useful sample i weighs
+// `pos_weight[i]`), by Newton's method, with a ridge of 1 on a (a standard normal prior), so
 // labels that z separates give a large finite weight, not an unbounded one; 0 when z does not vary.
-double logistic_slope(const std::vector<double>& z, const std::vector<double>& y, double pos_weight) {
+double logistic_slope(const std::vector<double>& z, const std::vector<double>& y, const std::vector<double>& pos_weight) {
   double a = 0, b = 0;
   for (int it = 0; it < 50; ++it) {
     double ga = a, gb = 0, haa = 1, hab = 0, hbb = 1e-9;  // the ridge's gradient and curvature
     for (std::size_t i = 0; i < z.size(); ++i) {
-      const double w = y[i] > 0 ? pos_weight : 1.0;
+      const double w = y[i] > 0 ? pos_weight[i] : 1.0;
       const double p = 1 / (1 + std::exp(-(a * z[i] + b)));
       const double g = w * (p - y[i]), h = w * p * (1 - p);
       ga += g * z[i], gb += g;
@@ -100,6 +100,16 @@ class IumLearner final : public DevSelectedLearner {
       pos_weight_ = o.positive_weight > 0 ? o.positive_weight
                                           : static_cast<double>(tr_.label.size() - pos) / static_cast<double>(pos);
       if (pos_weight_ <= 0) pos_weight_ = 1;  // every sample useful
+      sample_pos_weight_.assign(tr_.label.size(), pos_weight_);
+      if (o.positive_weight == 0 && o.balance_per_agent) {
+        if (train.size() != tr_.label.size()) throw Error("IUM: one encoded row per training sample expected");
+        std::map<std::string, std::pair<std::size_t, std::size_t>> counts;  // agent -> (useful, useless)
+        const auto key = [&](std::size_t i) { return train[i].task + "|" + train[i].model; };
+        for (std::size_t i = 0; i < train.size(); ++i) (tr_.label[i] > 0 ? counts[key(i)].first : counts[key(i)].second)++;
+        for (const auto& [agent, c] : counts)
+          agent_pos_weight_[agent] = c.first == 0 || c.second == 0 ? 1.0 : static_cast<double>(c.second) / static_cast<double>(c.first);
+        for (std::size_t i = 0; i < train.size(); ++i) sample_pos_weight_[i] = agent_pos_weight_[key(i)];
+      }
     }
     prior_ = o.initial_prior;
     if (prior_) {
@@ -108,7 +118,7 @@ class IumLearner final : public DevSelectedLearner {
       const auto cfg_file = o.init / models::kIumConfigFile;
       const auto cfg = fs::exists(cfg_file) ? models::read_json_file(cfg_file) : nlohmann::json::object();
       prior_start_ = cfg.contains("initial_prior") ? cfg["initial_prior"].at("weight").get<double>()
-                                                   : logistic_slope(tr_.prior, tr_.label, pos_weight_);
+                                                   : logistic_slope(tr_.prior, tr_.label, sample_pos_weight_);
       theta_ = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat32).device(net_.device).requires_grad(true));
     }
     auto params = net_.parameters();
@@ -119,6 +129,7 @@ class IumLearner final : public DevSelectedLearner {
             {"batch_size", o.fit.batch_size}, {"micro_batch", o.fit.micro_batch}, {"lr", o.fit.lr},
             {"warmup", o.fit.warmup}, {"clip", o.fit.clip}, {"seed", o.fit.seed}, {"train_samples", train.size()},
             {"positive_weight", pos_weight_}};
+    if (!agent_pos_weight_.empty()) sig_["agent_positive_weights"] = agent_pos_weight_;
     if (prior_) sig_["initial_prior"] = {{"weight_start", prior_start_}};
     const auto spec = models::read_pooling_spec(o.init);
     save_.tokenizer_dir = o.init;
@@ -139,7 +150,7 @@ class IumLearner final : public DevSelectedLearner {
 
   torch::Tensor loss(const MicroBatch& mb) override {
     std::vector<Tokens> rows;
-    std::vector<double> y;
+    std::vector<double> y, pw;
     std::vector<double> z;
     for (auto i : mb.items) {
       Tokens t = tr_.rows[i];
@@ -149,18 +160,20 @@ class IumLearner final : public DevSelectedLearner {
       if (rng.uniform() < o_.unk_fraction) t[1] = t[2] = agents_.unk;
       rows.push_back(std::move(t));
       y.push_back(tr_.label[i]);
+      pw.push_back(sample_pos_weight_[i]);
     }
     std::vector<const Tokens*> ptrs;
     for (const auto& r : rows) ptrs.push_back(&r);
     const auto logits = with_prior(net_.forward(ptrs), z);
     const auto target = torch::tensor(y, torch::kFloat32).to(logits.device());
-    // Useful samples weigh pos_weight_; the mean over the micro-batch's weights keeps the
-    // loss's scale that of plain cross-entropy.
-    const auto w = 1 + (pos_weight_ - 1) * target;
+    // Useful samples weigh their positive weight; the mean over the micro-batch's weights
+    // keeps the loss's scale that of plain cross-entropy.
+    const auto w = 1 + (torch::tensor(pw, torch::kFloat32).to(logits.device()) - 1) * target;
     return (torch::binary_cross_entropy_with_logits(logits, target, {}, {}, at::Reduction::None) * w).sum() / w.sum();
   }
 
   double positive_weight() const { return pos_weight_; }
+  const std::map<std::string, double>& agent_positive_weights() const { return agent_pos_weight_; }
   double prior_weight() const { return prior_ ? prior_start_ + theta_.item<double>() : 0.0; }
   // The share of dev lists whose first candidate (the given order) is useful.
   double first_stage_top1() const { return top1(std::vector<double>(dv_.rows.size(), 0.0)); }
@@ -277,6 +290,8 @@ class IumLearner final : public DevSelectedLearner {
   Rows tr_, dv_;
   std::size_t n_dev_groups_ = 0;
   double pos_weight_ = 1;
+  std::vector<double> sample_pos_weight_;          // per training row: the weight of its label 1
+  std::map<std::string, double> agent_pos_weight_;  // balance_per_agent: "task|model" -> weight
   std::unique_ptr<torch::optim::Adam> optimizer_;
   nlohmann::json sig_;
   models::SaveBertOptions save_;
@@ -297,6 +312,7 @@ IumResult train_ium(const std::vector<IumSample>& train, const std::vector<IumSa
   res.init_dev_top1 = learner.initial("dev_top1");
   res.first_stage_dev_top1 = learner.first_stage_top1();
   res.positive_weight = learner.positive_weight();
+  res.agent_positive_weights = learner.agent_positive_weights();
   if (o.initial_prior) {
     res.prior_weight_start = learner.prior_start();
     res.prior_weight = models::read_json_file(o.fit.out / models::kIumConfigFile).at("initial_prior").at("weight").get<double>();

@@ -165,6 +165,9 @@ TEST_F(Cli, NumbersAreDecimalFiniteAndBounded) {
   refused(train + "--method ium --init no-such-encoder --agents a5.json", {"--init no-such-encoder: no such model folder"});
   refused(train + "--method ium --init " + kSample + " --agents a5.json --ium-positive-at 0", {"--ium-positive-at", "above 0"});
   refused(train + "--method ium --init " + kSample + " --agents a5.json --ium-positive-weight -1", {"positive_weight", "-1"});
+  refused(train + "--method ium --init " + kSample + " --agents a5.json --ium-balance agent --ium-positive-weight 1",
+          {"--ium-balance agent applies to --ium-positive-weight 0"});
+  refused(train + "--method ium --init " + kSample + " --agents a5.json --ium-balance each", {"--ium-balance", "each"});
   refused(train + "--method ium --init " + kSample + " --agents a5.json --ium-online --ium-online-batch 0", {"--ium-online-batch", "at least 1"});
   refused(train + "--method ium --init " + kSample + " --agents a5.json --ium-online-batch 10", {"--ium-online-batch", "--ium-online"});
   refused(train + "--method ium-online --init " + kSample + " --agents a5.json --ium-online-batch 0", {"--ium-online-batch", "at least 1"});

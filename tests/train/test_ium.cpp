@@ -178,6 +178,35 @@ TEST_F(Ium, UsefulSamplesAreWeighedByDefaultToBalanceTheClasses) {
   o.fit.epochs = 1;
   const auto res = train_ium(tr, {}, o);
   EXPECT_DOUBLE_EQ(res.positive_weight, (static_cast<double>(tr.size()) - useful) / useful);
+  EXPECT_TRUE(res.agent_positive_weights.empty());
+
+  // balance_per_agent: each agent's own ratio. Make slot's samples useful half as often as
+  // they are (every other useful one relabelled useless), so the two agents' ratios differ.
+  auto skewed = tr;
+  std::size_t seen = 0;
+  for (auto& x : skewed)
+    if (x.task == "slot" && x.label > 0 && seen++ % 2 == 0) x.label = 0;
+  const auto ratio = [&](const std::string& task) {
+    double pos = 0, all = 0;
+    for (const auto& x : skewed)
+      if (x.task == task) pos += x.label, all += 1;
+    return (all - pos) / pos;
+  };
+  auto pa = tiny("per-agent");
+  pa.fit.epochs = 1;
+  pa.balance_per_agent = true;
+  const auto per = train_ium(skewed, {}, pa);
+  ASSERT_EQ(per.agent_positive_weights.size(), 2u);
+  EXPECT_DOUBLE_EQ(per.agent_positive_weights.at("qa|reference"), ratio("qa"));
+  EXPECT_DOUBLE_EQ(per.agent_positive_weights.at("slot|reference"), ratio("slot"));
+  EXPECT_GT(ratio("slot"), ratio("qa") + 1);
+  const auto meta = models::read_json_file(root_ / "per-agent" / "attune_train.json");
+  EXPECT_DOUBLE_EQ(meta.at("options").at("agent_positive_weights").at("slot|reference").get<double>(), ratio("slot"))
+      << meta.dump();
+  // The losses differ from the pooled run's on the same samples.
+  auto pooled = tiny("pooled");
+  pooled.fit.epochs = 1;
+  EXPECT_NE(train_ium(skewed, {}, pooled).losses.front(), per.losses.front());
 }
 
 // --ium-initial-prior learned: the logit plus w z. Feedback that only the first stage's order

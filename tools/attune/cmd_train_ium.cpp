@@ -41,6 +41,7 @@ struct IumArgs {
   bool relevance_start = false;
   std::size_t relevance_limit = 0;  // 0 = --limit
   double unk_fraction = 0.1, positive_weight = 0, positive_at = 1;
+  std::string balance = "pooled";  // pooled or agent (--ium-balance)
   std::string initial_prior = "none";  // none (002's reranker) or learned
 };
 
@@ -149,6 +150,22 @@ std::string dev_curve(const train::IumResult& res) {
   std::string curve;
   for (const auto& e : res.epochs) curve += (curve.empty() ? "" : ", ") + std::to_string(e.dev_top1).substr(0, 6);
   return curve;
+}
+
+// "5.73", or "per agent: qa|reference 48.20, factcheck|planted:first 0.96" with --ium-balance agent.
+std::string weights_note(const train::IumResult& r) {
+  char buf[64];
+  if (r.agent_positive_weights.empty()) {
+    std::snprintf(buf, sizeof buf, "%.2f", r.positive_weight);
+    return buf;
+  }
+  std::string out = "per agent:";
+  for (const auto& [agent, w] : r.agent_positive_weights) {
+    std::snprintf(buf, sizeof buf, " %.2f,", w);
+    out += " " + agent + buf;
+  }
+  out.pop_back();
+  return out;
 }
 
 // "; initial-prior weight 0.83 -> 0.91" with --ium-initial-prior learned, else "".
@@ -300,6 +317,11 @@ TrainRunner add_ium_options(CLI::App* train) {
                     "IUM: weight of a useful sample in the loss (0 = balanced: useless / useful samples; 1 = 002's plain "
                     "cross-entropy)")
       ->capture_default_str();
+  train->add_option("--ium-balance", p->balance,
+                    "IUM: with --ium-positive-weight 0, pooled = one ratio over all agents' samples; agent = each agent's "
+                    "useful samples weighed by that agent's own useless / useful ratio")
+      ->check(CLI::IsMember({"pooled", "agent"}))
+      ->capture_default_str();
   train->add_option("--ium-positive-at", p->positive_at,
                     "IUM: a document is useful when the agent's output with it alone scores at least this (the task's "
                     "metric; 1 = exact match or a right label, as in 002)")
@@ -333,6 +355,9 @@ TrainRunner add_ium_options(CLI::App* train) {
     base.max_length = p->max_length;
     base.unk_fraction = p->unk_fraction;
     base.positive_weight = p->positive_weight;
+    base.balance_per_agent = p->balance == "agent";
+    if (base.balance_per_agent && p->positive_weight != 0)
+      throw UsageError("--ium-balance agent applies to --ium-positive-weight 0 (balanced), not " + std::to_string(p->positive_weight));
     base.initial_prior = p->initial_prior == "learned";
     if (!(p->positive_at > 0) || !std::isfinite(p->positive_at))
       throw UsageError("--ium-positive-at must be a number above 0 (a document is useful when its utility reaches it)");
@@ -461,9 +486,9 @@ TrainRunner add_ium_options(CLI::App* train) {
       if (!r.quiet && !dv_samples.empty())
         std::fprintf(stderr,
                      "train: ium iteration %zu: dev top-1 useful: first stage %.4f, untrained %.4f, epochs %s (kept %zu); "
-                     "useful samples weighed %.2f%s\n",
+                     "useful samples weighed %s%s\n",
                      t, last.first_stage_dev_top1, last.init_dev_top1, dev_curve(last).c_str(), last.best_epoch,
-                     last.positive_weight, prior_note(last, o).c_str());
+                     weights_note(last).c_str(), prior_note(last, o).c_str());
       prev = out.string();
     }
     nlohmann::json summary = {{"method", "ium"}, {"out", a.out}, {"final", prev}, {"iterations", p->iterations}, {"seed", r.seed}};

@@ -8,6 +8,7 @@
 // tid and mid, so that an agent the reranker never saw still gets a reranker.
 #include <cstddef>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,12 @@ struct IumOptions {
   // is mostly useless (2-3% useful on Debian qa); unweighted, the first planted run learned
   // only the majority class (docs/RESULTS.md).
   double positive_weight = 0;
+  // With positive_weight 0: balance each agent's samples by that agent's own ratio (its task
+  // and model), not the ratio of all agents' samples pooled. Agents' useful shares differ
+  // (0.8% to 51% on the Debian table, docs/RESULTS.md), and a pooled ratio then weighs one
+  // agent's useful samples too little and another's too much. Off by default (not yet chosen
+  // on dev).
+  bool balance_per_agent = false;
   // The initial order as a learned prior: the logit is Enc(...)_CLS . W + w z, z each
   // sample's `prior` and w = w0 + theta, w0 the weighted logistic fit of the labels on z
   // alone (or the weight of an --init folder trained this way) and theta a parameter from 0.
@@ -71,7 +78,8 @@ struct IumResult {
   std::vector<double> losses;
   double init_dev_top1 = 0, init_dev_log_likelihood = 0, init_dev_accuracy = 0;
   double first_stage_dev_top1 = 0;  // the same share for the lists in their given order
-  double positive_weight = 1;       // the weight used
+  double positive_weight = 1;       // the weight used (balance_per_agent: the pooled ratio, for comparison)
+  std::map<std::string, double> agent_positive_weights;  // balance_per_agent: "task|model" -> its weight
   double prior_weight_start = 0, prior_weight = 0;  // initial_prior: w0 and the kept epoch's w
   double seconds = 0;
 };
