@@ -151,21 +151,22 @@ std::string PlantedReader::answer(std::string_view prompt) const {
         if (!strip(t).empty() && accepts(t, {})) return closer_option(t, *pick);
       return {};
     }
-  // The quoted spans, in order, and what follows each one's closing quote.
+  // The Debian form is read by its marker (since v5, below); otherwise the quoted spans, in
+  // order, and what follows each one's closing quote.
+  static constexpr std::string_view kDescMark = "\" is the description of the package \"";
+  const bool debian = prompt.find(kDescMark) != std::string_view::npos;
   static constexpr std::string_view kTitleFor = " is the title for \"";
-  static constexpr std::string_view kDescOf = " is the description of the package \"";
   static constexpr std::string_view kIs = " is \"";
   struct Span {
     std::string_view text;
-    bool title_for, description_of, is;  // followed by kTitleFor / kDescOf / kIs
+    bool title_for, is;  // followed by kTitleFor / kIs
   };
   std::vector<Span> spans;
-  for (std::size_t open = prompt.find('"'); open != std::string_view::npos;) {
+  for (std::size_t open = debian ? std::string_view::npos : prompt.find('"'); open != std::string_view::npos;) {
     const std::size_t close = prompt.find('"', open + 1);
     if (close == std::string_view::npos) break;
     const auto after = prompt.substr(close + 1);
-    spans.push_back({prompt.substr(open + 1, close - open - 1), starts_with(after, kTitleFor), starts_with(after, kDescOf),
-                     starts_with(after, kIs)});
+    spans.push_back({prompt.substr(open + 1, close - open - 1), starts_with(after, kTitleFor), starts_with(after, kIs)});
     open = prompt.find('"', close + 1);  // the next span starts after this one closes
   }
   // The documents, in prompt order: LaMP-style `"{title}" is the title for "{text}"`, the
@@ -179,10 +180,9 @@ std::string PlantedReader::answer(std::string_view prompt) const {
   };
   const auto end_of = [&](std::string_view sp) { return static_cast<std::size_t>(sp.data() - prompt.data()) + sp.size() + 1; };
   std::vector<Doc> docs;
-  // The Debian form is read by its marker (since v5), so a passage that holds quotes (8% of
-  // the corpus) keeps its whole text: from the item's opening quote to the marker.
-  static constexpr std::string_view kDescMark = "\" is the description of the package \"";
-  if (prompt.find(kDescMark) != std::string_view::npos) {
+  // The Debian form by its marker, so a passage that holds quotes (8% of the corpus) keeps its
+  // whole text: from the item's opening quote to the marker.
+  if (debian) {
     for (std::size_t pos = 0;;) {
       const std::size_t mark = prompt.find(kDescMark, pos);
       if (mark == std::string_view::npos) break;
@@ -192,12 +192,11 @@ std::string PlantedReader::answer(std::string_view prompt) const {
       docs.push_back({prompt.substr(title, close - title), prompt.substr(open + 1, mark - open - 1), close + 1});
       pos = close + 1;
     }
-    spans.clear();
   }
   for (std::size_t i = 0; i < spans.size(); ++i) {
     const bool next = i + 1 < spans.size();
     if (spans[i].title_for) docs.push_back({spans[i].text, next ? spans[i + 1].text : std::string_view(), end_of(next ? spans[i + 1].text : spans[i].text)});
-    else if ((spans[i].description_of || spans[i].is) && next) {
+    else if (spans[i].is && next) {
       docs.push_back({spans[i + 1].text, spans[i].text, end_of(spans[i + 1].text)});
       ++i;  // the label is not a document of its own
     }
