@@ -2,6 +2,7 @@
 #include "attune/models/purple.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "attune/core/error.h"
 #include "attune/models/config.h"
@@ -12,13 +13,15 @@
 namespace attune::models {
 
 nlohmann::json PurpleConfig::to_json() const {
-  return {{"hidden", hidden},
-          {"heads", heads},
-          {"layers", layers},
-          {"cross_attention", cross_attention},
-          {"record_transformer", record_transformer},
-          {"max_length", max_length},
-          {"k", k}};
+  nlohmann::json j = {{"hidden", hidden},
+                      {"heads", heads},
+                      {"layers", layers},
+                      {"cross_attention", cross_attention},
+                      {"record_transformer", record_transformer},
+                      {"max_length", max_length},
+                      {"k", k}};
+  if (prior_weight) j["initial_prior"] = {{"weight", *prior_weight}, {"weight_start", prior_weight_start}, {"theta", prior_theta}};
+  return j;
 }
 
 PurpleConfig PurpleConfig::from_json(const nlohmann::json& j, const std::string& file) {
@@ -31,6 +34,14 @@ PurpleConfig PurpleConfig::from_json(const nlohmann::json& j, const std::string&
     c.record_transformer = j.at("record_transformer").get<bool>();
     c.max_length = j.at("max_length").get<std::size_t>();
     c.k = j.at("k").get<std::size_t>();
+    if (j.contains("initial_prior")) {
+      const auto& p = j.at("initial_prior");
+      c.prior_weight = p.at("weight").get<double>();
+      c.prior_weight_start = p.at("weight_start").get<double>();
+      c.prior_theta = p.at("theta").get<double>();
+      if (!std::isfinite(*c.prior_weight) || !std::isfinite(c.prior_weight_start) || !std::isfinite(c.prior_theta))
+        throw Error(file + ": initial_prior holds a number that is not finite");
+    }
   } catch (const nlohmann::json::exception& e) {
     throw Error(file + ": " + e.what());
   }
@@ -131,6 +142,7 @@ struct PurpleModel::Impl {
   std::shared_ptr<const text::SubwordTokenizer> tok;
   std::string dir;
   std::size_t max_length = 128, k = 5;
+  std::optional<double> prior_weight;
 };
 
 PurpleModel::PurpleModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -144,6 +156,7 @@ std::shared_ptr<const PurpleModel> PurpleModel::load(const std::filesystem::path
   impl->dir = dir.string();
   impl->max_length = cfg.max_length;
   impl->k = cfg.k;
+  impl->prior_weight = cfg.prior_weight;
   impl->net.device = to_torch(device);
   impl->net.bert = load_bert(dir, impl->net.device).model;
   impl->net.bert->eval();
@@ -175,6 +188,7 @@ std::vector<float> PurpleModel::propensities(std::string_view query, std::span<c
 }
 
 std::size_t PurpleModel::k() const { return impl_->k; }
+std::optional<double> PurpleModel::initial_prior_weight() const { return impl_->prior_weight; }
 std::string PurpleModel::id() const { return "purple:" + impl_->dir; }
 
 }  // namespace attune::models

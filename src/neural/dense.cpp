@@ -257,7 +257,18 @@ Ranking PurpleRetriever::do_rank(const retrieval::Query& q, std::span<const Docu
   if (c.empty()) return {};
   GatePass pass;
   const auto texts = texts_of(c);
-  return sorted(c, model_->propensities(q.text, texts));
+  const auto f = model_->propensities(q.text, texts);
+  if (model_->initial_prior_weight()) {
+    if (!fused_)
+      throw UsageError("retriever " + name() + ": this folder was trained with the first stage's order as a prior (its purple.json "
+                       "has initial_prior), so its propensities alone are not the order it learned; rank with the folder itself "
+                       "as the spec, or rerank(FIRST,L," + name() + ") with the first stage and depth it was trained on");
+    // log f, as the trainer's Plackett-Luce log-weights (f clamped at 1e-6 there too).
+    std::vector<double> logf(f.size());
+    for (std::size_t i = 0; i < f.size(); ++i) logf[i] = std::log(std::max(static_cast<double>(f[i]), 1e-6));
+    return sorted(c, logf);
+  }
+  return sorted(c, f);
 }
 
 Ranking IumRetriever::do_rank(const retrieval::Query& q, std::span<const Document> c, std::size_t) const {

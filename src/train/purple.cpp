@@ -14,6 +14,7 @@
 #include "attune/models/purple_net.h"
 #include "attune/models/token_batches.h"
 #include "attune/models/weights.h"
+#include "attune/retrieval/spec.h"
 #include "attune/text/subword.h"
 #include "checkpoint.h"
 #include "fit.h"
@@ -35,16 +36,22 @@ double plackett_luce_log_prob(std::span<const double> w, std::span<const std::si
 }
 
 std::vector<std::size_t> plackett_luce_sample(std::span<const double> w, std::size_t k, Rng& rng) {
+  std::vector<double> lw(w.size());
+  for (std::size_t i = 0; i < w.size(); ++i) lw[i] = std::log(w[i]);
+  return plackett_luce_sample_log(lw, k, rng);
+}
+
+std::vector<std::size_t> plackett_luce_sample_log(std::span<const double> lw, std::size_t k, Rng& rng) {
   // Gumbel-top-K: the K largest of log w_i + G_i, G_i standard Gumbel, are a Plackett-Luce
   // draw without replacement in order (Yellott 1977).
   std::vector<std::pair<double, std::size_t>> keys;
-  keys.reserve(w.size());
-  for (std::size_t i = 0; i < w.size(); ++i) {
+  keys.reserve(lw.size());
+  for (std::size_t i = 0; i < lw.size(); ++i) {
     double u = rng.uniform();
     if (u <= 0) u = std::numeric_limits<double>::min();
-    keys.emplace_back(std::log(w[i]) - std::log(-std::log(u)), i);
+    keys.emplace_back(lw[i] - std::log(-std::log(u)), i);
   }
-  const std::size_t K = std::min(k, w.size());
+  const std::size_t K = std::min(k, lw.size());
   std::partial_sort(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(K), keys.end(),
                     [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
   std::vector<std::size_t> out;
@@ -93,6 +100,9 @@ void PurpleOptions::validate() const {
                                  "a pointwise model without cross-attention would never read the query");
   if (record_transformer && layers == 0)
     throw FieldError<UsageError>("purple_layers", "layers = 0: the record Transformer needs at least one layer (or train it pointwise)");
+  if (initial_prior && !(std::isfinite(prior_weight) && prior_weight > 0))
+    throw FieldError<UsageError>("purple_prior_weight", "prior weight = " + std::to_string(prior_weight) +
+                                                            ": the initial prior's starting weight must be a positive number");
 }
 
 namespace {
@@ -100,6 +110,7 @@ namespace {
 struct PurpleTokenized {
   std::string id;
   std::vector<Tokens> rows;  // [query, records...]
+  std::vector<double> prior; // with the initial prior: initial_prior_z(initial_scores), per record
   // The frozen encoder's states of `rows`, kept across epochs within the cache budget.
   torch::Tensor states, mask;
 };
@@ -115,6 +126,7 @@ std::vector<PurpleTokenized> tokenize(const text::SubwordTokenizer& tok, const s
   std::size_t at = 0;
   for (std::size_t i = 0; i < ex.size(); ++i) {
     out[i].id = ex[i].id;
+    if (!ex[i].initial_scores.empty()) out[i].prior = retrieval::initial_prior_z(ex[i].initial_scores);
     for (std::size_t r = 0; r <= ex[i].records.size(); ++r) out[i].rows.push_back(std::move(rows[at++]));
   }
   return out;
@@ -152,16 +164,28 @@ class PurpleLearner final : public DevSelectedLearner {
     net_.pad = tok->pad_id().value_or(0);
     cfg_.max_length = std::min(o.max_length, models::batches::length_cap(net_.bert->cfg.max_positions, 0, tok->model_max_length()));
     net_.head = models::PurpleHead(cfg_);  // validates (heads must divide hidden)
+    if (o.initial_prior) {
+      // The last layer starts at zero: every propensity is 1/2, so the untrained order is
+      // the prior's, the first stage's own.
+      torch::NoGradGuard g;
+      net_.head->mlp2->weight.zero_();
+      net_.head->mlp2->bias.zero_();
+      prior_start_ = o.prior_weight;
+      theta_ = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64).requires_grad(true));
+    }
     net_.head->to(net_.device);
     tr_ = tokenize(*tok, train, cfg_.max_length);
     dv_ = tokenize(*tok, dev, cfg_.max_length);
-    optimizer_ = std::make_unique<torch::optim::Adam>(net_.head->parameters(), torch::optim::AdamOptions(o.fit.lr).betas({0.9, 0.999}));
+    auto params = net_.head->parameters();
+    if (o.initial_prior) params.push_back(theta_);
+    optimizer_ = std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(o.fit.lr).betas({0.9, 0.999}));
     sig_ = {{"method", "purple"}, {"init", o.init.string()}, {"k", o.k}, {"samples", o.samples}, {"heads", o.heads},
             {"layers", o.layers}, {"cross_attention", o.cross_attention}, {"record_transformer", o.record_transformer},
             {"max_length", cfg_.max_length}, {"initial", o.initial_retriever}, {"top_l", o.top_l},
             {"epochs", o.fit.epochs}, {"batch_size", o.fit.batch_size}, {"micro_batch", o.fit.micro_batch},
             {"lr", o.fit.lr}, {"warmup", o.fit.warmup}, {"clip", o.fit.clip}, {"seed", o.fit.seed},
             {"train_examples", train.size()}};  // state_cache_mb changes no result: not in the signature
+    if (o.initial_prior) sig_["initial_prior"] = {{"weight_start", prior_start_}};
     const auto spec = models::read_pooling_spec(o.init);
     save_.tokenizer_dir = o.init;
     save_.pooling = spec.pooling;
@@ -171,12 +195,19 @@ class PurpleLearner final : public DevSelectedLearner {
   std::string name() const override { return "purple"; }
   std::size_t size() const override { return tr_.size(); }
   std::vector<std::size_t> order(std::size_t epoch) const override { return epoch_order(o_.fit.seed, "purple-epoch-", epoch, tr_.size()); }
-  std::vector<torch::Tensor> parameters() override { return net_.head->parameters(); }
+  std::vector<torch::Tensor> parameters() override {
+    auto p = net_.head->parameters();
+    if (theta_.defined()) p.push_back(theta_);
+    return p;
+  }
+  double prior_weight() const { return theta_.defined() ? prior_start_ + theta_.item<double>() : 0.0; }
+  double prior_start() const { return prior_start_; }
   torch::optim::Optimizer& optimizer() override { return *optimizer_; }
   void train_mode(bool on) override { net_.head->train(on); }  // the encoder stays frozen, in eval mode
 
   torch::Tensor loss(const MicroBatch& mb) override {
     struct Item {
+      std::size_t i = 0;                        // the example
       torch::Tensor f;                          // propensities [R]
       std::vector<std::vector<std::size_t>> p;  // M profiles
     };
@@ -185,12 +216,14 @@ class PurpleLearner final : public DevSelectedLearner {
     for (auto i : mb.items) {
       Item it;
       it.f = forward(tr_[i]);
-      const auto w = weights(it.f);
+      const auto w = theta_.defined() ? std::vector<double>() : weights(it.f);
+      const auto lw = theta_.defined() ? log_weights(it.f, tr_[i]) : std::vector<double>();
       for (std::size_t m = 0; m < o_.samples; ++m) {
         Rng rng(derive_seed(o_.fit.seed, "purple-profile-" + std::to_string(mb.epoch) + "-" + tr_[i].id + "-" + std::to_string(m)));
-        it.p.push_back(plackett_luce_sample(w, o_.k, rng));
+        it.p.push_back(theta_.defined() ? plackett_luce_sample_log(lw, o_.k, rng) : plackett_luce_sample(w, o_.k, rng));
         reqs.push_back({i, it.p.back()});
       }
+      it.i = i;
       items.push_back(std::move(it));
     }
     const auto r = checked(train_reward_, reqs, tr_);
@@ -198,6 +231,10 @@ class PurpleLearner final : public DevSelectedLearner {
     std::vector<torch::Tensor> per_item;
     for (std::size_t j = 0; j < items.size(); ++j) {
       const auto z = zscore(std::span<const double>(r).subspan(j * o_.samples, o_.samples));
+      if (theta_.defined()) {
+        per_item.push_back(prior_loss(items[j].f, tr_[items[j].i], items[j].p, z));
+        continue;
+      }
       const auto f = items[j].f.clamp_min(1e-6);
       const auto total = f.sum();
       torch::Tensor acc = f.sum() * 0.0;  // in the graph even when every reward ties (z = 0)
@@ -219,7 +256,10 @@ class PurpleLearner final : public DevSelectedLearner {
     std::vector<ProfileRequest> reqs;
     {
       torch::NoGradGuard ng;
-      for (std::size_t i = 0; i < dv_.size(); ++i) reqs.push_back({i, top_k_order(weights(forward(dv_[i])), o_.k)});
+      for (std::size_t i = 0; i < dv_.size(); ++i) {
+        const auto f = forward(dv_[i]);
+        reqs.push_back({i, top_k_order(theta_.defined() ? log_weights(f, dv_[i]) : weights(f), o_.k)});
+      }
     }
     const auto r = checked(dev_reward_, reqs, dv_);
     const double mean = std::accumulate(r.begin(), r.end(), 0.0) / static_cast<double>(r.size());
@@ -232,11 +272,23 @@ class PurpleLearner final : public DevSelectedLearner {
     so.attune_metadata = metadata(st, st.step);
     models::save_bert(net_.bert, dir, so);
     models::save_module(*net_.head, dir / models::kPurpleHeadFile);
-    models::write_json_file(dir / models::kPurpleConfigFile, cfg_.to_json());
+    auto cfg = cfg_;
+    if (theta_.defined()) {
+      cfg.prior_weight = prior_weight();
+      cfg.prior_weight_start = prior_start_;
+      cfg.prior_theta = theta_.item<double>();
+    }
+    models::write_json_file(dir / models::kPurpleConfigFile, cfg.to_json());
   }
   void load(const fs::path& dir) override {
     torch::NoGradGuard g;
     models::load_module(*net_.head, models::WeightSet::open_file(dir / models::kPurpleHeadFile));
+    if (theta_.defined()) {
+      const auto file = dir / models::kPurpleConfigFile;
+      const auto cfg = models::PurpleConfig::from_json(models::read_json_file(file), file.string());
+      if (!cfg.prior_weight) throw Error(file.string() + ": no initial_prior entry, but this run trains with the initial prior");
+      theta_.fill_(cfg.prior_theta);
+    }
   }
   void save_kept(const FitState& st) override {
     save(o_.fit.out, st);
@@ -268,6 +320,38 @@ class PurpleLearner final : public DevSelectedLearner {
     auto c = f.detach().to(torch::kCPU, torch::kFloat64).clamp_min(1e-6).contiguous();
     return std::vector<double>(c.data_ptr<double>(), c.data_ptr<double>() + c.numel());
   }
+  // With the initial prior: the Plackett-Luce log-weights log f + w z, in double, as the
+  // folder's rerank(...) computes them at retrieval time.
+  std::vector<double> log_weights(const torch::Tensor& f, const PurpleTokenized& t) const {
+    auto lw = weights(f);
+    const double w = prior_weight();
+    for (std::size_t i = 0; i < lw.size(); ++i) lw[i] = std::log(lw[i]) + w * t.prior[i];
+    return lw;
+  }
+  // -1/M sum_m z_m log pi(P_m) under Plackett-Luce over the log-weights log f + (w0 + theta) z:
+  // log pi = sum_k lw[o_k] - logsumexp(lw over the records not yet drawn).
+  torch::Tensor prior_loss(const torch::Tensor& f, const PurpleTokenized& t, const std::vector<std::vector<std::size_t>>& profiles,
+                           const std::vector<double>& z) {
+    const auto R = f.size(0);
+    const auto zt = torch::tensor(t.prior, torch::kFloat64).to(f.device());
+    const auto lw = f.clamp_min(1e-6).log().to(torch::kFloat64) + (prior_start_ + theta_.to(f.device())) * zt;  // [R]
+    torch::Tensor acc = lw.sum() * 0.0;
+    for (std::size_t m = 0; m < profiles.size(); ++m) {
+      if (z[m] == 0) continue;
+      const auto& p = profiles[m];
+      const auto K = static_cast<std::int64_t>(p.size());
+      // taken[k][r]: record r was drawn before step k.
+      auto taken = torch::zeros({K, R}, torch::kBool);
+      auto ta = taken.accessor<bool, 2>();
+      for (std::int64_t k = 1; k < K; ++k)
+        for (std::int64_t j = 0; j < k; ++j) ta[k][static_cast<std::int64_t>(p[static_cast<std::size_t>(j)])] = true;
+      const auto idx = torch::tensor(std::vector<std::int64_t>(p.begin(), p.end()), torch::kInt64).to(f.device());
+      const auto rest = lw.unsqueeze(0).expand({K, R}).masked_fill(taken.to(f.device()), -std::numeric_limits<double>::infinity());
+      const auto logp = (lw.index_select(0, idx) - torch::logsumexp(rest, 1)).sum();
+      acc = acc - z[m] * logp;
+    }
+    return (acc / static_cast<double>(profiles.size())).to(torch::kFloat);
+  }
 
   const PurpleOptions& o_;
   const ProfileReward& train_reward_;
@@ -280,6 +364,8 @@ class PurpleLearner final : public DevSelectedLearner {
   models::SaveBertOptions save_;
   std::size_t calls_ = 0;
   std::size_t cached_bytes_ = 0;
+  double prior_start_ = 0;
+  torch::Tensor theta_;  // the learned offset of the prior's weight (undefined without the prior)
 };
 
 }  // namespace
@@ -294,6 +380,12 @@ PurpleResult train_purple(const std::vector<PurpleExample>& train, const std::ve
     if (e.records.size() < 2) throw Error("PURPLE: training example " + e.id + " has fewer than 2 candidate records");
   for (const auto& e : dv)
     if (e.records.empty()) throw Error("PURPLE: dev example " + e.id + " has no candidate record");
+  if (o.initial_prior)
+    for (const auto* split : {&tr, &dv})
+      for (const auto& e : *split)
+        if (e.initial_scores.size() != e.records.size())
+          throw Error("PURPLE: example " + e.id + " has " + std::to_string(e.initial_scores.size()) + " first-stage scores for " +
+                      std::to_string(e.records.size()) + " records; the initial prior needs one per record");
   prepare_out(o.fit);  // a bad output folder fails before the model loads
 
   PurpleResult res;
@@ -315,6 +407,15 @@ PurpleResult train_purple(const std::vector<PurpleExample>& train, const std::ve
   fill_result(f, res, [](const EpochRecord& e) { return PurpleEpoch{e.epoch, e.loss, e.dev_value("dev_reward")}; });
   res.init_dev_reward = learner.initial("dev_reward");
   res.reward_calls = learner.calls();
+  if (o.initial_prior) {
+    res.prior_weight_start = learner.prior_start();
+    res.prior_weight = res.prior_weight_start;
+    const auto file = o.fit.out / models::kPurpleConfigFile;  // the kept folder's
+    if (fs::exists(file)) {
+      const auto cfg = models::PurpleConfig::from_json(models::read_json_file(file), file.string());
+      if (cfg.prior_weight) res.prior_weight = *cfg.prior_weight;
+    }
+  }
   const double kept = res.best_epoch ? res.epochs[res.best_epoch - 1].dev_reward : res.init_dev_reward;
   res.below_first_stage = !dv.empty() && kept < res.first_stage_dev_reward;
   if (f.steps_done == f.state.total_steps) {

@@ -237,8 +237,10 @@ PurpleSplit purple_split(const Bench& b, const SplitSource& s, const PurpleWorkf
     const auto ranking = initial->rank(q, cands, wf.top_l);
     ex[e].id = x.id;
     ex[e].query = q.text;
-    for (auto i : ranking.indices) {
+    for (std::size_t pos = 0; pos < ranking.size(); ++pos) {
+      const auto i = ranking.indices[pos];
       ex[e].records.push_back(cands[i].text);
+      ex[e].initial_scores.push_back(ranking.scores[pos]);
       docs[e].push_back(cands[i]);
     }
   });

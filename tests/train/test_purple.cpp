@@ -10,6 +10,8 @@
 #include "attune/core/rng.h"
 #include "attune/models/config.h"
 #include "attune/models/purple.h"
+#include "attune/neural/dense.h"
+#include "attune/retrieval/spec.h"
 #include "attune/train/purple.h"
 #include "tiny_bert.h"
 
@@ -198,6 +200,118 @@ TEST_F(Purple, SaysWhenTheKeptSelectorIsBelowTheFirstStagesOwnOrder) {
   EXPECT_TRUE(models::read_json_file(root_ / "below" / "attune_train.json").at("below_first_stage").get<bool>());
 }
 
+// The initial prior's examples: as planted(), but the query holds two of the records' words,
+// so BM25 over the records scores them; the records (and their apple flags) are put in BM25's
+// order and its scores kept, as the workflow gives them. "apple" is not in the query: BM25's
+// order is random with respect to the reward.
+Planted planted_bm25(std::size_t n, std::uint64_t seed) {
+  auto p = planted(n, seed);
+  const auto& w = testing::tiny_words();
+  const auto bm25 = retrieval::make_retriever(retrieval::parse_retriever_spec("bm25"), 0);
+  Rng rng(seed + 100);
+  for (std::size_t i = 0; i < n; ++i) {
+    auto& e = p.examples[i];
+    e.query = w[rng.below(10)] + " " + w[rng.below(10)];
+    std::vector<Document> c;
+    for (std::size_t r = 0; r < e.records.size(); ++r) c.push_back({"r" + std::to_string(r), "", e.records[r], {}, {}});
+    const auto rk = bm25->rank({e.id, "u", e.query}, c, 0);
+    EXPECT_EQ(rk.size(), e.records.size());
+    std::vector<std::string> records;
+    std::vector<bool> apple;
+    for (std::size_t pos = 0; pos < rk.size(); ++pos) {
+      records.push_back(e.records[rk.indices[pos]]);
+      apple.push_back(p.apple[i][rk.indices[pos]]);
+    }
+    e.records = records;
+    e.initial_scores = rk.scores;
+    p.apple[i] = apple;
+  }
+  return p;
+}
+
+// With the learned initial prior the untrained selector is the first stage: the case the
+// test above flags is not below it.
+TEST_F(Purple, WithTheInitialPriorTheUntrainedSelectorOrdersAsTheFirstStage) {
+  auto tr = planted(48, 3), dv = planted(24, 4);
+  for (auto* p : {&tr, &dv}) {
+    for (auto& a : p->apple) a = {true, true, false, false, false, false};
+    for (auto& e : p->examples) e.initial_scores = {6, 5, 4, 3, 2, 1};
+  }
+  const auto rt = reward_of(tr), rd = reward_of(dv);
+  auto o = tiny("prior0");
+  o.fit.lr = 0;
+  o.fit.epochs = 1;
+  o.initial_prior = true;
+  const auto res = train_purple(tr.examples, dv.examples, rt, rd, o);
+  EXPECT_DOUBLE_EQ(res.first_stage_dev_reward, 1.5);
+  EXPECT_DOUBLE_EQ(res.init_dev_reward, 1.5);
+  EXPECT_FALSE(res.below_first_stage);
+  EXPECT_DOUBLE_EQ(res.prior_weight_start, 1.0);
+  EXPECT_DOUBLE_EQ(res.prior_weight, 1.0);  // lr 0: nothing learned
+  // An example without one first-stage score per record is refused, naming it.
+  auto bad = tr.examples;
+  bad[2].initial_scores.pop_back();
+  auto ob = o;
+  ob.fit.out = root_ / "prior_bad";
+  try {
+    train_purple(bad, {}, rt, rt, ob);
+    ADD_FAILURE() << "accepted an example without its first-stage scores";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(bad[2].id), std::string::npos) << e.what();
+  }
+}
+
+// With the prior the selector still learns a preference the first stage does not hold (and
+// not with learning off); the folder, as its own spec, is rerank(bm25,6,purple:DIR) with the
+// prior added and ranks dev as the trained selector did; purple:DIR alone refuses.
+TEST_F(Purple, WithTheInitialPriorLearnsAPlantedRewardAndTheFolderRanksWithThePrior) {
+  const auto tr = planted_bm25(96, 1), dv = planted_bm25(48, 2);
+  const auto rt = reward_of(tr), rd = reward_of(dv);
+  auto o = tiny("prior");
+  o.initial_prior = true;
+  const auto on = train_purple(tr.examples, dv.examples, rt, rd, o);
+  ASSERT_EQ(on.steps_done, on.total_steps);
+  EXPECT_DOUBLE_EQ(on.init_dev_reward, on.first_stage_dev_reward);
+  ASSERT_GE(on.best_epoch, 1u) << "no epoch beat the untrained selector";
+  const double kept = on.epochs[on.best_epoch - 1].dev_reward;
+  EXPECT_GT(kept, on.init_dev_reward + 0.2) << "dev reward " << on.init_dev_reward << " -> " << kept;
+  EXPECT_FALSE(on.below_first_stage);
+  auto off_o = o;
+  off_o.fit.out = root_ / "prior_off";
+  off_o.fit.lr = 0;
+  off_o.fit.epochs = 1;
+  const auto off = train_purple(tr.examples, dv.examples, rt, rd, off_o);
+  EXPECT_EQ(off.best_epoch, 0u);
+  EXPECT_NEAR(off.epochs[0].dev_reward, off.first_stage_dev_reward, 1e-12);
+
+  const auto m = models::PurpleModel::load(root_ / "prior", Device::parse("cpu"));
+  ASSERT_TRUE(m->initial_prior_weight().has_value());
+  EXPECT_DOUBLE_EQ(*m->initial_prior_weight(), on.prior_weight);
+  neural::register_retrievers(Device::parse("cpu"));
+  const auto spec = retrieval::make_retriever(retrieval::parse_retriever_spec((root_ / "prior").string()), 0);
+  EXPECT_NE(spec->name().find("rerank(bm25,6,purple:"), std::string::npos) << spec->name();
+  double reward = 0;
+  for (std::size_t i = 0; i < dv.examples.size(); ++i) {
+    const auto& e = dv.examples[i];
+    std::vector<Document> c;
+    for (std::size_t r = 0; r < e.records.size(); ++r) c.push_back({"r" + std::to_string(r), "", e.records[r], {}, {}});
+    const auto top = spec->rank({e.id, "u", e.query}, c, 2);
+    ASSERT_EQ(top.size(), 2u);
+    for (std::size_t k = 0; k < top.size(); ++k)
+      if (dv.apple[i][top.indices[k]]) reward += 1.0 / static_cast<double>(k + 1);
+  }
+  EXPECT_NEAR(reward / static_cast<double>(dv.examples.size()), kept, 1e-9);
+  const auto alone = retrieval::make_retriever(retrieval::parse_retriever_spec("purple:" + (root_ / "prior").string()), 0);
+  std::vector<Document> c;
+  for (std::size_t r = 0; r < dv.examples[0].records.size(); ++r) c.push_back({"r" + std::to_string(r), "", dv.examples[0].records[r], {}, {}});
+  try {
+    alone->rank({"q", "u", dv.examples[0].query}, c, 2);
+    ADD_FAILURE() << "a prior-trained folder ranked without its prior";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("initial_prior"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(Purple, PointwiseScoresEachRecordAloneAndTheListModelReadsTheOthers) {
   const auto tr = planted(8, 1);
   const auto rt = reward_of(tr);
@@ -286,6 +400,10 @@ TEST_F(Purple, BadOptionsAndRewardsAreRefused) {
   o = tiny("bad");
   o.heads = 3;  // does not divide the tiny encoder's 8
   refused(o, "heads = 3");
+  o = tiny("bad");
+  o.initial_prior = true;
+  o.prior_weight = 0;
+  refused(o, "prior weight");
   // A non-finite reward names the example.
   const ProfileReward nan = [](std::span<const ProfileRequest> reqs) { return std::vector<double>(reqs.size(), std::nan("")); };
   try {

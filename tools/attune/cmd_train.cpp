@@ -116,7 +116,10 @@ void add_train(CLI::App& app, int& rc) {
   add_optional(cmd, "--initial-prior", a->initial_prior,
                "ROPG with --protocol rerank: learned (default) = the policy adds w * the initial retriever's z-scored "
                "score to the encoder's, w chosen on training queries before training and learned with it (the folder "
-               "retrieves rerank(INITIAL,TOP_L,dense:DIR,fuse=1/tau:w)); none = the encoder alone orders the candidates");
+               "retrieves rerank(INITIAL,TOP_L,dense:DIR,fuse=1/tau:w)); none = the encoder alone orders the candidates. "
+               "PURPLE: learned = the Plackett-Luce log-weights are log f + w z, the head starts at zero so the "
+               "untrained order is the first stage's (w from --purple-prior-weight, learned with the head); none (003's, "
+               "the default) = f alone");
   cmd->add_flag("--keep-flat", a->keep_flat,
                 "ROPG-KD: also train on queries whose candidates all have the same utility (the paper's; by default "
                 "they are left out, since their uniform target only flattens the scores)");
@@ -189,9 +192,11 @@ void add_train(CLI::App& app, int& rc) {
     if (a->target_normalization) train::parse_target_normalization(*a->target_normalization);  // a bad value first
     if (a->protocol != "rerank" && a->method != "ropg-kd" && a->method != "ropg-rl" && a->method != "luf")
       throw UsageError("--protocol applies to ropg-kd, ropg-rl and luf, not " + a->method);
-    if (a->initial_prior && a->method != "ropg-kd" && a->method != "ropg-rl" && a->method != "luf")
-      throw UsageError("--initial-prior applies to ropg-kd, ropg-rl and luf, not " + a->method);
-    if (a->initial_prior) {
+    if (a->initial_prior && a->method != "ropg-kd" && a->method != "ropg-rl" && a->method != "luf" && a->method != "purple")
+      throw UsageError("--initial-prior applies to ropg-kd, ropg-rl, luf and purple, not " + a->method);
+    if (a->initial_prior && a->method == "purple") {
+      train::parse_initial_prior(*a->initial_prior);  // a bad value first
+    } else if (a->initial_prior) {
       const auto p = train::parse_initial_prior(*a->initial_prior);  // a bad value first
       if (p == train::InitialPrior::Learned && a->protocol != "rerank")
         throw UsageError("--initial-prior learned needs --protocol rerank (its prior is the initial retriever's order; "

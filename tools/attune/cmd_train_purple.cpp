@@ -21,7 +21,11 @@ namespace {
 struct PurpleArgs {
   std::size_t k = 5, samples = 32, heads = 4, layers = 2, max_length = 128, prompt_max_length = 256, state_cache_mb = 2048;
   bool no_cross_attention = false, pointwise = false;
+  double prior_weight = 1.0;
 };
+
+// PURPLE's --initial-prior when none is given.
+constexpr const char* kPurpleDefaultPrior = "none";
 
 }  // namespace
 
@@ -47,6 +51,10 @@ TrainRunner add_purple_options(CLI::App* train) {
                   "PURPLE ablation: records do not attend to the query's tokens; the query is one extra member of the "
                   "record Transformer");
   train->add_flag("--pointwise", p->pointwise, "PURPLE ablation: no record Transformer (each record scored alone)");
+  train->add_option("--purple-prior-weight", p->prior_weight,
+                    "PURPLE with --initial-prior learned: the prior's starting weight w0 on the first stage's z-scored "
+                    "score (the policy's log-weights are log f + w z, w = w0 + a learned offset)")
+      ->capture_default_str();
   CLI::Option* top_l = train->get_option("--top-l");
   CLI::Option* initial = train->get_option("--initial");
   return [p, top_l, initial](const DataOptions& d, const RunOptions& r, const TrainArgs& a) {
@@ -68,6 +76,9 @@ TrainRunner add_purple_options(CLI::App* train) {
     o.record_transformer = !p->pointwise;
     o.max_length = p->max_length;
     o.state_cache_mb = p->state_cache_mb;
+    const auto prior = train::parse_initial_prior(a.initial_prior.value_or(kPurpleDefaultPrior));
+    o.initial_prior = prior == train::InitialPrior::Learned;
+    o.prior_weight = p->prior_weight;
     apply_fit_options(a, r, o.fit);
     o.initial_retriever = first;
     o.top_l = l;
@@ -82,7 +93,9 @@ TrainRunner add_purple_options(CLI::App* train) {
                            {"init", a.init}, {"initial", first}, {"top_l", l}, {"limit", a.limit}, {"k", o.k},
                            {"samples", o.samples}, {"cross_attention", o.cross_attention},
                            {"record_transformer", o.record_transformer}, {"epochs", o.fit.epochs},
-                           {"batch_size", o.fit.batch_size}, {"lr", o.fit.lr}, {"resume", a.resume}};
+                           {"batch_size", o.fit.batch_size}, {"lr", o.fit.lr}, {"resume", a.resume},
+                           {"initial_prior", train::to_string(prior)}};
+    if (o.initial_prior) args["prior_weight"] = o.prior_weight;
     const auto tr = load_workflow_split(d, *task, *st, r, {first}, a.limit);
     const auto dev = d.questions.empty() ? load_dev_split(d, a, *task, *st, r, {first}) : nullptr;
     store::RunScope run(*st, "train", args.dump(), r.seed);
@@ -103,6 +116,7 @@ TrainRunner add_purple_options(CLI::App* train) {
                               {"model_calls", out.model_calls}, {"cache_hits", out.cache_hits}, {"seconds", res.seconds},
                               {"seed", r.seed}};
     if (!res.epochs.empty()) summary["last_loss"] = res.epochs.back().loss;
+    if (o.initial_prior) summary["initial_prior"] = {{"weight_start", res.prior_weight_start}, {"weight", res.prior_weight}};
     const bool finished = res.steps_done == res.total_steps;
     run.end(finished ? "ok" : "stopped", summary.dump());
     if (finished)
@@ -116,6 +130,9 @@ TrainRunner add_purple_options(CLI::App* train) {
                                            std::to_string(res.first_stage_dev_reward) + ")")
                                               .c_str(),
                   a.out.c_str());
+    if (finished && o.initial_prior)
+      std::printf("initial-prior weight %.4f -> %.4f (the folder ranks rerank(%s,%zu,purple:%s), which adds it)\n",
+                  res.prior_weight_start, res.prior_weight, first.c_str(), l, a.out.c_str());
     if (finished && res.below_first_stage)
       std::fprintf(stderr,
                    "train: warning: the kept selector's dev log p(y | x, top %zu) %.6f is below the first stage's own top %zu "

@@ -3,6 +3,7 @@
 // models/purple_net.h): the propensity of each candidate record for one query.
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -23,6 +24,10 @@ class PurpleModel {
   std::vector<float> propensities(std::string_view query, std::span<const std::string> records) const;
   // The profile size the model was trained to select.
   std::size_t k() const;
+  // w when the folder was trained with the learned initial prior: its order is
+  // log f + w * retrieval::initial_prior_z(the first stage's scores), which
+  // rerank(FIRST, L, purple:DIR) computes; nullopt for 003's selector (f alone).
+  std::optional<double> initial_prior_weight() const;
   std::string id() const;  // "purple:" + the folder
 
   struct Impl;

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,11 @@ struct PurpleConfig {
   bool record_transformer = true;   // false: pointwise (each record scored alone)
   std::size_t max_length = 128;     // tokens per query / record text, specials included
   std::size_t k = 5;                // the profile size it was trained to select
+  // Trained with the learned initial prior (train::PurpleOptions::initial_prior): the order
+  // is log f + prior_weight * z, z the first stage's z-scored scores; prior_weight =
+  // prior_weight_start + prior_theta (the learned offset). purple.json "initial_prior".
+  std::optional<double> prior_weight;
+  double prior_weight_start = 0, prior_theta = 0;
 
   nlohmann::json to_json() const;
   // Error naming `file` for a missing or malformed entry.

@@ -130,12 +130,17 @@ class PurpleRetriever final : public retrieval::Retriever {
  public:
   explicit PurpleRetriever(std::shared_ptr<const models::PurpleModel> model) : model_(std::move(model)) {}
   std::string name() const override { return model_->id(); }
+  // A folder trained with the initial prior ranks by log f inside rerank(...), which adds
+  // w * the first stage's z; on its own it refuses (UsageError naming the spec to use).
+  std::optional<double> initial_prior_weight() const override { return model_->initial_prior_weight(); }
+  void mark_fused() override { fused_ = true; }
 
  protected:
   Ranking do_rank(const retrieval::Query& q, std::span<const Document> candidates, std::size_t k) const override;
 
  private:
   std::shared_ptr<const models::PurpleModel> model_;
+  bool fused_ = false;
 };
 
 // IUM's reranker for one agent (ium:MODEL_DIR?task=TASK&model=MODEL, 002): candidates

@@ -30,6 +30,9 @@ struct PurpleExample {
   std::string id;
   std::string query;
   std::vector<std::string> records;
+  // The first stage's score of each record (records' order); needed with initial_prior,
+  // whose prior is retrieval::initial_prior_z of these.
+  std::vector<double> initial_scores;
 };
 
 // One ordered profile of one example: indices into its records, best first.
@@ -49,6 +52,8 @@ double plackett_luce_log_prob(std::span<const double> weights, std::span<const s
 // K = min(k, n) distinct indices drawn from Plackett-Luce over `weights` (the Gumbel-top-K
 // trick on log w: exact for Plackett-Luce), in draw order.
 std::vector<std::size_t> plackett_luce_sample(std::span<const double> weights, std::size_t k, Rng& rng);
+// The same over log-weights (w = exp(log_weights); -inf never drawn before a finite one).
+std::vector<std::size_t> plackett_luce_sample_log(std::span<const double> log_weights, std::size_t k, Rng& rng);
 // The indices of the k largest weights, largest first; ties: the earlier index.
 std::vector<std::size_t> top_k_order(std::span<const double> weights, std::size_t k);
 // (r - mean) / std (population) over the values; all 0 when std is 0 or there is one value.
@@ -74,6 +79,14 @@ struct PurpleOptions {
   // is rerank(initial_retriever, top_l, purple:OUT).
   std::string initial_retriever;
   std::size_t top_l = 20;
+  // Learned initial prior (not in 003): the policy's Plackett-Luce log-weights are
+  // log f + w z, z the first stage's z-scored scores of the candidates
+  // (retrieval::initial_prior_z), w = prior_weight + a learned offset; the head's last layer
+  // starts at zero, so the untrained selector's order is the first stage's own. Off: 003's
+  // policy over f alone, whose untrained order is random. The folder records w, and as a
+  // retriever it ranks rerank(initial, top_l, purple:DIR), which adds w z.
+  bool initial_prior = false;
+  double prior_weight = 1.0;
   // 003: batch 16, Adam lr 1e-4 (0.9, 0.999), clip 1, 10 epochs, best dev checkpoint.
   FitOptions fit = [] {
     FitOptions f;
@@ -103,6 +116,7 @@ struct PurpleResult {
   // attune_train.json as "below_first_stage"; the CLI warns).
   bool below_first_stage = false;
   std::size_t reward_calls = 0;     // profiles rewarded by this process (cached ones included)
+  double prior_weight_start = 0, prior_weight = 0;  // with initial_prior: w at the start and in the kept folder
   double seconds = 0;
 };
 
@@ -114,8 +128,8 @@ struct PurpleResult {
 // Profiles are drawn from (seed, epoch, example id): a resumed run asks `reward` for the
 // same profiles, which a cached workflow answers without the language model.
 // UsageError for bad options or an out folder holding a run; Error when there is no
-// training example, a training example has fewer than 2 records (a dev one none), or a
-// reward is not finite.
+// training example, a training example has fewer than 2 records (a dev one none), an
+// example lacks one initial score per record with initial_prior, or a reward is not finite.
 PurpleResult train_purple(const std::vector<PurpleExample>& train, const std::vector<PurpleExample>& dev,
                           const ProfileReward& train_reward, const ProfileReward& dev_reward, const PurpleOptions& opts);
 
