@@ -249,7 +249,8 @@ class Learning : public ::testing::Test {
 
   // PURPLE: its rewards are log-probabilities asked inside the training loop, so it reads
   // the reader in-process. It selects an ordered profile of K = 5 from BM25's top 20; its
-  // start is the untrained selector (the --lr 0 control). Dev and test are end to end at
+  // start is the untrained selector (the --lr 0 control), which with the default
+  // --initial-prior learned orders as BM25 does. Dev and test are end to end at
   // k = 5, beside the oracle of the same candidates (the best single document of BM25's
   // top 20 put first: the reader answers from the first document it likes).
   static void check_purple() {

@@ -246,8 +246,8 @@ TEST_F(Purple, WithTheInitialPriorTheUntrainedSelectorOrdersAsTheFirstStage) {
   EXPECT_DOUBLE_EQ(res.first_stage_dev_reward, 1.5);
   EXPECT_DOUBLE_EQ(res.init_dev_reward, 1.5);
   EXPECT_FALSE(res.below_first_stage);
-  EXPECT_DOUBLE_EQ(res.prior_weight_start, 1.0);
-  EXPECT_DOUBLE_EQ(res.prior_weight, 1.0);  // lr 0: nothing learned
+  EXPECT_DOUBLE_EQ(res.prior_weight_start, 0.25);
+  EXPECT_DOUBLE_EQ(res.prior_weight, 0.25);  // lr 0: nothing learned
   // An example without one first-stage score per record is refused, naming it.
   auto bad = tr.examples;
   bad[2].initial_scores.pop_back();

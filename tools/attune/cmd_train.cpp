@@ -118,8 +118,8 @@ void add_train(CLI::App& app, int& rc) {
                "score to the encoder's, w chosen on training queries before training and learned with it (the folder "
                "retrieves rerank(INITIAL,TOP_L,dense:DIR,fuse=1/tau:w)); none = the encoder alone orders the candidates. "
                "PURPLE: learned = the Plackett-Luce log-weights are log f + w z, the head starts at zero so the "
-               "untrained order is the first stage's (w from --purple-prior-weight, learned with the head); none (003's, "
-               "the default) = f alone");
+               "untrained order is the first stage's (w from --purple-prior-weight, learned with the head; the default, "
+               "chosen on dev); none (003's) = f alone");
   cmd->add_flag("--keep-flat", a->keep_flat,
                 "ROPG-KD: also train on queries whose candidates all have the same utility (the paper's; by default "
                 "they are left out, since their uniform target only flattens the scores)");

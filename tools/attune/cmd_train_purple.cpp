@@ -21,11 +21,12 @@ namespace {
 struct PurpleArgs {
   std::size_t k = 5, samples = 32, heads = 4, layers = 2, max_length = 128, prompt_max_length = 256, state_cache_mb = 2048;
   bool no_cross_attention = false, pointwise = false;
-  double prior_weight = 1.0;
+  double prior_weight = 0.25;
 };
 
-// PURPLE's --initial-prior when none is given.
-constexpr const char* kPurpleDefaultPrior = "none";
+// PURPLE's --initial-prior when none is given: learned, chosen on dev (docs/RESULTS.md, "PURPLE with the
+// first stage as a prior"): never below the first stage, where 003's selector (none) was.
+constexpr const char* kPurpleDefaultPrior = "learned";
 
 }  // namespace
 

@@ -86,7 +86,7 @@ struct PurpleOptions {
   // policy over f alone, whose untrained order is random. The folder records w, and as a
   // retriever it ranks rerank(initial, top_l, purple:DIR), which adds w z.
   bool initial_prior = false;
-  double prior_weight = 1.0;
+  double prior_weight = 0.25;
   // 003: batch 16, Adam lr 1e-4 (0.9, 0.999), clip 1, 10 epochs, best dev checkpoint.
   FitOptions fit = [] {
     FitOptions f;
