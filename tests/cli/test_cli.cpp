@@ -143,6 +143,8 @@ TEST_F(Cli, NumbersAreDecimalFiniteAndBounded) {
   refused(train + "--method purple --init x --pearl-tau 2", {"--pearl-tau applies to --method pearl, not purple"});
   refused(train + "--method pearl --init x --pointwise", {"--pointwise applies to --method purple"});
   refused(train + "--method purple --init no-such-encoder", {"--init no-such-encoder: no such model folder"});
+  refused(train + "--method purple --init x --initial-prior sometimes", {"sometimes", "learned or none"});
+  refused(train + "--method ropg-kd --init x --purple-prior-weight 2", {"--purple-prior-weight applies to --method purple, not ropg-kd"});
   refused(train + "--method ropg-rl --init x --policy-scale fitted", {"--policy-scale applies to ropg-kd, not ropg-rl"});
   refused(train + "--method ropg-kd --init x --policy-scale sharp", {"--policy-scale", "sharp"});
   refused(train + "--method pearl --freeze-embeddings", {"--freeze-embeddings applies to ropg-kd, ropg-rl and luf, not pearl"});
