@@ -144,6 +144,9 @@ TEST_F(Cli, NumbersAreDecimalFiniteAndBounded) {
   refused(train + "--method pearl --init x --pointwise", {"--pointwise applies to --method purple"});
   refused(train + "--method purple --init no-such-encoder", {"--init no-such-encoder: no such model folder"});
   refused(train + "--method purple --init x --initial-prior sometimes", {"sometimes", "learned or none"});
+  fs::create_directories(dir_ / "enc_dir");
+  refused(train + "--method purple --init enc_dir --initial-prior none --purple-prior-weight 2",
+          {"--purple-prior-weight applies with --initial-prior learned"});
   refused(train + "--method ropg-kd --init x --purple-prior-weight 2", {"--purple-prior-weight applies to --method purple, not ropg-kd"});
   refused(train + "--method ropg-rl --init x --policy-scale fitted", {"--policy-scale applies to ropg-kd, not ropg-rl"});
   refused(train + "--method ropg-kd --init x --policy-scale sharp", {"--policy-scale", "sharp"});

@@ -52,13 +52,13 @@ TrainRunner add_purple_options(CLI::App* train) {
                   "PURPLE ablation: records do not attend to the query's tokens; the query is one extra member of the "
                   "record Transformer");
   train->add_flag("--pointwise", p->pointwise, "PURPLE ablation: no record Transformer (each record scored alone)");
-  train->add_option("--purple-prior-weight", p->prior_weight,
+  CLI::Option* prior_weight = train->add_option("--purple-prior-weight", p->prior_weight,
                     "PURPLE with --initial-prior learned: the prior's starting weight w0 on the first stage's z-scored "
                     "score (the policy's log-weights are log f + w z, w = w0 + a learned offset)")
       ->capture_default_str();
   CLI::Option* top_l = train->get_option("--top-l");
   CLI::Option* initial = train->get_option("--initial");
-  return [p, top_l, initial](const DataOptions& d, const RunOptions& r, const TrainArgs& a) {
+  return [p, top_l, initial, prior_weight](const DataOptions& d, const RunOptions& r, const TrainArgs& a) {
     if (a.init.empty())
       throw UsageError("--method purple needs --init MODEL_DIR: the frozen encoder that reads the query and the records "
                        "(make one with `attune pretrain-encoder`)");
@@ -79,6 +79,8 @@ TrainRunner add_purple_options(CLI::App* train) {
     o.state_cache_mb = p->state_cache_mb;
     const auto prior = train::parse_initial_prior(a.initial_prior.value_or(kPurpleDefaultPrior));
     o.initial_prior = prior == train::InitialPrior::Learned;
+    if (!o.initial_prior && prior_weight->count())
+      throw UsageError("--purple-prior-weight applies with --initial-prior learned (the default), not with --initial-prior none");
     o.prior_weight = p->prior_weight;
     apply_fit_options(a, r, o.fit);
     o.initial_retriever = first;
