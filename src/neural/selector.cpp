@@ -1,5 +1,7 @@
 #include "attune/neural/selector.h"
 
+#include <cmath>
+
 #include <algorithm>
 
 #include <nlohmann/json.hpp>
@@ -24,6 +26,14 @@ std::shared_ptr<const Selector> Selector::load(const std::filesystem::path& dir,
     // Folders written before 2026-11-25 record no "input": they read the prompt alone.
     sel->input_ = models::parse_selector_input(cfg.value("input", std::string("prompt")));
     sel->texts_ = cfg.value("texts", std::string("prompts"));
+    if (cfg.contains("pool_bias")) {
+      sel->pool_bias_ = cfg.at("pool_bias").get<std::vector<double>>();
+      if (sel->pool_bias_.size() != sel->pool_.size())
+        throw Error(file.string() + ": pool_bias has " + std::to_string(sel->pool_bias_.size()) + " values for a pool of " +
+                    std::to_string(sel->pool_.size()));
+      for (double b : sel->pool_bias_)
+        if (!std::isfinite(b)) throw Error(file.string() + ": pool_bias holds a value that is not finite");
+    }
   } catch (const UsageError& e) {
     throw Error(file.string() + ": " + e.what());
   } catch (const nlohmann::json::exception& e) {

@@ -84,7 +84,7 @@ std::pair<torch::Tensor, torch::Tensor> score_batch(Net& net, const std::vector<
 struct DevScores {
   double success = 0, utility = 0, oracle = 0;
 };
-DevScores evaluate(Net& net, const std::vector<Tokenized>& ex) {
+DevScores evaluate(Net& net, const std::vector<Tokenized>& ex, const torch::Tensor& bias) {
   if (ex.empty()) return {};
   torch::NoGradGuard ng;
   double success = 0, utility = 0, oracle = 0;
@@ -92,6 +92,7 @@ DevScores evaluate(Net& net, const std::vector<Tokenized>& ex) {
     std::vector<std::size_t> idx;
     for (std::size_t i = lo; i < std::min(ex.size(), lo + 8); ++i) idx.push_back(i);
     auto [s, u] = score_batch(net, ex, idx);
+    if (bias.defined()) s = s + bias.to(s.dtype()).unsqueeze(0);
     auto pick = s.argmax(1, true);
     auto chosen = u.gather(1, pick).squeeze(1);
     auto best = std::get<0>(u.max(1));
@@ -117,9 +118,27 @@ class RspgLearner final : public DevSelectedLearner {
     max_length_ = std::min(o.max_length, detail::length_cap(net_.bert->cfg.max_positions, 0, tok->model_max_length()));
     tr_ = tokenize_examples(*tok, train, o.variant, o.input, R_, max_length_);
     dv_ = tokenize_examples(*tok, dev, o.variant, o.input, R_, max_length_);
+    if (o.pool_prior) {
+      // b_r = mean_i target_ir / T, the targets as the loss reads them (raw or z-scored): its
+      // argmax is the member with the best mean utility on the training inputs, the best
+      // input-blind choice; the head's weights at zero leave b alone to choose until the
+      // encoder's scores learn to differ. (The KL loss's own best constant, log mean_i
+      // softmax(target_i / T), favours the member most often best instead.)
+      torch::NoGradGuard g;
+      std::vector<double> u;
+      for (const auto& e : tr_) u.insert(u.end(), e.utility.begin(), e.utility.end());
+      const auto n = static_cast<std::int64_t>(tr_.size()), r = static_cast<std::int64_t>(R_);
+      const auto ut = torch::tensor(u, torch::kFloat64).view({n, r});
+      const auto m = torch::ones({n, r}, torch::kBool);
+      const auto b = normalize_targets(ut, m, o.target_normalization).mean(0) / o.temperature;
+      pool_bias_ = b.to(torch::kFloat32).to(net_.device).set_requires_grad(true);
+      net_.head->weight.zero_();
+      net_.head->bias.zero_();
+    }
     // AdamW; no decay on biases and LayerNorm weights.
     std::vector<torch::Tensor> decay, no_decay;
     for (auto& p : net_.parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
+    if (pool_bias_.defined()) no_decay.push_back(pool_bias_);
     std::vector<torch::optim::OptimizerParamGroup> groups;
     groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(o.fit.lr).weight_decay(0.01)));
     groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(o.fit.lr).weight_decay(0.0)));
@@ -133,6 +152,7 @@ class RspgLearner final : public DevSelectedLearner {
             {"target_normalization", to_string(o.target_normalization)}, {"seed", o.fit.seed},
             {"train_examples", train.size()}};
     if (o.texts != "prompts") sig_["texts"] = o.texts;  // (absent: the checkpoints of earlier runs still resume)
+    if (o.pool_prior) sig_["pool_prior"] = true;
     save_.tokenizer_dir = o.init;
     save_.pooling = spec.pooling;
     save_.normalize = spec.normalize;
@@ -143,20 +163,25 @@ class RspgLearner final : public DevSelectedLearner {
   std::vector<std::size_t> order(std::size_t epoch) const override {
     return epoch_order(o_.fit.seed, "rspg-epoch-", epoch, tr_.size());
   }
-  std::vector<torch::Tensor> parameters() override { return net_.parameters(); }
+  std::vector<torch::Tensor> parameters() override {
+    auto p = net_.parameters();
+    if (pool_bias_.defined()) p.push_back(pool_bias_);
+    return p;
+  }
   torch::optim::Optimizer& optimizer() override { return *optimizer_; }
   void train_mode(bool on) override { net_.bert->train(on); }
 
   torch::Tensor loss(const MicroBatch& mb) override {
     const std::vector<std::size_t> idx(mb.items.begin(), mb.items.end());
     auto [sc, u] = score_batch(net_, tr_, idx);
+    if (pool_bias_.defined()) sc = sc + pool_bias_.unsqueeze(0);
     const auto m = mask_.expand({static_cast<std::int64_t>(idx.size()), -1});
     return listwise_kl_loss(sc, normalize_targets(u.to(sc.dtype()), m, o_.target_normalization), m, o_.temperature);
   }
 
   std::optional<DevValue> dev() override {
     if (dv_.empty()) return std::nullopt;
-    const auto d = evaluate(net_, dv_);
+    const auto d = evaluate(net_, dv_, pool_bias_);
     return DevValue{d.utility, {{"dev_success", d.success}, {"dev_utility", d.utility}, {"dev_oracle", d.oracle}},
                     " dev success " + std::to_string(d.success) + " utility " + std::to_string(d.utility) + " (oracle " +
                         std::to_string(d.oracle) + ")"};
@@ -168,17 +193,30 @@ class RspgLearner final : public DevSelectedLearner {
     so.attune_metadata = metadata(st, st.step);
     models::save_bert(net_.bert, dir, so);
     models::save_module(*net_.head, dir / models::kSelectorHeadFile);
+    if (pool_bias_.defined()) models::write_json_file(dir / kPoolBiasFile, {{"pool_bias", bias()}});
   }
   void load(const fs::path& dir) override {
     models::load_module(*net_.bert, models::WeightSet::open(dir));
     models::load_module(*net_.head, models::WeightSet::open_file(dir / models::kSelectorHeadFile));
+    if (pool_bias_.defined()) {
+      const auto b = models::read_json_file(dir / kPoolBiasFile).at("pool_bias").get<std::vector<double>>();
+      if (b.size() != R_) throw Error((dir / kPoolBiasFile).string() + ": pool_bias has the wrong size");
+      torch::NoGradGuard g;
+      pool_bias_.copy_(torch::tensor(b, torch::kFloat64).to(torch::kFloat32));
+    }
+  }
+  std::vector<double> bias() const {
+    const auto c = pool_bias_.detach().to(torch::kCPU, torch::kFloat64).contiguous();
+    return std::vector<double>(c.data_ptr<double>(), c.data_ptr<double>() + c.numel());
   }
   void save_kept(const FitState& st) override {
     const auto& out = o_.fit.out;
     save(out, st);
-    models::write_json_file(out / "selector.json", {{"variant", name()}, {"pool", o_.pool}, {"k", o_.k},
-                                                    {"prompt_max_length", o_.prompt_max_length}, {"max_length", max_length_},
-                                                    {"input", models::to_string(o_.input)}, {"texts", o_.texts}});
+    nlohmann::json cfg = {{"variant", name()}, {"pool", o_.pool}, {"k", o_.k},
+                          {"prompt_max_length", o_.prompt_max_length}, {"max_length", max_length_},
+                          {"input", models::to_string(o_.input)}, {"texts", o_.texts}};
+    if (pool_bias_.defined()) cfg["pool_bias"] = bias();
+    models::write_json_file(out / "selector.json", cfg);
     write_model_marker(out, "selector", name());
   }
 
@@ -192,6 +230,8 @@ class RspgLearner final : public DevSelectedLearner {
   std::vector<Tokenized> tr_, dv_;
   std::unique_ptr<torch::optim::AdamW> optimizer_;
   torch::Tensor mask_;
+  torch::Tensor pool_bias_;  // [R], with the pool prior
+  static constexpr const char* kPoolBiasFile = "pool_bias.json";
   nlohmann::json sig_;
   models::SaveBertOptions save_;
 };

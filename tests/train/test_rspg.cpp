@@ -91,6 +91,46 @@ TEST_F(Rspg, PreLearnsToPickTheHelpfulPromptAndTheSavedSelectorAgrees) {
   EXPECT_NEAR(success / static_cast<double>(dev.size()), best.dev_success, 1e-9);
 }
 
+// The pool prior: member 2 is the best on average (0.5 where the apple is elsewhere, the
+// others 0), so the untrained selector (lr 0) picks it for every input and its dev utility is
+// the best single member's; trained, it still learns to follow the apple, and the saved folder
+// (selector.json "pool_bias") picks as the kept epoch did.
+TEST_F(Rspg, ThePoolPriorStartsAtTheBestMemberOnAverageThenLearnsPerInput) {
+  auto skewed = [](std::vector<RspgExample> ex) {
+    for (auto& e : ex)
+      for (std::size_t r = 0; r < 3; ++r)
+        if (e.utility[r] < 1) e.utility[r] = r == 2 ? 0.5 : 0.0;
+    return ex;
+  };
+  const auto train = skewed(synthetic(64, 1, false)), dev = skewed(synthetic(32, 2, false));
+  std::vector<double> member(3, 0.0);
+  for (const auto& e : dev)
+    for (std::size_t r = 0; r < 3; ++r) member[r] += e.utility[r] / static_cast<double>(dev.size());
+  ASSERT_GT(member[2], std::max(member[0], member[1]));
+  auto off = tiny(root_, "prior_off", RspgVariant::Pre);
+  off.pool_prior = true;
+  off.fit.lr = 0;
+  off.fit.epochs = 1;
+  const auto start = train_rspg(train, dev, off);
+  EXPECT_NEAR(start.init_dev_utility, member[2], 1e-9) << "the untrained selector is not the best member on average";
+  EXPECT_EQ(start.best_epoch, 0u);
+
+  auto o = tiny(root_, "prior", RspgVariant::Pre);
+  o.pool_prior = true;
+  const auto res = train_rspg(train, dev, o);
+  ASSERT_GT(res.best_epoch, 0u) << "no epoch beat the prior's start on dev";
+  const auto& best = res.epochs[res.best_epoch - 1];
+  EXPECT_GT(best.dev_utility, res.init_dev_utility + 0.1) << res.init_dev_utility << " -> " << best.dev_utility;
+  auto sel = neural::Selector::load(o.fit.out, "cpu");
+  ASSERT_EQ(sel->pool_bias().size(), 3u);
+  double utility = 0;
+  for (const auto& e : dev) {
+    const auto sc = sel->score(e.query, e.prompts, {});
+    utility += e.utility[static_cast<std::size_t>(std::max_element(sc.begin(), sc.end()) - sc.begin())];
+  }
+  EXPECT_NEAR(utility / static_cast<double>(dev.size()), best.dev_utility, 1e-9);
+}
+
 // A selector trained on documents (attune serve's rspg learner: texts "documents") is a
 // retriever spec of its own: each pool member ranks the candidates, the selector reads each
 // member's first document and serves the ranking of the one it picks. Here it learnt that a

@@ -119,7 +119,9 @@ void add_train(CLI::App& app, int& rc) {
                "retrieves rerank(INITIAL,TOP_L,dense:DIR,fuse=1/tau:w)); none = the encoder alone orders the candidates. "
                "PURPLE: learned = the Plackett-Luce log-weights are log f + w z, the head starts at zero so the "
                "untrained order is the first stage's (w from --purple-prior-weight, learned with the head; the default, "
-               "chosen on dev); none (003's) = f alone");
+               "chosen on dev); none (003's) = f alone. RSPG: learned = each pool member's score gets a learned bias "
+               "started at its mean training target / T, the head at zero (the untrained selector picks the "
+               "member best on average); none (000's, the default) = the encoder alone");
   cmd->add_flag("--keep-flat", a->keep_flat,
                 "ROPG-KD: also train on queries whose candidates all have the same utility (the paper's; by default "
                 "they are left out, since their uniform target only flattens the scores)");
@@ -192,9 +194,10 @@ void add_train(CLI::App& app, int& rc) {
     if (a->target_normalization) train::parse_target_normalization(*a->target_normalization);  // a bad value first
     if (a->protocol != "rerank" && a->method != "ropg-kd" && a->method != "ropg-rl" && a->method != "luf")
       throw UsageError("--protocol applies to ropg-kd, ropg-rl and luf, not " + a->method);
-    if (a->initial_prior && a->method != "ropg-kd" && a->method != "ropg-rl" && a->method != "luf" && a->method != "purple")
-      throw UsageError("--initial-prior applies to ropg-kd, ropg-rl, luf and purple, not " + a->method);
-    if (a->initial_prior && a->method == "purple") {
+    const bool own_prior = a->method == "purple" || a->method == "rspg-pre" || a->method == "rspg-post";
+    if (a->initial_prior && a->method != "ropg-kd" && a->method != "ropg-rl" && a->method != "luf" && !own_prior)
+      throw UsageError("--initial-prior applies to ropg-kd, ropg-rl, luf, purple, rspg-pre and rspg-post, not " + a->method);
+    if (a->initial_prior && own_prior) {
       train::parse_initial_prior(*a->initial_prior);  // a bad value first
     } else if (a->initial_prior) {
       const auto p = train::parse_initial_prior(*a->initial_prior);  // a bad value first

@@ -7,6 +7,7 @@
 #include "attune/llm/openai.h"
 #include "attune/neural/dense.h"
 #include "attune/retrieval/retriever.h"
+#include "attune/train/ropg.h"
 #include "attune/train/rspg.h"
 #include "cmd_neural.h"
 
@@ -56,6 +57,7 @@ TrainRunner add_rspg_options(CLI::App* cmd) {
     o.input = models::parse_selector_input(c->input);
     o.temperature = a.target_temperature.value_or(o.temperature);
     if (a.target_normalization) o.target_normalization = train::parse_target_normalization(*a.target_normalization);
+    o.pool_prior = a.initial_prior && train::parse_initial_prior(*a.initial_prior) == train::InitialPrior::Learned;
     apply_fit_options(a, r, o.fit);
     wf.data_label = d.data + " " + d.task + " " + d.split;
     o.validate();  // option errors before any work
@@ -68,7 +70,7 @@ TrainRunner add_rspg_options(CLI::App* cmd) {
     auto model = engine::make_llm(a.llm, d, task.get(), r.models());
     nlohmann::json args = {{"method", a.method}, {"data", d.data}, {"task", d.task}, {"split", d.split},
                            {"dev_split", a.dev_split}, {"llm", llm::redact_url_passwords(a.llm)}, {"out", a.out}, {"init", a.init}, {"pool", pool},
-                           {"k", c->k}, {"selector_input", c->input}, {"limit", a.limit}, {"resume", a.resume}};
+                           {"k", c->k}, {"selector_input", c->input}, {"limit", a.limit}, {"resume", a.resume}, {"pool_prior", o.pool_prior}};
     const auto tr = load_workflow_split(d, *task, *st, r, pool, a.limit);
     const auto dev = load_dev_split(d, a, *task, *st, r, pool);
     store::RunScope run(*st, "train", args.dump(), r.seed);

@@ -20,10 +20,15 @@ class Selector {
   static std::shared_ptr<const Selector> load(const std::filesystem::path& dir, const Device& device = {});
   // One score per pool member; `query`: the input x the prompts were built for; `outputs`
   // (the LLM's output for each prompt) only for Post.
+  // A selector trained with the pool prior adds its learned bias per member.
   std::vector<float> score(std::string_view query, std::span<const std::string> prompts,
                            std::span<const std::string> outputs) const {
-    return model_->score(query, prompts, outputs);
+    auto s = model_->score(query, prompts, outputs);
+    if (!pool_bias_.empty() && s.size() == pool_bias_.size())
+      for (std::size_t i = 0; i < s.size(); ++i) s[i] += static_cast<float>(pool_bias_[i]);  // in float, as the trainer adds it
+    return s;
   }
+  const std::vector<double>& pool_bias() const { return pool_bias_; }  // selector.json "pool_bias" (empty: none)
   models::SelectorInput input() const { return input_; }  // what it reads (selector.json "input")
   const std::string& variant() const { return variant_; }  // "rspg-pre" | "rspg-post"
   const std::vector<std::string>& pool() const { return pool_; }  // retriever specs, in score order
@@ -36,6 +41,7 @@ class Selector {
  private:
   std::shared_ptr<const models::SelectorModel> model_;
   std::string variant_;
+  std::vector<double> pool_bias_;
   std::vector<std::string> pool_;
   std::size_t k_ = 4, prompt_max_length_ = 256;
   std::string texts_ = "prompts";

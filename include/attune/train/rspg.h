@@ -57,6 +57,11 @@ struct RspgOptions {
   // The Eval values z-scored per input before softmax(. / T) (ZScore), or raw (None, 000's
   // and the default: docs/RESULTS.md compares them on dev).
   TargetNormalization target_normalization = TargetNormalization::None;
+  // Learned pool prior (not in 000): each member's score gets a learned bias b_r, started at
+  // its mean training target / T (the member with the best mean utility scores highest), and
+  // the head's weights start at zero, so the untrained selector picks the member that is
+  // best on average. Recorded in selector.json "pool_bias".
+  bool pool_prior = false;
   // The loop: 000's schedule (AdamW lr 1e-5, 20 epochs), batches of 16 in micro-batches of 4.
   FitOptions fit = [] { FitOptions f; f.epochs = 20; f.batch_size = 16; f.micro_batch = 4; return f; }();
 
