@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "attune/core/error.h"
 #include "attune/core/types.h"
 #include "attune/models/selector.h"
 
@@ -24,8 +25,12 @@ class Selector {
   std::vector<float> score(std::string_view query, std::span<const std::string> prompts,
                            std::span<const std::string> outputs) const {
     auto s = model_->score(query, prompts, outputs);
-    if (!pool_bias_.empty() && s.size() == pool_bias_.size())
+    if (!pool_bias_.empty()) {
+      if (s.size() != pool_bias_.size())
+        throw Error("selector: " + std::to_string(s.size()) + " prompts for a pool of " + std::to_string(pool_bias_.size()) +
+                    " (its pool_bias has one value per member)");
       for (std::size_t i = 0; i < s.size(); ++i) s[i] += static_cast<float>(pool_bias_[i]);  // in float, as the trainer adds it
+    }
     return s;
   }
   const std::vector<double>& pool_bias() const { return pool_bias_; }  // selector.json "pool_bias" (empty: none)
