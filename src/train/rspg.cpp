@@ -121,9 +121,12 @@ class RspgLearner final : public DevSelectedLearner {
     if (o.pool_prior) {
       // b_r = mean_i target_ir / T, the targets as the loss reads them (raw or z-scored): its
       // argmax is the member with the best mean utility on the training inputs, the best
-      // input-blind choice; the head's weights at zero leave b alone to choose until the
-      // encoder's scores learn to differ. (The KL loss's own best constant, log mean_i
-      // softmax(target_i / T), favours the member most often best instead.)
+      // input-blind choice. The head keeps 000's initialisation (N(0, 0.02)): its untrained
+      // scores are small beside a clear gap in b (a member that never helps is not picked),
+      // and the encoder gets gradients from the first step. (A head started at zero left the
+      // encoder without gradients at lr 1e-5 and learned nothing on commit_subject. The KL
+      // loss's own best constant, log mean_i softmax(target_i / T), favours the member most
+      // often best instead.)
       torch::NoGradGuard g;
       std::vector<double> u;
       for (const auto& e : tr_) u.insert(u.end(), e.utility.begin(), e.utility.end());
@@ -132,8 +135,6 @@ class RspgLearner final : public DevSelectedLearner {
       const auto m = torch::ones({n, r}, torch::kBool);
       const auto b = normalize_targets(ut, m, o.target_normalization).mean(0) / o.temperature;
       pool_bias_ = b.to(torch::kFloat32).to(net_.device).set_requires_grad(true);
-      net_.head->weight.zero_();
-      net_.head->bias.zero_();
     }
     // AdamW; no decay on biases and LayerNorm weights.
     std::vector<torch::Tensor> decay, no_decay;

@@ -120,8 +120,8 @@ void add_train(CLI::App& app, int& rc) {
                "PURPLE: learned = the Plackett-Luce log-weights are log f + w z, the head starts at zero so the "
                "untrained order is the first stage's (w from --purple-prior-weight, learned with the head; the default, "
                "chosen on dev); none (003's) = f alone. RSPG: learned = each pool member's score gets a learned bias "
-               "started at its mean training target / T, the head at zero (the untrained selector picks the "
-               "member best on average); none (000's, the default) = the encoder alone");
+               "started at its mean training target / T (the untrained selector avoids members that do not help on "
+               "average); none (000's, the default) = the encoder alone");
   cmd->add_flag("--keep-flat", a->keep_flat,
                 "ROPG-KD: also train on queries whose candidates all have the same utility (the paper's; by default "
                 "they are left out, since their uniform target only flattens the scores)");

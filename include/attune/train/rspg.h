@@ -58,9 +58,10 @@ struct RspgOptions {
   // and the default: docs/RESULTS.md compares them on dev).
   TargetNormalization target_normalization = TargetNormalization::None;
   // Learned pool prior (not in 000): each member's score gets a learned bias b_r, started at
-  // its mean training target / T (the member with the best mean utility scores highest), and
-  // the head's weights start at zero, so the untrained selector picks the member that is
-  // best on average. Recorded in selector.json "pool_bias".
+  // its mean training target / T (the member with the best mean utility scores highest); the
+  // head keeps 000's small initialisation, so the untrained selector picks among the members
+  // that help on average and never one that clearly does not. Recorded in selector.json
+  // "pool_bias".
   bool pool_prior = false;
   // The loop: 000's schedule (AdamW lr 1e-5, 20 epochs), batches of 16 in micro-batches of 4.
   FitOptions fit = [] { FitOptions f; f.epochs = 20; f.batch_size = 16; f.micro_batch = 4; return f; }();
