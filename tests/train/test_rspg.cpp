@@ -4,6 +4,7 @@
 
 #include "attune/core/error.h"
 #include "attune/core/rng.h"
+#include "attune/models/config.h"
 #include "attune/models/weights.h"
 #include "attune/neural/selector.h"
 #include "attune/retrieval/retriever.h"
@@ -130,6 +131,24 @@ TEST_F(Rspg, ThePoolPriorStartsAtTheBestMemberOnAverageThenLearnsPerInput) {
     utility += e.utility[static_cast<std::size_t>(std::max_element(sc.begin(), sc.end()) - sc.begin())];
   }
   EXPECT_NEAR(utility / static_cast<double>(dev.size()), best.dev_utility, 1e-9);
+
+  // Bad input: prompts that are not one per pool member, and a selector.json whose pool_bias
+  // does not match its pool, are refused with a message rather than scored without the bias.
+  try {
+    sel->score(dev[0].query, std::vector<std::string>(dev[0].prompts.begin(), dev[0].prompts.begin() + 2), {});
+    ADD_FAILURE() << "scored 2 prompts for a pool of 3";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("2 prompts for a pool of 3"), std::string::npos) << e.what();
+  }
+  auto cfg = models::read_json_file(o.fit.out / "selector.json");
+  cfg["pool_bias"] = std::vector<double>{0.1, 0.2};
+  models::write_json_file(o.fit.out / "selector.json", cfg);
+  try {
+    neural::Selector::load(o.fit.out, "cpu");
+    ADD_FAILURE() << "loaded a pool_bias of 2 values for a pool of 3";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("pool_bias has 2 values for a pool of 3"), std::string::npos) << e.what();
+  }
 }
 
 // A selector trained on documents (attune serve's rspg learner: texts "documents") is a
