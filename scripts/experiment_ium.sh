@@ -19,7 +19,8 @@
 # 6. `attune eval --agents` on "test": BM25, the start, offline IUM, uRAG, online IUM (its last
 #    round); each agent's table, then the macro table with pooled significance (OUT/table.txt).
 # Every stage is skipped when its output is there (train resumes its own iterations and
-# rounds), so a killed run continues. LR and BATCH_SIZE empty = attune's defaults (1e-5, 512).
+# rounds), so a killed run continues. LR, BATCH_SIZE and BALANCE empty = attune's
+# defaults (1e-5, 512, pooled).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -37,6 +38,7 @@ ITERATIONS=${ITERATIONS:-1}
 BATCH=${BATCH:-100}
 LR=${LR:-}
 BATCH_SIZE=${BATCH_SIZE:-}
+BALANCE=${BALANCE:-}
 PRIOR=${PRIOR:-learned}
 SEED=${SEED:-0}
 MAX_NEW_TOKENS=${MAX_NEW_TOKENS:-16}
@@ -70,6 +72,7 @@ STORE=$OUT/iu.db
 knobs=()
 [ -n "$LR" ] && knobs+=(--lr "$LR")
 [ -n "$BATCH_SIZE" ] && knobs+=(--batch-size "$BATCH_SIZE")
+[ -n "$BALANCE" ] && knobs+=(--ium-balance "$BALANCE")
 common=(--agents "$AGENTS" --data "$OUT/data" --task qa --store "$STORE" --seed "$SEED" --max-new-tokens "$MAX_NEW_TOKENS"
         --ium-initial-prior "$PRIOR")
 offline=(--method ium --init "$ENC" --limit "$TRAIN_N" --dev-limit "$DEV_N" --ium-feedback-k 32 --ium-relevance-start
