@@ -17,7 +17,8 @@
 # 4. The uRAG-like baseline (the same, every agent reads [UNK]: --ium-unk-fraction 1), OUT/urag.
 # 5. Online IUM from iter-0: rounds of BATCH of TRAIN_N training queries per agent, OUT/online.
 # 6. `attune eval --agents` on "test": BM25, the start, offline IUM, uRAG, online IUM (its last
-#    round); each agent's table, then the macro table with pooled significance (OUT/table.txt).
+#    round); each agent's table, then the macro table with pooled significance (OUT/table.txt;
+#    SPLIT=dev writes OUT/table-dev.txt from the dev queries instead, to choose settings first).
 # Every stage is skipped when its output is there (train resumes its own iterations and
 # rounds), so a killed run continues. LR, BATCH_SIZE and BALANCE empty = attune's
 # defaults (1e-5, 512, pooled).
@@ -42,6 +43,7 @@ BALANCE=${BALANCE:-}
 PRIOR=${PRIOR:-learned}
 SEED=${SEED:-0}
 MAX_NEW_TOKENS=${MAX_NEW_TOKENS:-16}
+SPLIT=${SPLIT:-test}
 
 [ -x "$ATTUNE" ] || { echo "no attune binary at $ATTUNE: run scripts/setup.sh first" >&2; exit 2; }
 [ -f "$DEBIAN/debian_corpus.jsonl" ] || { echo "no Debian data at $DEBIAN (set DEBIAN or SHARED)" >&2; exit 2; }
@@ -87,13 +89,14 @@ run "$ATTUNE" train "${common[@]}" "${offline[@]}" --ium-unk-fraction 1 --out "$
 run "$ATTUNE" train "${common[@]}" --method ium-online --init "$OUT/iu/iter-0" --limit "$TRAIN_N" \
   --ium-online-batch "$BATCH" "${knobs[@]}" --out "$OUT/online"
 rounds=$(( (TRAIN_N + BATCH - 1) / BATCH ))
-# 6. the table, test read once
-if [ ! -s "$OUT/table.txt" ]; then
+# 6. the table: SPLIT=dev first to choose between settings, then test, read once
+name=table; [ "$SPLIT" = test ] || name=table-$SPLIT
+if [ ! -s "$OUT/$name.txt" ]; then
   q='?task={task}&model={llm}'
   R="bm25,rerank(bm25,100,ium:$OUT/iu/iter-0$q),rerank(bm25,100,ium:$OUT/iu/iter-$ITERATIONS$q)"
   R="$R,rerank(bm25,100,ium:$OUT/urag/iter-$ITERATIONS$q),rerank(bm25,100,ium:$OUT/online/{name}/round-$rounds$q)"
-  run "$ATTUNE" eval --agents "$AGENTS" --data "$OUT/data" --split test --oracle 20 --seed "$SEED" --store "$STORE" \
-    --max-new-tokens "$MAX_NEW_TOKENS" --retrievers "$R" --out "$OUT/table.json" > "$OUT/table.txt.tmp"
-  mv "$OUT/table.txt.tmp" "$OUT/table.txt"
+  run "$ATTUNE" eval --agents "$AGENTS" --data "$OUT/data" --split "$SPLIT" --oracle 20 --seed "$SEED" --store "$STORE" \
+    --max-new-tokens "$MAX_NEW_TOKENS" --retrievers "$R" --list-overlap --out "$OUT/$name.json" > "$OUT/$name.txt.tmp"
+  mv "$OUT/$name.txt.tmp" "$OUT/$name.txt"
 fi
-log "done: $OUT/table.txt"
+log "done: $OUT/$name.txt"
