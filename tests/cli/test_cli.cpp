@@ -176,6 +176,9 @@ TEST_F(Cli, NumbersAreDecimalFiniteAndBounded) {
   refused(train + "--method ium --init " + kSample + " --agents a5.json --ium-online --ium-online-batch 0", {"--ium-online-batch", "at least 1"});
   refused(train + "--method ium --init " + kSample + " --agents a5.json --ium-online-batch 10", {"--ium-online-batch", "--ium-online"});
   refused(train + "--method ium-online --init " + kSample + " --agents a5.json --ium-online-batch 0", {"--ium-online-batch", "at least 1"});
+  refused(train + "--method ium --init " + kSample + " --agents a5.json --ium-online-promote", {"--ium-online-promote", "--ium-online"});
+  refused(train + "--method ium-online --init " + kSample + " --agents a5.json --ium-online-promote --dev-split ''",
+          {"--ium-online-promote", "--dev-split"});
   refused(train + "--method ium-online --init x", {"--method ium needs --agents FILE"});
   // The relevance start: its options, refused before any work.
   refused(train + "--method ium --init " + kSample + " --agents a5.json --ium-iterations 0",

@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <functional>
 #include <iomanip>
 #include <map>
@@ -404,6 +405,33 @@ TEST_F(Learning, IumOnlineServesBetterAfterEachAgentsUpdates) {
   const auto again = run(cmd);
   ASSERT_EQ(again.rc, 0) << again.err;
   EXPECT_EQ(fs::last_write_time(dir_ / "ium-online/tests/round-2/ium_head.safetensors"), mtime) << "a finished round was trained again";
+
+  // --ium-online-promote: each update serves only where it beats the serving copy on the agent's dev queries. The
+  // finished rounds are copied in, so the gate's decisions are made (dev feedback asked, both copies ranked) without
+  // training again.
+  fs::copy(dir_ / "ium-online", dir_ / "ium-gated", fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+  for (const std::string agent : {"tests", "fixes"}) fs::remove(dir_ / "ium-gated" / agent / "online.json");
+  const auto gated = run(std::regex_replace(cmd, std::regex("--out ium-online"), "--out ium-gated") + " --ium-online-promote --dev-limit 100");
+  ASSERT_EQ(gated.rc, 0) << gated.err;
+  for (const std::string agent : {"tests", "fixes"}) {
+    const auto j = json::parse(slurp(dir_ / "ium-gated" / agent / "online.json"));
+    EXPECT_TRUE(j.at("promote").get<bool>());
+    std::string last_promoted;
+    double serving = -1;
+    for (const auto& round : j.at("rounds")) {
+      if (!round.contains("promoted")) continue;  // no update that round
+      const double dev = round.at("dev_top1_useful"), before = round.at("serving_dev_top1_useful");
+      if (serving >= 0) EXPECT_DOUBLE_EQ(before, serving) << agent << ": the serving copy's dev measure changed: " << j.dump();
+      EXPECT_EQ(round.at("promoted").get<bool>(), dev > before) << agent << ": " << round.dump();
+      if (round.at("promoted").get<bool>()) last_promoted = "round-" + std::to_string(round.at("round").get<int>());
+      serving = round.at("promoted").get<bool>() ? dev : before;
+    }
+    // The planted preference is learnable: some update beats BM25 on dev, and the reranker named at the end is the
+    // last promoted one.
+    ASSERT_FALSE(last_promoted.empty()) << agent << ": no update promoted: " << j.dump();
+    EXPECT_NE(gated.out.find("ium-gated/" + agent + "/" + last_promoted + " "), std::string::npos) << gated.out;
+    EXPECT_EQ(fs::canonical(dir_ / "ium-gated" / agent / "serving"), fs::canonical(dir_ / "ium-gated" / agent / last_promoted));
+  }
 }
 
 // IUM's offline EM end to end on the Debian corpus: two agents, two iterations, each a finished folder; a rerun resumes by

@@ -36,6 +36,7 @@ namespace {
 struct IumArgs {
   std::string agents;
   bool online = false;
+  bool online_promote = false;  // --ium-online-promote
   std::size_t online_batch = 256;
   std::size_t iterations = 3, feedback_k = 32, max_length = 256;
   bool relevance_start = false;
@@ -198,14 +199,63 @@ void run_online(const IumArgs& p, const std::vector<Agent>& agents, const train:
     const std::size_t n = a.limit ? std::min(a.limit, sp.dataset.examples.size()) : sp.dataset.examples.size();
     fs::path copy = a.init;
     bool copy_is_ium = fs::exists(copy / models::kIumConfigFile);
+    const auto spec_of = [&](const fs::path& folder, bool is_ium) {
+      return is_ium ? "rerank(bm25,100,ium:" + folder.string() + "?task=" + g.task + "&model=" + g.llm + ")" : std::string("bm25");
+    };
+    // --ium-online-promote: the share of the agent's dev queries (--dev-split, --dev-limit)
+    // whose first document under `spec` is useful, asked of the agent's model once per
+    // (query, document) and kept in the store, so a resumed run decides the same way.
+    const std::unique_ptr<WorkflowSplit> dev = p.online_promote ? load_dev_split(d, a, *task, st, r, {"bm25"}) : nullptr;
+    const auto dev_top1 = [&](const std::string& spec) {
+      const std::size_t m = a.dev_limit ? std::min(a.dev_limit, dev->dataset.examples.size()) : dev->dataset.examples.size();
+      data::Dataset block = dev->dataset;
+      block.examples.resize(m);
+      const auto value = ab.doc_feedback(st, train::SplitSource{&block, dev->sources.base.get(), dev->sources.lookup(), 0}, block,
+                                         spec, 1, r, a, false);
+      const auto retriever = retrieval::make_retriever(spec, r.seed, task->uses_corpus());
+      const auto& dsource = dev->sources.for_spec("bm25");
+      double useful = 0;
+      for (const auto& ex : block.examples) {
+        const auto cands = dsource.candidates(ex);
+        const auto ranking = retriever->rank({ex.id, ex.user, task->query(ex)}, cands, 1);
+        if (ranking.indices.empty()) continue;
+        const auto it = value.find({ex.id, cands[ranking.indices[0]].id});
+        if (it == value.end())
+          throw Error("ium online: no dev feedback stored for (" + ex.id + ", " + cands[ranking.indices[0]].id + ") of agent " + g.name);
+        useful += useful_label(it->second, p);
+      }
+      return m ? useful / static_cast<double>(m) : 0.0;
+    };
+    double serving_dev = p.online_promote ? dev_top1(spec_of(copy, copy_is_ium)) : 0.0;
+    // The gate: the round's copy serves from now on only where it beats the serving one on dev
+    // (what attune serve does with a new version); the served feedback is kept either way.
+    const auto promote = [&](const fs::path& out, std::size_t round, nlohmann::json& entry) {
+      if (!p.online_promote) {
+        copy = out;
+        copy_is_ium = true;
+        return;
+      }
+      const double cand = dev_top1(spec_of(out, true));
+      const bool up = cand > serving_dev;
+      entry["dev_top1_useful"] = cand;
+      entry["serving_dev_top1_useful"] = serving_dev;
+      entry["promoted"] = up;
+      if (!r.quiet)
+        std::fprintf(stderr, "train: ium online %s round %zu: dev top-1 useful %.4f against the serving copy's %.4f: %s\n",
+                     g.name.c_str(), round, cand, serving_dev, up ? "promoted" : "not promoted, the serving copy stays");
+      if (up) {
+        copy = out;
+        copy_is_ium = true;
+        serving_dev = cand;
+      }
+    };
     std::vector<train::IumSample> served;
     std::string curve;
     nlohmann::json rounds = nlohmann::json::array();
     fs::create_directories(fs::path(a.out) / g.name);
     for (std::size_t lo = 0, round = 1; lo < n; lo += p.online_batch, ++round) {
       const std::size_t hi = std::min(n, lo + p.online_batch);
-      const std::string spec =
-          copy_is_ium ? "rerank(bm25,100,ium:" + copy.string() + "?task=" + g.task + "&model=" + g.llm + ")" : "bm25";
+      const std::string spec = spec_of(copy, copy_is_ium);
       data::Dataset block = sp.dataset;  // the same dataset key: the store's feedback is shared
       block.examples.assign(sp.dataset.examples.begin() + static_cast<std::ptrdiff_t>(lo),
                             sp.dataset.examples.begin() + static_cast<std::ptrdiff_t>(hi));
@@ -238,15 +288,20 @@ void run_online(const IumArgs& p, const std::vector<Agent>& agents, const train:
                         {"served_top1_useful", top1}, {"useful_documents", useful}, {"documents", docs}});
       models::write_json_file(fs::path(a.out) / g.name / "online.json",
                               {{"agent", g.name}, {"task", g.task}, {"llm", g.llm}, {"k", g.k}, {"batch", p.online_batch},
-                               {"seed", r.seed}, {"rounds", rounds}});
+                               {"seed", r.seed}, {"promote", p.online_promote}, {"rounds", rounds}});
       if (!r.quiet)
         std::fprintf(stderr, "train: ium online %s round %zu: queries %zu-%zu served with %s: top-1 useful %.4f, %zu of %zu documents useful\n",
                      g.name.c_str(), round, lo + 1, hi, copy_is_ium ? "its copy" : "bm25", top1, useful, docs);
       const fs::path out = fs::path(a.out) / g.name / ("round-" + std::to_string(round));
       const auto marker = out / "attune_model.json";
+      const auto write_rounds = [&] {
+        models::write_json_file(fs::path(a.out) / g.name / "online.json",
+                                {{"agent", g.name}, {"task", g.task}, {"llm", g.llm}, {"k", g.k}, {"batch", p.online_batch},
+                                 {"seed", r.seed}, {"promote", p.online_promote}, {"rounds", rounds}});
+      };
       if (fs::exists(marker) && models::read_json_file(marker).value("complete", false)) {
-        copy = out;
-        copy_is_ium = true;
+        promote(out, round, rounds.back());
+        write_rounds();
         continue;
       }
       std::size_t positives = 0;
@@ -271,9 +326,17 @@ void run_online(const IumArgs& p, const std::vector<Agent>& agents, const train:
                                std::to_string(served.size()) + " served documents)";
       const auto res = train::train_ium(served, {}, o);
       if (res.steps_done != res.total_steps) return;  // stopped early (testing)
-      copy = out;
-      copy_is_ium = true;
+      promote(out, round, rounds.back());
+      write_rounds();
     }
+    // OUT/AGENT/serving: the copy that serves at the end (the last round, or with --ium-online-promote the last
+    // promoted one, or --init), so that one spec names every agent's: ium:OUT/{name}/serving.
+    const fs::path link = fs::path(a.out) / g.name / "serving";
+    if (fs::is_symlink(link))
+      fs::remove(link);
+    else if (fs::exists(link))
+      throw Error("ium online: " + link.string() + " exists and is not the link to the serving copy this run writes there");
+    fs::create_directory_symlink(fs::absolute(copy), link);
     if (!r.quiet)
       std::fprintf(stderr, "train: ium online %s: served top-1 useful by round: %s; its reranker: %s\n", g.name.c_str(), curve.c_str(),
                    copy.c_str());
@@ -293,6 +356,11 @@ TrainRunner add_ium_options(CLI::App* train) {
                   "IUM: online (002 §4): per agent, serve --ium-online-batch training queries with its own copy of the "
                   "reranker (from --init: an IUM folder, or an encoder), update the copy on the feedback of what it served, "
                   "repeat; OUT/AGENT/round-R");
+  auto* promote_opt = train->add_flag(
+      "--ium-online-promote", p->online_promote,
+      "IUM online: after each update, the new copy serves only if its dev top-1 useful (the agent's --dev-split queries, "
+      "--dev-limit of them, each list's first document given feedback) beats the serving copy's; otherwise the serving "
+      "copy stays, as attune serve promotes a model version (002 promotes every update)");
   auto* batch_opt = train->add_option("--ium-online-batch", p->online_batch, "IUM online: queries served between two updates (002: 256)")
                         ->capture_default_str();
   train->add_option("--ium-iterations", p->iterations, "IUM: EM iterations, each the folder OUT/iter-N (002: 3)")->capture_default_str();
@@ -326,7 +394,7 @@ TrainRunner add_ium_options(CLI::App* train) {
                     "IUM: a document is useful when the agent's output with it alone scores at least this (the task's "
                     "metric; 1 = exact match or a right label, as in 002)")
       ->capture_default_str();
-  return [p, batch_opt, rel_limit_opt](const DataOptions& d0, const RunOptions& r, const TrainArgs& a) {
+  return [p, batch_opt, rel_limit_opt, promote_opt](const DataOptions& d0, const RunOptions& r, const TrainArgs& a) {
     if (p->agents.empty()) throw UsageError("--method ium needs --agents FILE: the agents (task, llm, k) that share the reranker");
     const auto agents = read_agents(p->agents);  // a bad file first: it costs nothing to read
     if (a.init.empty())
@@ -343,6 +411,10 @@ TrainRunner add_ium_options(CLI::App* train) {
     if (batch_opt->count() && !online)
       throw UsageError("--ium-online-batch applies to online IUM: add --ium-online (or use --method ium-online)");
     if (p->online_batch == 0) throw UsageError("--ium-online-batch must be at least 1");
+    if (promote_opt->count() && !online)
+      throw UsageError("--ium-online-promote applies to online IUM: add --ium-online (or use --method ium-online)");
+    if (p->online_promote && a.dev_split.empty())
+      throw UsageError("--ium-online-promote compares each update with the serving copy on --dev-split: give one");
     if (online && p->relevance_start)
       throw UsageError("--ium-relevance-start applies to offline IUM; for online IUM, start from an offline run's "
                        "OUT/iter-0 with --init");
