@@ -227,8 +227,8 @@ void run_online(const IumArgs& p, const std::vector<Agent>& agents, const train:
       return m ? useful / static_cast<double>(m) : 0.0;
     };
     double serving_dev = p.online_promote ? dev_top1(spec_of(copy, copy_is_ium)) : 0.0;
-    // The gate: the round's copy serves from now on only where it beats the serving one on dev
-    // (what attune serve does with a new version); the served feedback is kept either way.
+    // The gate: the round's copy serves from now on unless it does worse than the serving one on
+    // dev (a bad update is not promoted); the served feedback is kept either way.
     const auto promote = [&](const fs::path& out, std::size_t round, nlohmann::json& entry) {
       if (!p.online_promote) {
         copy = out;
@@ -236,7 +236,7 @@ void run_online(const IumArgs& p, const std::vector<Agent>& agents, const train:
         return;
       }
       const double cand = dev_top1(spec_of(out, true));
-      const bool up = cand > serving_dev;
+      const bool up = cand >= serving_dev;  // a tie serves the update, so that neutral rounds still accumulate
       entry["dev_top1_useful"] = cand;
       entry["serving_dev_top1_useful"] = serving_dev;
       entry["promoted"] = up;
@@ -358,9 +358,9 @@ TrainRunner add_ium_options(CLI::App* train) {
                   "repeat; OUT/AGENT/round-R");
   auto* promote_opt = train->add_flag(
       "--ium-online-promote", p->online_promote,
-      "IUM online: after each update, the new copy serves only if its dev top-1 useful (the agent's --dev-split queries, "
-      "--dev-limit of them, each list's first document given feedback) beats the serving copy's; otherwise the serving "
-      "copy stays, as attune serve promotes a model version (002 promotes every update)");
+      "IUM online: after each update, the new copy serves unless its dev top-1 useful (the agent's --dev-split queries, "
+      "--dev-limit of them, each list's first document given feedback) is below the serving copy's; then the serving "
+      "copy stays (a bad update is not promoted; 002 serves every update)");
   auto* batch_opt = train->add_option("--ium-online-batch", p->online_batch, "IUM online: queries served between two updates (002: 256)")
                         ->capture_default_str();
   train->add_option("--ium-iterations", p->iterations, "IUM: EM iterations, each the folder OUT/iter-N (002: 3)")->capture_default_str();
