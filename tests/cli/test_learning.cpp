@@ -421,7 +421,9 @@ TEST_F(Learning, IumOnlineServesBetterAfterEachAgentsUpdates) {
     for (const auto& round : j.at("rounds")) {
       if (!round.contains("promoted")) continue;  // no update that round
       const double dev = round.at("dev_top1_useful"), before = round.at("serving_dev_top1_useful");
-      if (serving >= 0) EXPECT_DOUBLE_EQ(before, serving) << agent << ": the serving copy's dev measure changed: " << j.dump();
+      if (serving >= 0) {
+        EXPECT_DOUBLE_EQ(before, serving) << agent << ": the serving copy's dev measure changed: " << j.dump();
+      }
       if (initial < 0) initial = before;  // BM25's: --init is a bare encoder
       EXPECT_EQ(round.at("promoted").get<bool>(), dev >= before) << agent << ": " << round.dump();
       if (round.at("promoted").get<bool>()) last_promoted = "round-" + std::to_string(round.at("round").get<int>());
@@ -434,6 +436,13 @@ TEST_F(Learning, IumOnlineServesBetterAfterEachAgentsUpdates) {
     EXPECT_NE(gated.out.find("ium-gated/" + agent + "/" + last_promoted + " "), std::string::npos) << gated.out;
     EXPECT_EQ(fs::canonical(dir_ / "ium-gated" / agent / "serving"), fs::canonical(dir_ / "ium-gated" / agent / last_promoted));
   }
+  // A `serving` that is not the run's own link (here a folder) is refused, not replaced.
+  fs::remove(dir_ / "ium-gated/tests/serving");
+  fs::create_directories(dir_ / "ium-gated/tests/serving/mine");
+  const auto clash = run(std::regex_replace(cmd, std::regex("--out ium-online"), "--out ium-gated") + " --ium-online-promote --dev-limit 100");
+  EXPECT_NE(clash.rc, 0);
+  EXPECT_NE(clash.err.find("serving exists and is not the link to the serving copy"), std::string::npos) << clash.err;
+  EXPECT_TRUE(fs::exists(dir_ / "ium-gated/tests/serving/mine"));
 }
 
 // IUM's offline EM end to end on the Debian corpus: two agents, two iterations, each a finished folder; a rerun resumes by

@@ -206,16 +206,19 @@ void run_online(const IumArgs& p, const std::vector<Agent>& agents, const train:
     // whose first document under `spec` is useful, asked of the agent's model once per
     // (query, document) and kept in the store, so a resumed run decides the same way.
     const std::unique_ptr<WorkflowSplit> dev = p.online_promote ? load_dev_split(d, a, *task, st, r, {"bm25"}) : nullptr;
+    data::Dataset dev_block;  // the dev queries the gate reads
+    if (dev) {
+      dev_block = dev->dataset;
+      if (a.dev_limit && a.dev_limit < dev_block.examples.size()) dev_block.examples.resize(a.dev_limit);
+    }
     const auto dev_top1 = [&](const std::string& spec) {
-      const std::size_t m = a.dev_limit ? std::min(a.dev_limit, dev->dataset.examples.size()) : dev->dataset.examples.size();
-      data::Dataset block = dev->dataset;
-      block.examples.resize(m);
-      const auto value = ab.doc_feedback(st, train::SplitSource{&block, dev->sources.base.get(), dev->sources.lookup(), 0}, block,
+      const std::size_t m = dev_block.examples.size();
+      const auto value = ab.doc_feedback(st, train::SplitSource{&dev_block, dev->sources.base.get(), dev->sources.lookup(), 0}, dev_block,
                                          spec, 1, r, a, false);
       const auto retriever = retrieval::make_retriever(spec, r.seed, task->uses_corpus());
       const auto& dsource = dev->sources.for_spec("bm25");
       double useful = 0;
-      for (const auto& ex : block.examples) {
+      for (const auto& ex : dev_block.examples) {
         const auto cands = dsource.candidates(ex);
         const auto ranking = retriever->rank({ex.id, ex.user, task->query(ex)}, cands, 1);
         if (ranking.indices.empty()) continue;
@@ -253,6 +256,11 @@ void run_online(const IumArgs& p, const std::vector<Agent>& agents, const train:
     std::string curve;
     nlohmann::json rounds = nlohmann::json::array();
     fs::create_directories(fs::path(a.out) / g.name);
+    const auto write_rounds = [&] {
+      models::write_json_file(fs::path(a.out) / g.name / "online.json",
+                              {{"agent", g.name}, {"task", g.task}, {"llm", g.llm}, {"k", g.k}, {"batch", p.online_batch},
+                               {"seed", r.seed}, {"promote", p.online_promote}, {"rounds", rounds}});
+    };
     for (std::size_t lo = 0, round = 1; lo < n; lo += p.online_batch, ++round) {
       const std::size_t hi = std::min(n, lo + p.online_batch);
       const std::string spec = spec_of(copy, copy_is_ium);
@@ -286,19 +294,12 @@ void run_online(const IumArgs& p, const std::vector<Agent>& agents, const train:
       curve += (curve.empty() ? "" : ", ") + std::to_string(top1).substr(0, 6);
       rounds.push_back({{"round", round}, {"queries", {lo + 1, hi}}, {"served_by", copy_is_ium ? copy.string() : "bm25"},
                         {"served_top1_useful", top1}, {"useful_documents", useful}, {"documents", docs}});
-      models::write_json_file(fs::path(a.out) / g.name / "online.json",
-                              {{"agent", g.name}, {"task", g.task}, {"llm", g.llm}, {"k", g.k}, {"batch", p.online_batch},
-                               {"seed", r.seed}, {"promote", p.online_promote}, {"rounds", rounds}});
+      write_rounds();
       if (!r.quiet)
         std::fprintf(stderr, "train: ium online %s round %zu: queries %zu-%zu served with %s: top-1 useful %.4f, %zu of %zu documents useful\n",
                      g.name.c_str(), round, lo + 1, hi, copy_is_ium ? "its copy" : "bm25", top1, useful, docs);
       const fs::path out = fs::path(a.out) / g.name / ("round-" + std::to_string(round));
       const auto marker = out / "attune_model.json";
-      const auto write_rounds = [&] {
-        models::write_json_file(fs::path(a.out) / g.name / "online.json",
-                                {{"agent", g.name}, {"task", g.task}, {"llm", g.llm}, {"k", g.k}, {"batch", p.online_batch},
-                                 {"seed", r.seed}, {"promote", p.online_promote}, {"rounds", rounds}});
-      };
       if (fs::exists(marker) && models::read_json_file(marker).value("complete", false)) {
         promote(out, round, rounds.back());
         write_rounds();
