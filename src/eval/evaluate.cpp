@@ -204,6 +204,7 @@ EvalReport score(const data::Dataset& ds, const tasks::Task& task, const llm::La
   rep.task = task.name();
   rep.split = ds.split;
   rep.llm = model.info().id;
+  rep.generate = opts.generate.canonical();
   rep.k = opts.k;
   rep.seed = opts.run.seed;
   rep.examples = n;

@@ -137,6 +137,10 @@ std::string format_table(const EvalReport& r) {
   std::snprintf(title, sizeof title, "task %s, split %s, %zu examples, k=%zu, llm %s, seed %llu\n", r.task.c_str(),
                 r.split.c_str(), r.examples, r.k, r.llm.c_str(), static_cast<unsigned long long>(r.seed));
   out += title;
+  // Constrained decoding changes every answer, so the table says so (free decoding, the
+  // default, adds nothing to the canonical form).
+  if (const auto at = r.generate.find(";decode="); at != std::string::npos)
+    out.insert(out.size() - 1, ", decode " + r.generate.substr(at + 8));
   auto line = [&](const std::vector<std::string>& cells) {
     for (std::size_t c = 0; c < cells.size(); ++c) {
       out += cells[c];
@@ -216,7 +220,7 @@ std::string to_json(const EvalReport& r) {
     }
     selection[sr.selector] = {{"pool", sr.pool}, {"methods", methods}, {"qpp_normalized", sr.qpp_normalized}};
   }
-  json out = {{"task", r.task},       {"split", r.split}, {"llm", r.llm},       {"k", r.k},
+  json out = {{"task", r.task},       {"split", r.split}, {"llm", r.llm},       {"generate", r.generate}, {"k", r.k},
               {"seed", r.seed},       {"examples", r.examples}, {"results", results},
               {"per_example", per},   {"significance", sig},    {"alpha", r.alpha},
               {"seconds", r.seconds}};

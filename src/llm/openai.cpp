@@ -23,6 +23,7 @@
 #include "attune/core/error.h"
 #include "attune/core/parallel.h"
 #include "attune/core/strings.h"
+#include "attune/llm/generate_check.h"
 
 namespace attune::llm {
 
@@ -753,6 +754,7 @@ OpenAIModel::OpenAIModel(OpenAIOptions opts) : opts_(std::move(opts)), impl_(std
 OpenAIModel::~OpenAIModel() = default;
 
 std::vector<Generation> OpenAIModel::generate(std::span<const Prompt> prompts, const GenerateOptions& g) {
+  refuse_constrained_decoding(g, "an openai: model");
   std::vector<Generation> out(prompts.size());
   parallel_for(prompts.size(), opts_.concurrency,
                [&](std::size_t i) { out[i].text = impl_->counting_failures([&] { return impl_->generate_one(prompts[i].text, g); }); });

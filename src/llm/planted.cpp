@@ -9,6 +9,7 @@
 
 #include "attune/core/error.h"
 #include "attune/core/strings.h"
+#include "attune/llm/generate_check.h"
 #include "attune/text/lexical.h"
 
 namespace attune::llm {
@@ -251,6 +252,7 @@ double PlantedReader::score_one(std::string_view prompt, std::string_view target
 }
 
 std::vector<Generation> PlantedReader::generate(std::span<const Prompt> prompts, const GenerateOptions& g) {
+  refuse_constrained_decoding(g, "a planted reader");
   std::vector<Generation> out;
   out.reserve(prompts.size());
   for (const auto& p : prompts) {

@@ -5,6 +5,7 @@
 
 #include "attune/core/hash.h"
 #include "attune/core/strings.h"
+#include "attune/llm/generate_check.h"
 #include "attune/text/lexical.h"
 
 namespace attune::llm {
@@ -14,7 +15,8 @@ std::string GenerateOptions::canonical() const {
   std::snprintf(buf, sizeof buf, "max_new_tokens=%zu;beams=%d;temperature=%.17g;top_p=%.17g;seed=%llu",
                 max_new_tokens, beams, temperature, top_p,
                 static_cast<unsigned long long>(temperature > 0 ? seed : 0));
-  return buf;
+  // "free" adds nothing, so caches written before the option existed still hit.
+  return decode == "free" ? std::string(buf) : std::string(buf) + ";decode=" + decode;
 }
 
 ReferenceReader::ReferenceReader(const std::vector<std::string>& background, std::vector<std::string> labels,
@@ -153,6 +155,7 @@ std::string ReferenceReader::generate_one(const std::string& prompt, std::size_t
 }
 
 std::vector<Generation> ReferenceReader::generate(std::span<const Prompt> prompts, const GenerateOptions& opts) {
+  refuse_constrained_decoding(opts, "the reference reader");
   std::vector<Generation> out;
   out.reserve(prompts.size());
   for (const auto& p : prompts) out.push_back({generate_one(p.text, opts.max_new_tokens)});

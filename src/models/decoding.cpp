@@ -39,7 +39,27 @@ std::int64_t sample_row(const torch::Tensor& logits_row, double temperature, dou
   return id[keep - 1];
 }
 
-std::vector<TokenIds> greedy_or_sample(Decoder& model, const std::vector<TokenIds>& prompts, const DecodeOptions& o) {
+// The most probable token of one row (float32 logits on the CPU) that o.allow accepts; -1
+// when none is. Candidates are read in order of logit, the first 64 from topk and then, only
+// if none of those is allowed, the whole row sorted.
+std::int64_t best_allowed(const torch::Tensor& row_logits, std::size_t row, const TokenIds& generated,
+                          const DecodeOptions& o) {
+  const std::int64_t V = row_logits.size(0);
+  const auto try_order = [&](const torch::Tensor& idx, std::int64_t from) -> std::int64_t {
+    auto c = idx.contiguous();
+    const std::int64_t* id = c.data_ptr<std::int64_t>();
+    for (std::int64_t i = from; i < c.size(0); ++i)
+      if (o.allow(row, generated, static_cast<std::int32_t>(id[i]))) return id[i];
+    return -1;
+  };
+  const std::int64_t first = std::min<std::int64_t>(64, V);
+  if (auto t = try_order(std::get<1>(row_logits.topk(first)), 0); t >= 0) return t;
+  if (first == V) return -1;
+  return try_order(std::get<1>(row_logits.sort(/*dim=*/-1, /*descending=*/true)), first);
+}
+
+std::vector<TokenIds> greedy_or_sample(Decoder& model, const std::vector<TokenIds>& prompts, const DecodeOptions& o,
+                                       std::size_t first_row) {
   torch::Tensor logits;
   auto state = model.start(prompts, logits);
   const auto B = static_cast<std::int64_t>(prompts.size());
@@ -55,6 +75,14 @@ std::vector<TokenIds> greedy_or_sample(Decoder& model, const std::vector<TokenId
       auto cpu = logits.to(torch::kCPU);
       for (std::int64_t b = 0; b < B; ++b)
         if (!done[b]) next[b] = sample_row(cpu[b], o.temperature, o.top_p, rngs[b]);
+    } else if (o.allow) {
+      auto cpu = logits.to(torch::kCPU).to(torch::kFloat32);
+      for (std::int64_t b = 0; b < B; ++b) {
+        if (done[b]) continue;
+        const std::int64_t t = best_allowed(cpu[b], first_row + static_cast<std::size_t>(b), out[b], o);
+        // Nothing allowed: the row ends here (an EOS id, or the pad when there is none).
+        next[b] = t >= 0 ? t : (o.eos_ids.empty() ? -1 : o.eos_ids.front());
+      }
     } else {
       auto arg = logits.argmax(-1).to(torch::kCPU);
       auto a = arg.accessor<std::int64_t, 1>();
@@ -63,8 +91,9 @@ std::vector<TokenIds> greedy_or_sample(Decoder& model, const std::vector<TokenId
     }
     for (std::int64_t b = 0; b < B; ++b) {
       if (done[b]) continue;
-      if (is_eos(next[b], o)) {
+      if (next[b] < 0 || is_eos(next[b], o)) {
         done[b] = true;
+        if (next[b] < 0) next[b] = pad;
       } else {
         out[b].push_back(static_cast<std::int32_t>(next[b]));
       }
@@ -218,6 +247,8 @@ std::vector<TokenIds> generate(Decoder& model, const std::vector<TokenIds>& prom
   if (o.temperature < 0) throw UsageError("temperature must be >= 0");
   if (!(o.top_p > 0 && o.top_p <= 1)) throw UsageError("top_p must be in (0, 1]");
   if (o.beams > 1 && o.temperature > 0) throw UsageError("beam search and sampling cannot be combined");
+  if (o.allow && (o.beams > 1 || o.temperature > 0))
+    throw UsageError("constrained decoding is greedy: it cannot be combined with beam search or sampling");
   std::vector<TokenIds> out;
   out.reserve(prompts.size());
   if (o.max_new_tokens == 0) return std::vector<TokenIds>(prompts.size());
@@ -229,7 +260,7 @@ std::vector<TokenIds> generate(Decoder& model, const std::vector<TokenIds>& prom
   for (std::size_t i = 0; i < prompts.size(); i += bs) {
     std::vector<TokenIds> chunk(prompts.begin() + static_cast<std::ptrdiff_t>(i),
                                 prompts.begin() + static_cast<std::ptrdiff_t>(std::min(prompts.size(), i + bs)));
-    for (auto& r : greedy_or_sample(model, chunk, o)) out.push_back(std::move(r));
+    for (auto& r : greedy_or_sample(model, chunk, o, i)) out.push_back(std::move(r));
   }
   return out;
 }

@@ -1,6 +1,8 @@
 #include "attune/models/local_lm.h"
 
+#include <algorithm>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <sstream>
 
@@ -22,6 +24,56 @@ namespace attune::models {
 
 namespace fs = std::filesystem;
 
+
+namespace {
+
+// decode = copy (llm::GenerateOptions): a token is allowed when the answer it makes, its
+// leading whitespace dropped, is a substring of the prompt's text. A byte-level token can end
+// inside a multi-byte character, which decodes to U+FFFD (one for a valid partial sequence
+// with a byte-level decoder, one a byte with byte fallback): an answer ending in at most three
+// of them that the prompt does not hold is allowed while the prompt holds the rest followed by
+// a non-ASCII byte, and may not end there. EOS needs a non-space character in the answer;
+// other special tokens, which decode to nothing, are never allowed.
+constexpr std::string_view kSpace = " \t\n\r\f\v";
+constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
+
+enum class Span { no, partial, yes };
+
+Span copy_span(const std::string& source, std::string_view answer) {
+  const std::size_t start = answer.find_first_not_of(kSpace);
+  if (start == std::string_view::npos) return Span::yes;  // whitespace so far (the reader's answer prefix)
+  answer.remove_prefix(start);
+  if (source.find(answer) != std::string::npos) return Span::yes;
+  int cut = 0;
+  while (answer.ends_with(kReplacement) && cut < 3) {
+    answer.remove_suffix(kReplacement.size());
+    ++cut;
+  }
+  if (cut == 0) return Span::no;
+  for (std::size_t at = source.find(answer); at != std::string::npos; at = source.find(answer, at + 1))
+    if (at + answer.size() < source.size() && static_cast<unsigned char>(source[at + answer.size()]) >= 0x80)
+      return Span::partial;
+  return Span::no;
+}
+
+std::function<bool(std::size_t, const TokenIds&, std::int32_t)> copy_constraint(
+    const text::SubwordTokenizer& tok, const std::vector<std::int32_t>& eos_ids, std::span<const llm::Prompt> prompts) {
+  return [&tok, &eos_ids, prompts](std::size_t row, const TokenIds& generated, std::int32_t token) {
+    const bool eos = std::find(eos_ids.begin(), eos_ids.end(), token) != eos_ids.end();
+    if (eos) {
+      const std::string answer = tok.decode(generated, true);
+      return answer.find_first_not_of(kSpace) != std::string::npos &&
+             copy_span(prompts[row].text, answer) == Span::yes;
+    }
+    const std::int32_t one[1] = {token};
+    if (tok.decode(one, true).empty()) return false;
+    TokenIds ids = generated;
+    ids.push_back(token);
+    return copy_span(prompts[row].text, tok.decode(ids, true)) != Span::no;
+  };
+}
+
+}  // namespace
 
 struct LocalModel::Impl {
   fs::path dir;
@@ -157,10 +209,16 @@ std::vector<llm::Generation> LocalModel::generate(std::span<const llm::Prompt> p
   o.seed = g.seed;
   o.eos_ids = m.eos;
   o.batch_size = m.opts.batch_size;
+  if (g.decode == "copy") o.allow = copy_constraint(*m.tok, m.eos, prompts);
   auto out = models::generate(*m.decoder, ids, o);
   std::vector<llm::Generation> gens;
-  for (auto& t : out) {
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    auto& t = out[i];
     m.stats.generated_tokens += t.size();
+    // Copy decoding that ran out of budget or of allowed tokens inside a character: the
+    // answer keeps its longest prefix that is a span of the prompt.
+    if (g.decode == "copy")
+      while (!t.empty() && copy_span(prompts[i].text, m.tok->decode(t, true)) != Span::yes) t.pop_back();
     gens.push_back({m.tok->decode(t, true)});
   }
   m.stats.prompts += prompts.size();

@@ -223,6 +223,13 @@ TEST_F(Cli, NumbersAreDecimalFiniteAndBounded) {
   refused("generate --llm reference --prompt x --beams 0", {"beams = 0: must be between 1 and 64 (option --beams)"});
   refused("generate --llm reference --prompt x --beams -3", {"beams = -3: must be between 1 and 64 (option --beams)"});
   refused(eval + " --beams 65", {"beams = 65: must be between 1 and 64 (option --beams)"});
+  // --decode: free or copy; copy is greedy and needs a model that implements it.
+  refused("generate --llm reference --prompt x --decode extract",
+          {"decode = 'extract': expected free (any text) or copy (the answer is a span of the prompt) (option --decode)"});
+  refused("generate --llm reference --prompt x --decode copy --beams 2", {"decode = copy: is greedy", "(option --decode)"});
+  refused("generate --llm reference --data " + kSample + " --task commit_subject --prompt x --decode copy",
+          {"decode = copy is implemented for local: models only; the reference reader generates freely"});
+  refused(eval + " --retrievers none --llm reference --decode copy", {"the reference reader generates freely"});
   // The same checks reach options read from a --config file.
   write("c.toml", "k = 0x10\n");
   refused(rank + " --config c.toml", {"--k", "\"0x10\""});
@@ -736,6 +743,13 @@ TEST_F(Cli, GenerateAndScoreWithTheLocalStories260K) {
   EXPECT_EQ(a.out, b.out);
   auto beam = run("generate --llm local:" + model + " --prompt Lily --beams 4 --max-new-tokens 15 --device cpu");
   EXPECT_EQ(beam.rc, 0) << beam.err;
+  // --decode copy: the answer is a span of the prompt.
+  auto copy = run("generate --llm local:" + model + " --prompt 'Lily saw a big red dog in the park.' --decode copy --max-new-tokens 10 --device cpu");
+  ASSERT_EQ(copy.rc, 0) << copy.err;
+  std::string answer = copy.out.substr(0, copy.out.find_last_not_of('\n') + 1);
+  answer.erase(0, answer.find_first_not_of(" \t\n"));
+  EXPECT_FALSE(answer.empty()) << copy.out;
+  EXPECT_NE(std::string("Lily saw a big red dog in the park.").find(answer), std::string::npos) << copy.out;
   // The model's context (512 positions) holds at least one prompt token: 511 new tokens at most.
   auto past = run("generate --llm local:" + model + " --prompt '' --max-new-tokens 512 --device cpu");
   EXPECT_EQ(past.rc, 2);

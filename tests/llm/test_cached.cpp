@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "attune/core/error.h"
 #include "attune/llm/cached.h"
 #include "attune/llm/reference.h"
 #include "attune/store/store.h"
@@ -72,6 +73,15 @@ TEST(CachedModel, SecondRunAsksTheModelNothingAndScoresRoundTripExactly) {
   beams.beams = 4;
   cached.generate(prompts, beams);
   EXPECT_EQ(counting.generated, 2u);
+  // Copy decoding is another key too (free decoding's key is the one caches had before the
+  // option existed), and a model that cannot copy refuses through the cache.
+  llm::GenerateOptions copy;
+  copy.decode = "copy";
+  EXPECT_EQ(llm::GenerateOptions{}.canonical().find("decode"), std::string::npos);
+  EXPECT_NE(copy.canonical(), llm::GenerateOptions{}.canonical());
+  EXPECT_NE(copy.canonical().find(";decode=copy"), std::string::npos);
+  EXPECT_THROW(cached.generate(prompts, copy), UsageError);
+  EXPECT_EQ(cached.generate(prompts, {})[0].text, first_gen[0].text);
   fs::remove(path);
 }
 

@@ -205,3 +205,95 @@ TEST(LocalModel, T5FolderWithAUnigramTokenizer) {
   }
   fs::remove_all(dir);
 }
+
+namespace {
+// A decoder whose logits are fixed: token v scores -v at every step (token 0 is the most
+// probable, then 1, ...), so the constrained choice is the lowest allowed id.
+class FixedDecoder final : public Decoder {
+ public:
+  explicit FixedDecoder(std::int64_t vocab) : vocab_(vocab) {}
+  struct State final : DecoderState {
+    std::int64_t vocab;
+    torch::Tensor step(const torch::Tensor& tokens, const torch::Tensor&) override {
+      return -torch::arange(vocab, torch::kFloat32).view({1, 1, vocab}).expand({tokens.size(0), tokens.size(1), vocab}).clone();
+    }
+    void select(const torch::Tensor&) override {}
+  };
+  std::unique_ptr<DecoderState> start(const std::vector<TokenIds>& prompts, torch::Tensor& next) override {
+    auto s = std::make_unique<State>();
+    s->vocab = vocab_;
+    next = -torch::arange(vocab_, torch::kFloat32).view({1, vocab_}).expand({static_cast<std::int64_t>(prompts.size()), vocab_}).clone();
+    return s;
+  }
+  torch::Device device() const override { return torch::kCPU; }
+  std::int64_t vocab_size() const override { return vocab_; }
+
+ private:
+  std::int64_t vocab_;
+};
+}  // namespace
+
+// DecodeOptions::allow: each step takes the most probable allowed token, past the first 64
+// candidates when none of those is allowed; the row index is the prompt's, across batches;
+// a row with nothing allowed stops; EOS counts only when allowed.
+TEST(Decoding, ConstrainedGreedyTakesTheMostProbableAllowedToken) {
+  FixedDecoder model(200);
+  DecodeOptions o;
+  o.max_new_tokens = 4;
+  o.eos_ids = {0};
+  o.batch_size = 2;  // three prompts: rows 0 and 1 in one batch, row 2 in the next
+  std::vector<std::pair<std::size_t, std::size_t>> calls;
+  o.allow = [&](std::size_t row, const TokenIds& generated, std::int32_t t) {
+    calls.emplace_back(row, generated.size());
+    if (row == 0) return t >= 5 && (generated.empty() || t > generated.back());  // increasing ids from 5
+    if (row == 1) return t == 150 || (t == 0 && !generated.empty());            // 150, then EOS
+    return false;                                                               // nothing: stops at once
+  };
+  const std::vector<TokenIds> prompts = {{1}, {2}, {3}};
+  const auto out = generate(model, prompts, o);
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0], (TokenIds{5, 6, 7, 8}));
+  EXPECT_EQ(out[1], (TokenIds{150}));  // found past the top 64, then EOS (id 0, the most probable) ended it
+  EXPECT_TRUE(out[2].empty());
+  EXPECT_TRUE(std::any_of(calls.begin(), calls.end(), [](auto& c) { return c.first == 2; }));
+  // Free greedy decoding of the same model: EOS at once.
+  o.allow = nullptr;
+  EXPECT_TRUE(generate(model, prompts, o)[0].empty());
+  // Constrained decoding is greedy.
+  o.allow = [](std::size_t, const TokenIds&, std::int32_t) { return true; };
+  o.beams = 2;
+  EXPECT_THROW(generate(model, prompts, o), UsageError);
+}
+
+// decode = copy with a real model: every answer is a non-empty span of its prompt (ASCII and
+// multi-byte text), free decoding of the same prompts is not, and the options are checked.
+TEST(LocalModel, CopyDecodingAnswersWithSpansOfThePrompt) {
+  if (!fs::exists(kStoriesModel / "model.safetensors")) GTEST_SKIP() << "needs ../shared/models/stories260K (absent in this checkout)";
+  LocalOptions lo;
+  lo.device = "cpu";
+  auto lm = LocalModel::load(kStoriesModel, lo);
+  llm::GenerateOptions g;
+  g.max_new_tokens = 12;
+  const std::vector<llm::Prompt> ps = {{"Tom had a red ball. Lily had a big blue kite. Who had the kite?"},
+                                       {"Zoë went to the café with her dog Max. The dog was happy."},
+                                       {"purple elephant"}};
+  const auto free = lm->generate(ps, g);
+  g.decode = "copy";
+  const auto copy = lm->generate(ps, g);
+  std::size_t free_spans = 0;
+  for (std::size_t i = 0; i < ps.size(); ++i) {
+    std::string a = copy[i].text;
+    a.erase(0, a.find_first_not_of(" \t\n"));
+    EXPECT_FALSE(a.empty()) << i;
+    EXPECT_NE(ps[i].text.find(a), std::string::npos) << i << ": '" << copy[i].text << "'";
+    std::string f = free[i].text;
+    f.erase(0, f.find_first_not_of(" \t\n"));
+    free_spans += !f.empty() && ps[i].text.find(f) != std::string::npos;
+  }
+  EXPECT_LT(free_spans, ps.size());  // the constraint changed something
+  g.beams = 2;
+  EXPECT_THROW(lm->generate(ps, g), UsageError);
+  g.beams = 1;
+  g.decode = "extract";
+  EXPECT_THROW(lm->generate(ps, g), UsageError);
+}

@@ -39,6 +39,9 @@ void add_eval(CLI::App& app, int& rc) {
   cmd->add_option("--limit", o->run.limit, "only the first N examples (0 = all)")->capture_default_str();
   cmd->add_option("--max-new-tokens", o->generate.max_new_tokens, "generation length cap (a local: causal model: below its context length)")->capture_default_str();
   cmd->add_option("--beams", o->generate.beams, "beam width (1 = greedy; at most 64)")->capture_default_str();
+  cmd->add_option("--decode", o->generate.decode,
+                  "free, or copy: extractive answers, each a span of its prompt (greedy; local: models only)")
+      ->capture_default_str();
   cmd->add_flag("--no-reference-quirks", *no_quirks, "build prompts as the paper states, not as the LaMP code does");
   cmd->add_flag("--no-cache", *no_cache, "do not read or write the store's generation cache");
   cmd->add_option("--out", *out, "write the full JSON report here (\"-\": standard output, after the table)");

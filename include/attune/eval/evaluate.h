@@ -150,6 +150,7 @@ struct SelectionReport {
 
 struct EvalReport {
   std::string task, split, llm;
+  std::string generate;  // llm::GenerateOptions::canonical() of the run's generations
   std::size_t k = 0;
   std::uint64_t seed = 0;
   std::size_t examples = 0;

@@ -30,6 +30,20 @@ inline void validate_generate_options(const GenerateOptions& g) {
   if (!(g.temperature >= 0) || !std::isfinite(g.temperature))
     bad("temperature", number(g.temperature), "must be a finite number >= 0 (0 = greedy)");
   if (!(g.top_p > 0 && g.top_p <= 1)) bad("top_p", number(g.top_p), "must be in (0, 1]");
+  if (g.decode != "free" && g.decode != "copy")
+    bad("decode", "'" + g.decode + "'", "expected free (any text) or copy (the answer is a span of the prompt)");
+  if (g.decode == "copy" && g.beams != 1)
+    bad("decode", "copy", "is greedy: it cannot be combined with beams = " + std::to_string(g.beams));
+  if (g.decode == "copy" && g.temperature > 0)
+    bad("decode", "copy", "is greedy: it cannot be combined with sampling (temperature = " + number(g.temperature) + ")");
+}
+
+// A backend that only generates freely refuses decode = copy instead of ignoring it (the
+// answers would not be the spans the caller asked for).
+inline void refuse_constrained_decoding(const GenerateOptions& g, const std::string& backend) {
+  if (g.decode != "free")
+    throw FieldError<UsageError>("decode", "decode = " + g.decode + " is implemented for local: models only; " + backend +
+                                               " generates freely (use --decode free)");
 }
 
 }  // namespace attune::llm

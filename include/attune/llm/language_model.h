@@ -26,6 +26,11 @@ struct GenerateOptions {
   double temperature = 0;
   double top_p = 1.0;
   std::uint64_t seed = 0;
+  // "free" = any text; "copy" = extractive: the answer is a span of the prompt. Greedy, and
+  // at each step the most probable token that keeps the answer (its leading whitespace
+  // dropped) a substring of the prompt; the end of text is allowed once the answer holds a
+  // non-space character. Only local: models implement "copy"; the other backends refuse it.
+  std::string decode = "free";
   // Canonical text form, part of the cache key.
   std::string canonical() const;
 };

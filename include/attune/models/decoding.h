@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -50,6 +51,10 @@ struct DecodeOptions {
   double length_penalty = 1.0;  // beam score = sum log p / length^length_penalty (HF default)
   std::vector<std::int32_t> eos_ids;  // generation of a row stops at any of these
   std::size_t batch_size = 16;        // prompts decoded together
+  // Constrained greedy decoding (beams 1, no sampling): when set, each step of prompt `row`
+  // (its index in generate()'s prompts) takes the most probable token t, EOS included, for
+  // which allow(row, tokens generated so far, t) holds; a row with no allowed token stops.
+  std::function<bool(std::size_t row, const TokenIds& generated, std::int32_t token)> allow;
 };
 
 // Generated ids per prompt (without the prompt, without the final EOS).
