@@ -269,11 +269,8 @@ TEST(Decoding, ConstrainedGreedyTakesTheMostProbableAllowedToken) {
 // multi-byte text), free decoding of the same prompts is not, and the options are checked.
 TEST(LocalModel, CopyDecodingAnswersWithSpansOfThePrompt) {
   if (!fs::exists(kStoriesModel / "model.safetensors")) GTEST_SKIP() << "needs ../shared/models/stories260K (absent in this checkout)";
-  LocalOptions lo;
-  lo.device = "cpu";
-  auto lm = LocalModel::load(kStoriesModel, lo);
-  llm::GenerateOptions g;
-  g.max_new_tokens = 12;
+  const auto lm = LocalModel::load(kStoriesModel, LocalOptions{.device = "cpu"});
+  llm::GenerateOptions g{.max_new_tokens = 12};
   const std::vector<llm::Prompt> ps = {{"Tom had a red ball. Lily had a big blue kite. Who had the kite?"},
                                        {"Zoë went to the café with her dog Max. The dog was happy."},
                                        {"purple elephant"}};
