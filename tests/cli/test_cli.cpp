@@ -230,6 +230,9 @@ TEST_F(Cli, NumbersAreDecimalFiniteAndBounded) {
   refused("generate --llm reference --data " + kSample + " --task commit_subject --prompt x --decode copy",
           {"decode = copy is implemented for local: models only; the reference reader generates freely"});
   refused(eval + " --retrievers none --llm reference --decode copy", {"the reference reader generates freely"});
+  refused("generate --llm reference --prompt x --decode copy --temperature 0.5",
+          {"decode = copy: is greedy: it cannot be combined with sampling (temperature = 0.5) (option --decode)"});
+  refused(eval + " --retrievers none --llm planted:first --decode copy", {"a planted reader generates freely"});
   // The same checks reach options read from a --config file.
   write("c.toml", "k = 0x10\n");
   refused(rank + " --config c.toml", {"--k", "\"0x10\""});
