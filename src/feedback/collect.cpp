@@ -33,6 +33,11 @@ std::string kind_name(Kind k) {
 
 std::string dataset_key(const data::Dataset& ds) { return ds.task + "/" + ds.split + "/" + ds.content_hash; }
 
+std::string feedback_model(const std::string& model_id, Kind kind, const llm::GenerateOptions& generate) {
+  if (kind == Kind::Likelihood || generate.decode == "free") return model_id;
+  return model_id + ";decode=" + generate.decode;
+}
+
 namespace {
 
 // One LLM call to make: a prompt, and for likelihood the target.
@@ -53,6 +58,10 @@ void CollectOptions::validate() const {
     throw FieldError<UsageError>("top_l", "top_l = 0: " + kind_name(kind) + " feedback needs at least one candidate");
   }
   llm::validate_generate_options(generate);
+  if (kind == Kind::Likelihood && generate.decode != "free")
+    throw FieldError<UsageError>("decode", "decode = " + generate.decode +
+                                               ": likelihood feedback scores the gold answer and generates nothing (decode applies to "
+                                               "the doc and retriever kinds)");
 }
 
 Summary collect(const data::Dataset& ds, const tasks::Task& task, const retrieval::CandidateSource& source,
@@ -113,7 +122,8 @@ Summary collect(const data::Dataset& ds, const tasks::Task& task, const retrieva
     for (auto& it : v) work.push_back(std::move(it));
 
   llm::CachedModel cached(model, cache);
-  const std::string model_id = model.info().id, ds_key = dataset_key(ds), kind = kind_name(opts.kind);
+  const std::string model_id = feedback_model(model.info().id, opts.kind, opts.generate), ds_key = dataset_key(ds),
+                    kind = kind_name(opts.kind);
   const std::size_t batch = std::max<std::size_t>(1, opts.run.batch);
   const std::size_t n_batches = (work.size() + batch - 1) / batch;
   Progress progress("feedback " + kind, work.size(), opts.run.progress);

@@ -89,7 +89,8 @@ std::vector<RopgExample> ropg_split(const Bench& b, const SplitSource& s, const 
   co.max_length = wf.feedback_max_length;
   co.run.seed = wf.options.fit.seed;
   collect_feedback(b, s, co);
-  return ropg_examples(*s.dataset, b.task, source_of(s, wf.initial), b.store, b.model.info().id, wf.initial, wf.top_l,
+  return ropg_examples(*s.dataset, b.task, source_of(s, wf.initial), b.store, feedback::feedback_model(b.model.info().id, co.kind, b.generate),
+                       wf.initial, wf.top_l,
                        wf.options.fit.seed, s.limit, wf.options.document_fields, values);
 }
 
@@ -109,7 +110,8 @@ std::vector<RspgExample> rspg_split(const Bench& b, const SplitSource& s, const 
   d.seed = o.fit.seed;
   d.limit = s.limit;
   d.source_for = s.source_for;
-  return rspg_examples(*s.dataset, b.task, *s.base, b.store, b.model.info().id, b.tok, d);
+  return rspg_examples(*s.dataset, b.task, *s.base, b.store, feedback::feedback_model(b.model.info().id, co.kind, b.generate), b.tok,
+                       d);
 }
 
 // The dev record Pearl's attune_train.json keeps: calibration and selective revision.
@@ -131,6 +133,8 @@ feedback::Summary collect_feedback(const Bench& b, const SplitSource& s, feedbac
   co.run.threads = b.threads;
   co.run.progress = b.progress;
   co.generate = b.generate;
+  // Likelihoods score the gold answer: how the model would decode plays no part in them.
+  if (co.kind == feedback::Kind::Likelihood) co.generate.decode = "free";
   co.run.limit = s.limit;
   co.source_for = s.source_for;
   const auto& ds = *s.dataset;
@@ -152,7 +156,8 @@ Run run_dev_selected(const Bench& b, const SplitSource& train, const SplitSource
   const auto tr = examples(b, train, wf, true);
   std::remove_const_t<decltype(tr)> dv;
   if (dev.dataset) dv = examples(b, dev, wf, false);
-  wf.options.fit.data_description = wf.data_label + " (" + std::to_string(tr.size()) + " examples), feedback of " + b.model.info().id;
+  wf.options.fit.data_description = wf.data_label + " (" + std::to_string(tr.size()) + " examples), feedback of " + b.model.info().id +
+                                     (b.generate.decode == "free" ? "" : ", decode " + b.generate.decode);
   Run run;
   run.train_examples = tr.size();
   run.dev_examples = dv.size();

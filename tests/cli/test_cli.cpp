@@ -233,6 +233,16 @@ TEST_F(Cli, NumbersAreDecimalFiniteAndBounded) {
   refused("generate --llm reference --prompt x --decode copy --temperature 0.5",
           {"decode = copy: is greedy: it cannot be combined with sampling (temperature = 0.5) (option --decode)"});
   refused(eval + " --retrievers none --llm planted:first --decode copy", {"a planted reader generates freely"});
+  // feedback and train take --decode for the answers they generate, and refuse it where nothing is generated.
+  const std::string fb = "feedback --data " + kSample + " --task commit_subject --split dev --quiet --store s.db --limit 2 ";
+  refused(fb + "--llm reference --decode copy", {"the reference reader generates freely"});
+  refused(fb + "--llm reference --decode sideways", {"decode = 'sideways': expected free (any text) or copy"});
+  refused(fb + "--kind likelihood --llm reference --decode copy",
+          {"likelihood feedback scores the gold answer and generates nothing"});
+  refused(train + "--method ropg-kd --init " + kSample + " --decode copy", {"the reference reader generates freely"});
+  refused(train + "--method luf --init x --decode copy", {"--decode copy applies to methods that learn from generated answers",
+                                                           "not luf (its labels are the judge's replies)"});
+  refused(train + "--method purple --init x --decode copy", {"not purple (its rewards are log-likelihoods)"});
   // The same checks reach options read from a --config file.
   write("c.toml", "k = 0x10\n");
   refused(rank + " --config c.toml", {"--k", "\"0x10\""});
@@ -753,6 +763,35 @@ TEST_F(Cli, GenerateAndScoreWithTheLocalStories260K) {
   answer.erase(0, answer.find_first_not_of(" \t\n"));
   EXPECT_FALSE(answer.empty()) << copy.out;
   EXPECT_NE(std::string("Lily saw a big red dog in the park.").find(answer), std::string::npos) << copy.out;
+  // feedback --decode copy: its records are filed under "ID;decode=copy" and leave free decoding's as they were.
+  const std::string fb = "feedback --data " + kSample + " --task commit_subject --split dev --llm local:" + model +
+                         " --limit 2 --top-l 2 --max-new-tokens 8 --device cpu --quiet --store fb.db";
+  ASSERT_EQ(run(fb).rc, 0);
+  const auto records_of = [&](std::size_t nth) {
+    auto st = attune::store::open_sqlite(dir_ / "fb.db");
+    std::vector<attune::store::RunRecord> runs;
+    for (const auto& r : st->runs())
+      if (r.verb == "feedback") runs.push_back(r);
+    const auto j = nlohmann::json::parse(runs.at(nth).summary_json);
+    return std::pair{j.at("records_model").get<std::string>(),
+                     st->feedback_get(j.at("dataset").get<std::string>(), "doc", j.at("records_model").get<std::string>())};
+  };
+  const auto [free_model, freely] = records_of(0);
+  auto copied_run = run(fb + " --decode copy");
+  ASSERT_EQ(copied_run.rc, 0) << copied_run.err;
+  const auto [copy_model, copied] = records_of(1);
+  EXPECT_EQ(copy_model, free_model + ";decode=copy");
+  ASSERT_EQ(freely.size(), 4u);
+  ASSERT_EQ(copied.size(), 4u);
+  const auto [again_model, again] = records_of(0);
+  ASSERT_EQ(again.size(), 4u);
+  bool differs = false;
+  for (std::size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(again[i].output, freely[i].output);
+    EXPECT_FALSE(copied[i].output.empty());
+    differs |= copied[i].output != freely[i].output;
+  }
+  EXPECT_TRUE(differs) << "copy and free decoding gave the same four answers";
   // The model's context (512 positions) holds at least one prompt token: 511 new tokens at most.
   auto past = run("generate --llm local:" + model + " --prompt '' --max-new-tokens 512 --device cpu");
   EXPECT_EQ(past.rc, 2);

@@ -191,6 +191,68 @@ TEST(Feedback, RetrieverAndLikelihoodKinds) {
   EXPECT_THROW(feedback::parse_kind("docs"), UsageError);
 }
 
+// A reader whose answer depends on how it decodes: free decoding answers a fixed subject,
+// copy decoding the prompt's last word (a span of the prompt), so the two give different rewards.
+class TwoWayReader final : public llm::LanguageModel {
+ public:
+  std::vector<llm::Generation> generate(std::span<const llm::Prompt> ps, const llm::GenerateOptions& o) override {
+    std::vector<llm::Generation> out;
+    for (const auto& p : ps) {
+      llm::Generation g;
+      if (o.decode == "copy") {
+        const auto at = p.text.find_last_of(' ');
+        g.text = at == std::string::npos ? p.text : p.text.substr(at + 1);
+      } else {
+        g.text = "fix parser cache";
+      }
+      out.push_back(g);
+    }
+    return out;
+  }
+  std::vector<double> score(std::span<const llm::ScoreRequest> r) override { return std::vector<double>(r.size(), -1.0); }
+  llm::ModelInfo info() const override { return {"two-way"}; }
+};
+
+// Feedback of copy decoding is other feedback than free decoding's: both are kept, each under
+// its own model key, and a second decoding does not replace the first's records.
+TEST(Feedback, CopyAndFreeDecodingAreFiledApart) {
+  Fixture f;
+  auto store = store::open_sqlite(temp_store("decode"));
+  TwoWayReader reader;
+  const auto key = feedback::dataset_key(f.ds);
+  auto free_opts = opts(feedback::Kind::Doc), copy_opts = opts(feedback::Kind::Doc);
+  copy_opts.generate.decode = "copy";
+  EXPECT_EQ(feedback::feedback_model("two-way", feedback::Kind::Doc, free_opts.generate), "two-way");
+  EXPECT_EQ(feedback::feedback_model("two-way", feedback::Kind::Doc, copy_opts.generate), "two-way;decode=copy");
+  EXPECT_EQ(feedback::feedback_model("two-way", feedback::Kind::Retriever, copy_opts.generate), "two-way;decode=copy");
+  EXPECT_EQ(feedback::feedback_model("two-way", feedback::Kind::Likelihood, copy_opts.generate), "two-way");
+
+  feedback::collect(f.ds, *f.task, f.source, reader, *store, f.tok, free_opts);
+  const auto freely = store->feedback_get(key, "doc", "two-way");
+  ASSERT_EQ(freely.size(), 15u);
+  feedback::collect(f.ds, *f.task, f.source, reader, *store, f.tok, copy_opts);
+  const auto copied = store->feedback_get(key, "doc", "two-way;decode=copy");
+  ASSERT_EQ(copied.size(), 15u);
+  const auto again = store->feedback_get(key, "doc", "two-way");  // still free decoding's
+  ASSERT_EQ(again.size(), 15u);
+  for (std::size_t i = 0; i < 15; ++i) {
+    EXPECT_EQ(again[i].output, "fix parser cache");
+    EXPECT_EQ(again[i].value, freely[i].value);
+    EXPECT_NE(copied[i].output, "fix parser cache");
+    EXPECT_NE(copied[i].output, "");
+  }
+
+  // Likelihood feedback generates nothing: a decoding for it is refused, naming the field.
+  auto lk = opts(feedback::Kind::Likelihood);
+  lk.generate.decode = "copy";
+  try {
+    feedback::collect(f.ds, *f.task, f.source, reader, *store, f.tok, lk);
+    FAIL() << "likelihood feedback took --decode copy";
+  } catch (const UsageError& e) {
+    EXPECT_EQ(dynamic_cast<const NamesField&>(e).field(), "decode");
+  }
+}
+
 TEST(Feedback, RefusesDataWithoutGolds) {
   Fixture f;
   f.ds.has_outputs = false;

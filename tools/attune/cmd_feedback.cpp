@@ -34,6 +34,10 @@ void add_feedback(CLI::App& app, int& rc) {
   cmd->add_option("--max-new-tokens", o->generate.max_new_tokens,
                   "generation length cap of the doc and retriever kinds (use eval's --max-new-tokens)")
       ->capture_default_str();
+  cmd->add_option("--decode", o->generate.decode,
+                  "doc and retriever kinds: free, or copy (each answer a span of its prompt; local: models only). Use eval's "
+                  "--decode; the records of copy decoding are filed apart from free decoding's (model \"ID;decode=copy\")")
+      ->capture_default_str();
   cmd->callback([=, &rc] {
     o->kind = feedback::parse_kind(*kind);
     o->retrievers = retrieval::split_specs(*pool);
@@ -50,13 +54,16 @@ void add_feedback(CLI::App& app, int& rc) {
     auto sources = engine::make_sources(*d, *task, *st, r->models(), r->quiet, specs);
     o->source_for = sources.lookup();
     auto model = engine::make_llm(*llm_spec, *d, task.get(), r->models());
+    if (o->kind != feedback::Kind::Likelihood) check_generate_options(*model, o->generate);  // copy with a free-only reader
     nlohmann::json args = {{"data", d->data}, {"task", d->task}, {"split", d->split}, {"kind", *kind},
                            {"llm", llm::redact_url_passwords(*llm_spec)}, {"top_l", o->top_l}, {"initial", o->initial_retriever},
-                           {"retrievers", o->retrievers}, {"k", o->k}, {"limit", o->run.limit}};
+                           {"retrievers", o->retrievers}, {"k", o->k}, {"limit", o->run.limit},
+                           {"max_new_tokens", o->generate.max_new_tokens}, {"decode", o->generate.decode}};
     store::RunScope run(*st, "feedback", args.dump(), r->seed);
     auto s = feedback::collect(ds, *task, *sources.base, *model, *st, *tok, *o);
     nlohmann::json summary = {{"task", d->task},          {"split", d->split},      {"kind", *kind},
-                              {"llm", model->info().id},  {"examples", s.examples}, {"records", s.records},
+                              {"llm", model->info().id},  {"records_model", feedback::feedback_model(model->info().id, o->kind, o->generate)},
+                              {"dataset", feedback::dataset_key(ds)}, {"examples", s.examples}, {"records", s.records},
                               {"model_calls", s.model_calls}, {"cache_hits", s.cache_hits},
                               {"mean_value", s.mean_value},   {"seconds", s.seconds}, {"store", r->store},
                               {"seed", r->seed}};

@@ -31,6 +31,7 @@ struct TrainArgs {
   std::size_t limit = 0, dev_limit = 0; // first N train / dev examples (0 = all)
   std::size_t feedback_max_length = 0;  // feedback prompt budget (0 = the kind's default)
   std::size_t max_new_tokens = llm::GenerateOptions{}.max_new_tokens;  // feedback generations (eval's --max-new-tokens)
+  std::string decode = llm::GenerateOptions{}.decode;                  // feedback generations (eval's --decode)
   bool resume = false;
   bool double_softmax = false;
   // Unset = the method's own default (RopgOptions, RspgOptions, PearlOptions); what is set

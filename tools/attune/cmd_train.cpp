@@ -35,6 +35,8 @@ train::Bench make_bench(const tasks::Task& task, llm::LanguageModel& model, stor
                         const RunOptions& r, const TrainArgs& a) {
   train::Bench b{task, model, st, tok, r.threads, !r.quiet};
   b.generate.max_new_tokens = a.max_new_tokens;
+  b.generate.decode = a.decode;
+  check_generate_options(model, b.generate);  // e.g. --decode copy with a reader that only decodes freely
   return b;
 }
 
@@ -81,6 +83,10 @@ void add_train(CLI::App& app, int& rc) {
   cmd->add_option("--max-new-tokens", a->max_new_tokens,
                   "generation length cap of the feedback (doc and retriever kinds) and Pearl's dev outputs: use eval's "
                   "--max-new-tokens, so the trainer learns from the outputs eval scores")
+      ->capture_default_str();
+  cmd->add_option("--decode", a->decode,
+                  "how the feedback (doc and retriever kinds) and Pearl's dev outputs are decoded: free, or copy (each answer a "
+                  "span of its prompt; local: models only). Use eval's --decode; copy and free feedback are kept apart in the store")
       ->capture_default_str();
   add_optional(cmd, "--epochs", a->epochs, "passes over the training examples (default: the method's; ROPG 10)");
   add_optional(cmd, "--batch-size", a->batch_size, "examples per optimiser step (effective batch; default: the method's, ROPG 64)");
@@ -211,6 +217,10 @@ void add_train(CLI::App& app, int& rc) {
       throw UsageError("--policy-scale applies to ropg-kd, not " + a->method);
     if (a->policy_temperature && a->method != "ropg-kd" && a->method != "ropg-rl" && a->method != "luf")
       throw UsageError("--policy-temperature applies to ropg-kd, ropg-rl and luf, not " + a->method);
+    if (a->decode != "free" && (a->method == "luf" || a->method == "purple"))
+      throw UsageError("--decode " + a->decode + " applies to methods that learn from generated answers (ropg-kd, ropg-rl, rspg-pre, "
+                       "rspg-post, pearl, ium, ium-online), not " + a->method +
+                       (a->method == "luf" ? " (its labels are the judge's replies)" : " (its rewards are log-likelihoods)"));
     if (a->method == "rspg-pre" || a->method == "rspg-post") return rspg(*d, *r, *a), void(rc = 0);
     if (a->method == "pearl") return pearl(*d, *r, *a), void(rc = 0);
     if (a->method == "purple") return purple(*d, *r, *a), void(rc = 0);
@@ -258,6 +268,7 @@ void add_train(CLI::App& app, int& rc) {
     auto st = store::open_store(r->store_file());
     neural::register_retrievers(r->device);
     auto model = engine::make_llm(a->llm, *d, task.get(), r->models());
+    make_bench(*task, *model, *st, *tok, *r, *a);  // its generation options checked against the model before any work
     nlohmann::json args = {{"method", a->method}, {"data", d->data}, {"task", d->task}, {"split", d->split},
                            {"dev_split", a->dev_split}, {"llm", llm::redact_url_passwords(a->llm)}, {"out", a->out}, {"init", a->init},
                            {"initial", a->initial}, {"top_l", a->top_l}, {"protocol", a->protocol},
@@ -266,7 +277,8 @@ void add_train(CLI::App& app, int& rc) {
                            {"luf", {{"lambda_strict", ro->luf.lambda_strict}, {"lambda_flaccid", ro->luf.lambda_flaccid},
                                     {"lambda_hard", ro->luf.lambda_hard}, {"gamma", ro->luf.gamma},
                                     {"in_batch", ro->luf.in_batch}, {"relevance_batches", ro->luf.relevance_batches}}}, {"epochs", ro->fit.epochs},
-                           {"batch_size", ro->fit.batch_size}, {"lr", ro->fit.lr}, {"resume", a->resume}};
+                           {"batch_size", ro->fit.batch_size}, {"lr", ro->fit.lr}, {"resume", a->resume},
+                           {"max_new_tokens", a->max_new_tokens}, {"decode", a->decode}};
     const auto tr = load_workflow_split(*d, *task, *st, *r, {a->initial}, a->limit);
     const auto dev = load_dev_split(*d, *a, *task, *st, *r, {a->initial});
     store::RunScope run(*st, "train", args.dump(), r->seed);

@@ -103,6 +103,7 @@ struct AgentBench {
                                                                     const TrainArgs& a, bool progress) {
     train::Bench b{*task, *model, st, *tok, r.threads, progress};
     b.generate.max_new_tokens = a.max_new_tokens;
+    b.generate.decode = a.decode;
     feedback::CollectOptions co;
     co.kind = feedback::Kind::Doc;
     co.initial_retriever = spec;
@@ -111,7 +112,7 @@ struct AgentBench {
     co.run.seed = r.seed;
     train::collect_feedback(b, view, co);
     std::map<std::pair<std::string, std::string>, double> value;
-    for (const auto& rec : st.feedback_get(feedback::dataset_key(ds), "doc", model->info().id))
+    for (const auto& rec : st.feedback_get(feedback::dataset_key(ds), "doc", feedback::feedback_model(model->info().id, co.kind, b.generate)))
       value[{rec.example, rec.item}] = rec.value;
     return value;
   }

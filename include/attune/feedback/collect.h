@@ -50,7 +50,8 @@ struct CollectOptions {
   std::function<const retrieval::CandidateSource*(const std::string& spec)> source_for;
 
   // FieldError<UsageError> naming the field and its value: top_l 0 (doc, likelihood), an empty
-  // pool or one listing a retriever twice (retriever), bad generate options (generate_check.h).
+  // pool or one listing a retriever twice (retriever), bad generate options (generate_check.h),
+  // a decoding other than free for likelihood feedback (it generates nothing).
   void validate() const;
 };
 
@@ -61,6 +62,13 @@ struct Summary {
 
 // The store's key of a dataset ("task/split/hash").
 std::string dataset_key(const data::Dataset& ds);
+
+// The model a feedback record of `kind` is filed under: the model's id, and for the kinds that
+// generate (doc, retriever) with a decoding other than free, ";decode=NAME" after it. Records of
+// copy and free decoding are different feedback and must not replace each other; free decoding
+// keeps the bare id, so the records of stores written before --decode existed are still found.
+// Every writer and reader of generated feedback names the model through this.
+std::string feedback_model(const std::string& model_id, Kind kind, const llm::GenerateOptions& generate);
 
 // `model` is the bare model; its answers are cached in `cache` and the records written to
 // `log` (one store or two). Golds are required.
