@@ -268,7 +268,7 @@ void add_train(CLI::App& app, int& rc) {
     auto st = store::open_store(r->store_file());
     neural::register_retrievers(r->device);
     auto model = engine::make_llm(a->llm, *d, task.get(), r->models());
-    make_bench(*task, *model, *st, *tok, *r, *a);  // its generation options checked against the model before any work
+    const auto bench = make_bench(*task, *model, *st, *tok, *r, *a);  // checks its generation options against the model before any work
     nlohmann::json args = {{"method", a->method}, {"data", d->data}, {"task", d->task}, {"split", d->split},
                            {"dev_split", a->dev_split}, {"llm", llm::redact_url_passwords(a->llm)}, {"out", a->out}, {"init", a->init},
                            {"initial", a->initial}, {"top_l", a->top_l}, {"protocol", a->protocol},
@@ -289,7 +289,7 @@ void add_train(CLI::App& app, int& rc) {
     wf.feedback_max_length = a->feedback_max_length;
     wf.data_label = d->data + " " + d->task + " " + d->split;
     wf.options = *ro;
-    const auto out = train::run_ropg(make_bench(*task, *model, *st, *tok, *r, *a), tr.view(), dev ? dev->view() : train::SplitSource{}, wf);
+    const auto out = train::run_ropg(bench, tr.view(), dev ? dev->view() : train::SplitSource{}, wf);
     const auto& res = out.result;
     nlohmann::json summary = {{"method", a->method}, {"out", a->out}, {"train_examples", out.train_examples},
                               {"dev_examples", out.dev_examples}, {"steps", res.steps_done}, {"total_steps", res.total_steps},
