@@ -389,13 +389,38 @@ torch::Tensor Llama::forward(const torch::Tensor& tokens) {
   return s.step(tokens.to(device_), torch::ones(tokens.sizes(), torch::kBool).to(device_));
 }
 
-torch::Tensor Llama::forward_train(const torch::Tensor& tokens_in) {
-  auto tokens = tokens_in.to(device_, torch::kInt64);
+namespace {
+torch::Tensor train_hidden(LlamaModel& net, const torch::Tensor& tokens_in, torch::Device device, std::int64_t num_layers) {
+  auto tokens = tokens_in.to(device, torch::kInt64);
   const auto B = tokens.size(0), L = tokens.size(1);
-  auto positions = torch::arange(L, torch::TensorOptions().dtype(torch::kInt64).device(device_)).unsqueeze(0).expand({B, L});
-  auto mask = causal_key_mask(torch::ones({B, L}, torch::TensorOptions().dtype(torch::kBool).device(device_)), L);
-  std::vector<torch::Tensor> kc(static_cast<std::size_t>(cfg_.num_layers)), vc(static_cast<std::size_t>(cfg_.num_layers));
-  return net_->logits(net_->hidden(tokens, positions, mask, kc, vc));
+  auto positions = torch::arange(L, torch::TensorOptions().dtype(torch::kInt64).device(device)).unsqueeze(0).expand({B, L});
+  auto mask = causal_key_mask(torch::ones({B, L}, torch::TensorOptions().dtype(torch::kBool).device(device)), L);
+  std::vector<torch::Tensor> kc(static_cast<std::size_t>(num_layers)), vc(static_cast<std::size_t>(num_layers));
+  return net.hidden(tokens, positions, mask, kc, vc);
+}
+}  // namespace
+
+torch::Tensor Llama::forward_train(const torch::Tensor& tokens) {
+  return net_->logits(train_hidden(*net_, tokens, device_, cfg_.num_layers));
+}
+
+torch::Tensor Llama::train_loss_sum(const torch::Tensor& tokens, const torch::Tensor& targets, const torch::Tensor& at,
+                                    std::int64_t block_rows) {
+  auto h = train_hidden(*net_, tokens, device_, cfg_.num_layers);
+  h = h.reshape({-1, h.size(-1)});
+  if (at.defined()) h = h.index_select(0, at.to(device_, torch::kInt64));
+  const auto want = targets.to(device_, torch::kInt64).reshape({-1});
+  if (want.size(0) != h.size(0))
+    throw Error("train_loss_sum: " + std::to_string(want.size(0)) + " targets for " + std::to_string(h.size(0)) + " positions");
+  if (block_rows <= 0) block_rows = std::max<std::int64_t>(1, (std::int64_t{16} << 20) / (4 * std::max<std::int64_t>(1, cfg_.vocab_size)));
+  const auto sum = torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum);
+  const auto hs = h.split(block_rows), ws = want.split(block_rows);
+  torch::Tensor total;
+  for (std::size_t i = 0; i < hs.size(); ++i) {
+    auto part = torch::nn::functional::cross_entropy(net_->logits(hs[i]), ws[i], sum);
+    total = total.defined() ? total + part : part;
+  }
+  return total.defined() ? total : torch::zeros({}, h.options().dtype(torch::kFloat32));
 }
 
 void Llama::save(const fs::path& dir) const {

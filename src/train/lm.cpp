@@ -174,28 +174,32 @@ class LmLearner final : public DevSelectedLearner {
   std::size_t dev_size() const override { return dv_.size(); }
 
   // Mean next-token cross-entropy over the rows' target positions (rows right-padded: a
-  // causal model's real tokens never see the padding after them).
+  // causal model's real tokens never see the padding after them). Only those positions are
+  // projected onto the vocabulary (the reader stage: the answer, not the prompt), in blocks
+  // (Llama::train_loss_sum).
   torch::Tensor batch_loss(const std::vector<const Seq*>& rows) {
     std::size_t longest = 0;
     for (const auto* r : rows) longest = std::max(longest, r->ids.size());
     const auto B = static_cast<std::int64_t>(rows.size()), T = static_cast<std::int64_t>(longest);
     auto ids = torch::full({B, T}, static_cast<std::int64_t>(pad_), torch::kInt64);
-    auto use = torch::zeros({B, T - 1}, torch::kFloat32);
+    std::vector<std::int64_t> at, want;  // flattened [B, T-1] positions with loss, and their next tokens
     auto a = ids.accessor<std::int64_t, 2>();
-    auto u = use.accessor<float, 2>();
     for (std::int64_t b = 0; b < B; ++b) {
       const auto& r = *rows[static_cast<std::size_t>(b)];
       for (std::size_t t = 0; t < r.ids.size(); ++t) a[b][static_cast<std::int64_t>(t)] = r.ids[t];
-      for (std::size_t t = std::max<std::size_t>(r.target_from, 1); t < r.ids.size(); ++t) u[b][static_cast<std::int64_t>(t) - 1] = 1;
+      for (std::size_t t = std::max<std::size_t>(r.target_from, 1); t < r.ids.size(); ++t) {
+        at.push_back(b * (T - 1) + static_cast<std::int64_t>(t) - 1);
+        want.push_back(r.ids[t]);
+      }
     }
+    if (at.empty()) throw Error("train-lm: a batch with no target token (every row's answer is empty)");
+    const auto N = static_cast<std::int64_t>(at.size());
     ids = ids.to(device_);
-    use = use.to(device_);
     models::AutocastScope autocast(device_, precision_);
-    auto logits = model_->forward_train(ids.narrow(1, 0, T - 1));
-    auto target = ids.narrow(1, 1, T - 1);
-    auto per = torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), target.reshape({-1}),
-                                                    torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
-    return (per * use.reshape({-1})).sum() / use.sum().clamp_min(1);
+    const auto input = ids.narrow(1, 0, T - 1);
+    // Every position (pretraining's packed rows): no gather.
+    const auto where = N == B * (T - 1) ? torch::Tensor() : torch::tensor(at, torch::kInt64);
+    return model_->train_loss_sum(input, torch::tensor(want, torch::kInt64), where) / static_cast<double>(N);
   }
 
   const LmOptions& o_;

@@ -108,6 +108,50 @@ TEST(Llama, ScoreEqualsTeacherForcedSum) {
   EXPECT_EQ(sums[3], 0.0);
 }
 
+// train-lm's loss (Llama::train_loss_sum): the summed cross-entropy at some positions (the
+// reader stage's answers) or at all, computed in blocks of rows, equals the full forward's
+// cross-entropy there, and so do its gradients, however the rows are blocked.
+TEST(Llama, TrainingLossInBlocksAtSomePositionsEqualsTheFullForwardsLoss) {
+  auto m = Llama::random(tiny_llama_config(), 5);
+  auto tokens = torch::tensor(std::vector<std::int64_t>{1, 5, 7, 2, 3, 9, 4, 4, 10, 0, 6, 8}).view({2, 6});
+  const auto grads = [&](const torch::Tensor& loss) {
+    for (auto& p : m->module().parameters()) p.mutable_grad() = torch::Tensor();
+    loss.backward();
+    std::vector<torch::Tensor> g;
+    for (auto& p : m->module().parameters()) g.push_back(p.grad().clone());
+    return g;
+  };
+  const auto sum = torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum);
+  auto at = torch::tensor(std::vector<std::int64_t>{3, 4, 5, 8, 11});
+  auto targets = torch::tensor(std::vector<std::int64_t>{2, 3, 9, 1, 7});
+  auto all_targets = torch::tensor(std::vector<std::int64_t>{5, 7, 2, 3, 9, 1, 4, 10, 0, 6, 8, 2});
+  for (const bool some : {true, false}) {
+    auto full = m->forward_train(tokens);
+    ASSERT_EQ(full.sizes(), (std::vector<std::int64_t>{2, 6, 11}));
+    auto logits = full.reshape({12, 11});
+    if (some) logits = logits.index_select(0, at);
+    const auto& want = some ? targets : all_targets;
+    auto ref = torch::nn::functional::cross_entropy(logits, want, sum);
+    const double ref_value = ref.item<double>();
+    const auto g_ref = grads(ref);
+    for (const std::int64_t block : {0, 1, 2, 5, 100}) {
+      auto loss = m->train_loss_sum(tokens, want, some ? at : torch::Tensor(), block);
+      EXPECT_NEAR(loss.item<double>(), ref_value, 1e-5 * std::abs(ref_value)) << some << " " << block;
+      const auto g = grads(loss);
+      ASSERT_EQ(g.size(), g_ref.size());
+      for (std::size_t i = 0; i < g.size(); ++i)
+        EXPECT_TRUE(torch::allclose(g[i], g_ref[i], 1e-4, 1e-5))
+            << some << " " << block << " " << i << ": " << (g[i] - g_ref[i]).abs().max().item<double>() << " of "
+            << g_ref[i].abs().max().item<double>();
+    }
+  }
+  // Other positions give another loss (the selection is used), and a count mismatch is refused.
+  auto other = m->train_loss_sum(tokens, targets, torch::tensor(std::vector<std::int64_t>{0, 1, 2, 6, 7}));
+  auto mine = m->train_loss_sum(tokens, targets, at);
+  EXPECT_GT(std::abs(other.item<double>() - mine.item<double>()), 1e-3);
+  EXPECT_THROW(m->train_loss_sum(tokens, targets), Error);
+}
+
 TEST(Llama, BatchedSharedAndOneByOneAgree) {
   auto m = Llama::random(tiny_llama_config(), 5);
   std::vector<TokenIds> prompts = {{1, 2, 3}, {1}, {4, 5, 6, 7, 8, 9}, {1, 2, 3}};

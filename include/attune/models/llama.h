@@ -57,6 +57,17 @@ class Llama final : public Decoder {
   // Training forward: logits [B, L, V] (float32) of causal attention over `tokens` [B, L]
   // (every position valid), with gradients; the module's train/eval mode is the caller's.
   torch::Tensor forward_train(const torch::Tensor& tokens);
+  // The summed next-token cross-entropy of the training forward over `tokens` [B, L], with
+  // gradients: `targets` [N] are the tokens wanted at positions `at` (int64 indices into the
+  // flattened B * L positions), or with `at` undefined at every position (N = B * L).
+  // - Only those positions are projected onto the vocabulary: a reader's prompt positions
+  //   carry no loss, and the projection is most of a small model's step.
+  // - The projection and its loss go in blocks of `block_rows` rows (0: as many as keep a
+  //   block's float32 logits near 16 MB). One [B, L, V] tensor (134 MB at 16 x 256 x 8,192)
+  //   and its gradients are above glibc's largest mmap threshold (32 MiB), so they were mapped
+  //   and faulted in afresh every step; blocks are served again from the heap.
+  torch::Tensor train_loss_sum(const torch::Tensor& tokens, const torch::Tensor& targets, const torch::Tensor& at = {},
+                               std::int64_t block_rows = 0);
   torch::nn::Module& module();
   void save(const std::filesystem::path& dir) const;  // config.json + model.safetensors
 
