@@ -16,8 +16,8 @@
 #     larger dev gain, BM25 top-4's ROUGE-1 minus no retrieval's;
 #   - commit_area: free decoding (its answers are area names).
 #   A tie goes to free decoding. On 2 CPU cores the dev phase makes about 4,300 generations and
-#   the test phase about 13,300 (the oracle's 8 a query): roughly 15 and 35 minutes with the
-#   default reader.
+#   the test phase about 13,300 (the oracle's 8 a query): 9 and 20 minutes with the
+#   default reader on a 2-core VM (2026-12-02, docs/RESULTS.md).
 # GIT and DEBIAN name the datasets (default ../shared/data/git and ../shared/data/debian);
 # a dataset that is not there is skipped, saying so. LIMIT=N evaluates the first N examples of
 # each split only (a quick check of the pipeline, not the targets' numbers).
