@@ -13,6 +13,7 @@
 #include "attune/core/rng.h"
 #include "attune/core/strings.h"
 #include "attune/index/corpus_index.h"
+#include "attune/metrics/metrics.h"
 #include "attune/retrieval/retriever.h"
 #include "attune/train/reader.h"
 
@@ -32,7 +33,7 @@ void keep_sample(std::vector<T>& items, std::size_t limit, std::uint64_t seed, s
 }
 
 struct Mix {
-  std::string mode;  // none, bm25, bm25-shuffled, bm25+gold, random, recency
+  std::string mode;  // none, bm25, bm25-shuffled, bm25+gold, bm25+best, random, recency
   std::size_t k = 0;
   std::string label() const { return mode == "none" ? mode : mode + "@" + std::to_string(k); }
 };
@@ -70,7 +71,9 @@ std::optional<std::int64_t> day_number(const std::string& d) {
 }  // namespace
 
 std::vector<std::string> reader_modes(std::string_view task, const std::vector<std::string>& wanted) {
-  static const std::vector<std::string> kCommit = {"none", "bm25", "bm25-shuffled", "random", "recency"};
+  // bm25+best last, so that the five defaults draw as they did before it existed.
+  static const std::vector<std::string> kCommit = {"none", "bm25", "bm25-shuffled", "random", "recency", "bm25+best"};
+  static const std::vector<std::string> kCommitDefault = {"none", "bm25", "bm25-shuffled", "random", "recency"};
   static const std::vector<std::string> kQa = {"none", "bm25", "bm25-shuffled", "bm25+gold", "random"};
   static const std::vector<std::string> kQaDefault = {"bm25", "bm25+gold"};
   const bool qa = task == "qa";
@@ -78,7 +81,7 @@ std::vector<std::string> reader_modes(std::string_view task, const std::vector<s
     throw UsageError("reader examples: \"" + std::string(task) +
                      "\" is not a reader task (commit_subject, commit_area, commit_pick, qa)");
   const auto& all = qa ? kQa : kCommit;
-  if (wanted.empty()) return qa ? kQaDefault : kCommit;
+  if (wanted.empty()) return qa ? kQaDefault : kCommitDefault;
   std::vector<std::string> kept;
   for (const auto& m : all)
     if (std::find(wanted.begin(), wanted.end(), m) != wanted.end()) kept.push_back(m);
@@ -219,11 +222,37 @@ std::vector<ReaderExample> commit_reader_examples(const std::vector<Commit>& com
     const auto mix = draw_mix(rng, modes, o.ks);
     std::vector<const Document*> docs;
     if (mix.mode != "none") {
-      const std::string kind = mix.mode == "bm25-shuffled" ? "bm25" : mix.mode;
+      const bool best = mix.mode == "bm25+best";
+      const std::string kind = mix.mode == "bm25-shuffled" || best ? "bm25" : mix.mode;
       const auto r = retrieval::make_retriever(kind, derive_seed(o.seed, "reader-retriever"));
-      const auto ranking = r->rank(retrieval::Query{ex.id, ex.user, task.query(ex)}, ex.profile, mix.k);
-      for (auto i : ranking.indices) docs.push_back(&ex.profile[i]);
+      // bm25+best ranks the whole profile to find its most useful document.
+      const auto ranking = r->rank(retrieval::Query{ex.id, ex.user, task.query(ex)}, ex.profile, best ? ex.profile.size() : mix.k);
+      for (auto i : ranking.indices) {
+        if (docs.size() == mix.k) break;
+        docs.push_back(&ex.profile[i]);
+      }
       if (mix.mode == "bm25-shuffled") seeded_shuffle(docs, rng);
+      if (best) {
+        // BM25's top k with the profile's most useful document for this answer put in at a
+        // random place when BM25 missed it (replacing its k-th), as qa's bm25+gold. The most
+        // useful: for commit_area an earlier commit of the same area; otherwise the one whose
+        // subject has the highest ROUGE-1 F with this commit's subject (commit_pick: with its
+        // gold subject). The higher BM25 rank wins a tie; none when none scores above 0. So a
+        // share of the examples shows a document worth copying from, and the reader learns to
+        // use one when it helps.
+        double top = 0;
+        const Document* pick = nullptr;
+        const auto want_area = area_task ? area_of(c) : std::string();
+        for (auto i : ranking.indices) {
+          const Commit& h = commits[q.history[i]];
+          const double v = area_task ? (area_of(h) == want_area ? 1.0 : 0.0) : metrics::rouge1(h.subject, c.subject).fmeasure;
+          if (v > top) top = v, pick = &ex.profile[i];
+        }
+        if (pick && std::find(docs.begin(), docs.end(), pick) == docs.end()) {
+          if (docs.size() == mix.k && !docs.empty()) docs.pop_back();
+          docs.insert(docs.begin() + static_cast<std::ptrdiff_t>(rng.below(docs.size() + 1)), pick);
+        }
+      }
     }
     out[qi] = {ex.id, task.name(), task.prompt(ex, docs, tok, popts), models::kReaderAnswerPrefix + ex.output, mix.label()};
   });

@@ -411,6 +411,11 @@ TEST_F(Cli, TrainTokenizerWritesAFolderAndRefusesBadInput) {
           {"--max-texts 1,2,3", "3 counts for 2 --input files"});
   refused("train-lm --input c.jsonl --input t.txt --out lm --tokenizer tok --max-texts 1,x", 2, {"--max-texts (input 2)", "\"x\""});
   refused("train-lm --stage reader --init tok --input c.jsonl --out lm --join-fields", 2, {"--join-fields", "--stage pretrain"});
+  refused("train-lm --stage reader --init tok --input c.jsonl --out lm --sample-texts 5", 2, {"--sample-texts", "--stage pretrain"});
+  refused("train-lm --input c.jsonl --input t.txt --out lm --tokenizer tok --sample-texts 5", 2,
+          {"--sample-texts 5", "1 counts for 2 --input files"});
+  refused("train-lm --input c.jsonl --out lm --tokenizer tok --sample-texts 5 --max-texts 5", 2, {"--sample-texts and --max-texts"});
+  refused("train-lm --input c.jsonl --out lm --tokenizer tok --sample-texts x", 2, {"--sample-texts (input 1)", "\"x\""});
   EXPECT_FALSE(fs::exists(dir_ / "lm"));
   // --stage reader reads commits (repo, author, date, subject, text) and its --reader-k.
   write("commits.jsonl", R"({"id": "a", "repo": "r", "author": "x", "date": "2020-01-01", "subject": "s", "text": "t"})" "\n");
@@ -459,6 +464,19 @@ TEST_F(Cli, TrainLmReaderStageLeavesOutADefaultTaskTheCommitsCannotGive) {
   EXPECT_NE(data.find("passages.jsonl (5 texts, fields joined)"), std::string::npos) << data;
   ASSERT_EQ(run(joint + "lmj2").rc, 0);  // the same sample and weights again
   EXPECT_EQ(slurp(dir_ / "lmj/model.safetensors"), slurp(dir_ / "lmj2/model.safetensors"));
+  // --sample-texts: the same seeded sample of each input, also of one input alone (--max-texts N
+  // would take its first N texts).
+  r = run("train-lm --input commits.jsonl --input passages.jsonl --fields text,title,subject --join-fields --sample-texts 10,0 "
+          "--tokenizer tok --hidden 32 --layers 1 --heads 2 --kv-heads 1 --intermediate 64 --seq-len 32 --quiet --out lmj3");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(slurp(dir_ / "lmj/model.safetensors"), slurp(dir_ / "lmj3/model.safetensors"));
+  const std::string one = "train-lm --input commits.jsonl --tokenizer tok --hidden 32 --layers 1 --heads 2 --kv-heads 1 "
+                          "--intermediate 64 --seq-len 16 --quiet ";
+  ASSERT_EQ(run(one + "--sample-texts 20 --out lms").rc, 0);
+  ASSERT_EQ(run(one + "--max-texts 20 --out lmf").rc, 0);
+  const std::string sdata = nlohmann::json::parse(slurp(dir_ / "lms/attune_train.json")).at("data");
+  EXPECT_NE(sdata.find("commits.jsonl (20 of 48 texts, a seeded sample)"), std::string::npos) << sdata;
+  EXPECT_NE(slurp(dir_ / "lms/model.safetensors"), slurp(dir_ / "lmf/model.safetensors")) << "a sample, not the first 20";
   r = run("train-lm --stage reader --init lm --input commits.jsonl --out rd");
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.err.find("no commit_pick example in the commits of --input (left out of the default --tasks)"), std::string::npos)

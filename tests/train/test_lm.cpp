@@ -267,6 +267,53 @@ TEST_F(Lm, CommitPickReaderExamplesContrastAnotherAuthorsSubjectOfTheNearestDate
   }
 }
 
+// bm25+best: BM25's top k with the earlier commit closest to the answer put in. Subjects
+// "a<i%5>: fix alpha<i%5>" and descriptions that share words with i%3's: BM25 on the
+// description finds other commits than the one whose subject (and area) is the answer's.
+TEST_F(Lm, Bm25BestPutsTheEarlierCommitClosestToTheAnswerIntoThePrompt) {
+  std::vector<Commit> c;
+  for (int i = 0; i < 30; ++i) {
+    char date[16];
+    std::snprintf(date, sizeof date, "2020-01-%02d", 1 + i);
+    const auto a = std::to_string(i % 5), z = std::to_string(i % 3);
+    c.push_back({"c" + std::to_string(i), "r", "ann", date, "a" + a + ": fix alpha" + a, "the change touches zeta" + z + " and omega" + z});
+  }
+  const auto tok = text::SubwordTokenizer::load(root_ / "tok");
+  EXPECT_THROW(reader_modes("qa", {"bm25+best"}), UsageError);
+  EXPECT_EQ(reader_modes("commit_subject", {}), (std::vector<std::string>{"none", "bm25", "bm25-shuffled", "random", "recency"}));
+  for (const char* name : {"commit_subject", "commit_area"}) {
+    auto task = tasks::make_task(name);
+    const bool area = std::string(name) == "commit_area";
+    ReaderDataOptions ro;
+    ro.ks = {1};
+    ro.modes = {"bm25+best"};
+    const auto best = commit_reader_examples(c, *task, *tok, ro);
+    ro.modes = {"bm25"};
+    const auto plain = commit_reader_examples(c, *task, *tok, ro);
+    ASSERT_EQ(best.size(), 29u) << name;
+    ASSERT_EQ(plain.size(), 29u) << name;
+    int missed_by_bm25 = 0, with_answer = 0;
+    for (std::size_t e = 0; e < best.size(); ++e) {
+      const int i = std::stoi(best[e].id.substr(area ? 6 : 1));
+      EXPECT_EQ(best[e].mode, "bm25+best@1");
+      const auto a = std::to_string(i % 5);
+      // What the answer's document shows: its subject, or its area tag.
+      const std::string shown = area ? "is \"a" + a + "\"" : "\"a" + a + ": fix alpha" + a + "\"";
+      if (i < 5) {  // no earlier commit of its area: BM25's top 1 as it is
+        EXPECT_EQ(best[e].prompt, plain[e].prompt) << name << " " << i;
+        continue;
+      }
+      ++with_answer;
+      EXPECT_NE(best[e].prompt.find(shown), std::string::npos) << name << " " << i << ": " << best[e].prompt;
+      missed_by_bm25 += plain[e].prompt.find(shown) == std::string::npos;
+    }
+    EXPECT_EQ(with_answer, 25) << name;  // c5..c29
+    EXPECT_GT(missed_by_bm25, 5) << name << ": the test needs BM25 to miss the answer's document often";
+    ro.modes = {"bm25+best"};
+    EXPECT_EQ(commit_reader_examples(c, *task, *tok, ro)[9].prompt, best[9].prompt) << "deterministic for a seed";
+  }
+}
+
 TEST_F(Lm, QaReaderExamplesComeFromSupportedClaimsAndRetrieveFromTheCorpus) {
   std::vector<Document> corpus;
   const char* pk[][2] = {{"zsh", "Section: shells. A shell with powerful completion and scripting"},

@@ -74,6 +74,7 @@ void add_train_lm(CLI::App& app, int& rc) {
   auto out = std::make_shared<std::string>();
   auto tokenizer = std::make_shared<std::string>();
   auto max_texts = std::make_shared<std::string>();
+  auto sample_texts = std::make_shared<std::string>();
   auto stage = std::make_shared<std::string>("pretrain");
   auto init = std::make_shared<std::string>();
   auto reader_k = std::make_shared<std::string>("1,2,3,4,5");
@@ -101,7 +102,8 @@ void add_train_lm(CLI::App& app, int& rc) {
       ->capture_default_str();
   cmd->add_option("--reader-modes", *reader_modes,
                   "reader: the document modes to draw from, equally likely: none, bm25, bm25-shuffled, random, recency "
-                  "(commits), bm25+gold (qa); default: all five of the commit tasks', and bm25,bm25+gold for qa");
+                  "and bm25+best (commits: BM25's top k with the earlier commit closest to the answer put in), bm25+gold "
+                  "(qa); default: none,bm25,bm25-shuffled,random,recency for the commit tasks, bm25,bm25+gold for qa");
   cmd->add_option("--prompt-max-length", *prompt_max, "reader: the prompt budget in the model's tokenizer (eval's --max-length)")
       ->capture_default_str();
   auto* tasks_opt = cmd->add_option("--tasks", *reader_tasks,
@@ -120,6 +122,9 @@ void add_train_lm(CLI::App& app, int& rc) {
                                         "reader: at most this many examples per task, a seeded sample, N for every task "
                                         "or TASK=N,... (default " + std::to_string(kReaderExamplesPerTask) +
                                             " a commit task, " + std::to_string(kReaderQaExamples) + " qa; 0 = all)");
+  cmd->add_option("--sample-texts", *sample_texts,
+                  "pretrain: N1[,N2,...] = one count per --input, each a seeded sample of that file's texts (0 = all of it); "
+                  "unlike --max-texts N, one input is sampled too, not cut to its first N");
   cmd->add_option("--hidden", o->hidden, "hidden size")->capture_default_str();
   cmd->add_option("--layers", o->layers, "decoder layers")->capture_default_str();
   cmd->add_option("--heads", o->heads, "attention heads (must divide --hidden)")->capture_default_str();
@@ -154,6 +159,8 @@ void add_train_lm(CLI::App& app, int& rc) {
       if (!fs::is_regular_file(in)) throw UsageError("--input " + in + ": no such file");
     if (*stage == "reader") {
       if (*join_fields) throw UsageError("--join-fields applies to --stage pretrain (the reader's examples are prompts, not texts)");
+      if (!sample_texts->empty())
+        throw UsageError("--sample-texts applies to --stage pretrain (the reader's --max-texts is already a seeded sample per task)");
       if (init->empty()) throw UsageError("--stage reader needs --init LM_DIR: the language model to fine-tune (attune train-lm)");
       if (!tokenizer->empty()) throw UsageError("--stage reader takes the tokenizer of --init; leave out --tokenizer");
       std::vector<std::string> task_names;
@@ -260,14 +267,22 @@ void add_train_lm(CLI::App& app, int& rc) {
     opts.validate();
     // --max-texts: one total (the first N texts), or one count per input (a seeded sample of each),
     // checked before anything is written.
-    const auto counts = split_commas(*max_texts);
-    const bool per_input = counts.size() > 1;
+    // --sample-texts: one count per input, a seeded sample of each, also for one input.
+    if (!sample_texts->empty() && !max_texts->empty())
+      throw UsageError("--sample-texts and --max-texts: give one of them (--sample-texts samples each --input, "
+                       "--max-texts N takes the first N texts)");
+    const bool sampled = !sample_texts->empty();
+    const std::string& count_spec = sampled ? *sample_texts : *max_texts;
+    const std::string count_opt = sampled ? "--sample-texts" : "--max-texts";
+    const auto counts = split_commas(count_spec);
+    const bool per_input = counts.size() > 1 || sampled;
     if (per_input && counts.size() != inputs->size())
-      throw UsageError("--max-texts " + *max_texts + ": " + std::to_string(counts.size()) + " counts for " +
-                       std::to_string(inputs->size()) + " --input files (give one count per --input, or one in all)");
+      throw UsageError(count_opt + " " + count_spec + ": " + std::to_string(counts.size()) + " counts for " +
+                       std::to_string(inputs->size()) + " --input files (give one count per --input" +
+                       (sampled ? ")" : ", or one in all)"));
     std::vector<std::size_t> want(inputs->size(), 0);
     for (std::size_t f = 0; per_input && f < counts.size(); ++f)
-      want[f] = parse_count(counts[f], "--max-texts (input " + std::to_string(f + 1) + ")");
+      want[f] = parse_count(counts[f], count_opt + " (input " + std::to_string(f + 1) + ")");
     const std::size_t total = !per_input && !counts.empty() ? parse_count(*max_texts, "--max-texts") : 0;
     train::prepare_lm_out(opts);  // a bad --out or --resume fails before the texts are read
     std::vector<std::string> texts;
