@@ -5,8 +5,9 @@
 #   COMMITS=my_commits.jsonl OUT=runs/mine bash scripts/train_reader.sh
 #
 # 1. a byte-level BPE tokenizer (8,192 tokens) on the commits' subjects and descriptions;
-# 2. a 5.3M-parameter Llama-architecture LM pretrained on the same texts (1 epoch; by default a
-#    seeded sample of 90,500 of them, two thirds of commits.jsonl's, for the 60-minute budget);
+# 2. a 5.3M-parameter Llama-architecture LM pretrained on the same texts (1 epoch; PRETRAIN_TEXTS=N
+#    pretrains on a seeded sample of N of them instead: two thirds of commits.jsonl's, 90,500, fit
+#    a slow VM's 60 minutes but made a much worse reader, docs/RESULTS.md);
 # 3. that LM fine-tuned as a retrieval-augmented reader on the prompts `attune eval` builds
 #    for commit_subject and commit_area (per-author histories of COMMITS) and, when the
 #    Debian files are there, qa (SUPPORTS claims of factcheck_train, passages of the corpus).
@@ -34,14 +35,13 @@ SEED=${SEED:-0}
 VOCAB=${VOCAB:-8192}
 READER_EXAMPLES=${READER_EXAMPLES:-}   # --max-texts of the reader stage: N or TASK=N,... (empty: train-lm's defaults)
 SIZE=${SIZE:-default}                 # default (5.3M parameters, 2 CPU cores) or large (30M, for a GPU)
-PRETRAIN_TEXTS=${PRETRAIN_TEXTS:-}    # pretraining on a seeded sample of this many COMMITS texts (0 = all; default 90500, large: 0)
+PRETRAIN_TEXTS=${PRETRAIN_TEXTS:-0}   # pretraining on a seeded sample of this many COMMITS texts (0 = all)
 DEVICE=${DEVICE:-cpu}                 # train-lm --device: cpu, cuda, cuda:N
 case $SIZE in
-  default) PRE=() RDR=() ; [ -n "$PRETRAIN_TEXTS" ] || PRETRAIN_TEXTS=90500 ;;
+  default) PRE=() RDR=() ;;
   large)
     PRE=(--hidden 512 --layers 8 --heads 8 --kv-heads 8 --intermediate 1408 --seq-len 512 --batch-size 32 --micro-batch 32 --lr 8e-4)
     RDR=(--epochs 2)
-    [ -n "$PRETRAIN_TEXTS" ] || PRETRAIN_TEXTS=0
     [ -n "$READER_EXAMPLES" ] || READER_EXAMPLES=commit_subject=5000,commit_area=5000,qa=0 ;;
   *) echo "SIZE=$SIZE: expected default or large" >&2; exit 2 ;;
 esac
