@@ -165,7 +165,7 @@ TEST_F(Lm, ReaderExamplesAreTheTasksPromptsOverEarlierCommitsOfTheSameAuthor) {
     }
     EXPECT_NE(e.prompt.find("Generate a subject line for the following commit description: the "), std::string::npos);
   }
-  for (const char* m : {"none", "bm25", "random", "recency"}) EXPECT_GT(modes[m], 3) << m;
+  for (const char* m : {"none", "bm25", "random", "recency", "bm25+best"}) EXPECT_GT(modes[m], 3) << m;
   // Deterministic for a seed.
   EXPECT_EQ(commit_reader_examples(histories(), *task, *tok, ro)[7].prompt, ex[7].prompt);
   EXPECT_THROW(commit_reader_examples(histories(), *tasks::make_task("qa"), *tok, ro), UsageError);
@@ -280,7 +280,8 @@ TEST_F(Lm, Bm25BestPutsTheEarlierCommitClosestToTheAnswerIntoThePrompt) {
   }
   const auto tok = text::SubwordTokenizer::load(root_ / "tok");
   EXPECT_THROW(reader_modes("qa", {"bm25+best"}), UsageError);
-  EXPECT_EQ(reader_modes("commit_subject", {}), (std::vector<std::string>{"none", "bm25", "bm25-shuffled", "random", "recency"}));
+  EXPECT_EQ(reader_modes("commit_subject", {}),
+            (std::vector<std::string>{"none", "bm25", "bm25-shuffled", "random", "recency", "bm25+best"}));
   for (const char* name : {"commit_subject", "commit_area"}) {
     auto task = tasks::make_task(name);
     const bool area = std::string(name) == "commit_area";

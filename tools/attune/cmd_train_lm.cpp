@@ -103,7 +103,7 @@ void add_train_lm(CLI::App& app, int& rc) {
   cmd->add_option("--reader-modes", *reader_modes,
                   "reader: the document modes to draw from, equally likely: none, bm25, bm25-shuffled, random, recency "
                   "and bm25+best (commits: BM25's top k with the earlier commit closest to the answer put in), bm25+gold "
-                  "(qa); default: none,bm25,bm25-shuffled,random,recency for the commit tasks, bm25,bm25+gold for qa");
+                  "(qa); default: all six of the commit tasks', and bm25,bm25+gold for qa");
   cmd->add_option("--prompt-max-length", *prompt_max, "reader: the prompt budget in the model's tokenizer (eval's --max-length)")
       ->capture_default_str();
   auto* tasks_opt = cmd->add_option("--tasks", *reader_tasks,

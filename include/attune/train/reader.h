@@ -33,11 +33,11 @@ struct ReaderDataOptions {
   std::size_t profile_words = 30;        // profile texts cut to their first words, as in ../shared/data/git (0 = whole)
   std::size_t pick_words = 40;           // commit_pick: the quoted description cut to its first words, as there
   std::vector<std::size_t> ks = {1, 2, 3, 4, 5};
-  // The document modes to draw from, each equally likely (empty = the task's defaults:
-  // none, bm25, bm25-shuffled, random and recency for the commit tasks, bm25 and bm25+gold
-  // for qa): none, bm25, bm25-shuffled, random, and recency or bm25+best (commits: BM25's
-  // top k with the earlier commit whose answer is closest to this one's put in) or
-  // bm25+gold (qa). A task keeps the modes it has; one left with none of them is a UsageError.
+  // The document modes to draw from, each equally likely (empty = the task's defaults: all
+  // six for the commit tasks, bm25 and bm25+gold for qa): none, bm25, bm25-shuffled, random,
+  // and recency and bm25+best (commits: BM25's top k with the earlier commit whose answer is
+  // closest to this one's put in) or bm25+gold (qa). A task keeps the modes it has; one left
+  // with none of them is a UsageError.
   std::vector<std::string> modes;
   std::size_t prompt_max_length = 256;   // the prompt budget, in the reader's tokenizer (eval's default)
   std::uint64_t seed = 0;
@@ -48,8 +48,8 @@ struct ReaderDataOptions {
 using tasks::commit_subject_area;  // "<area>: ..." -> area (tasks/commits.h)
 
 // The document modes `task` (commit_subject, commit_area, commit_pick or qa) draws its examples from, in
-// the task's order: those of `wanted` it has (a commit task's five without bm25+best, bm25 and
-// bm25+gold of qa's, when `wanted` is empty). UsageError naming reader_modes when it has none of them,
+// the task's order: those of `wanted` it has (all of a commit task's, bm25 and bm25+gold of
+// qa's, when `wanted` is empty). UsageError naming reader_modes when it has none of them,
 // and for another task.
 std::vector<std::string> reader_modes(std::string_view task, const std::vector<std::string>& wanted);
 
