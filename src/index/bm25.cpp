@@ -25,6 +25,9 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
 
 #include "attune/core/error.h"
 #include "byte_io.h"
@@ -176,6 +179,63 @@ inline void add_row(double* out, const double* v, std::size_t n) {
 #endif
   for (; d < n; ++d) out[d] += v[d];
 }
+
+// A query's found terms, in query order: a dense row (b == kRowMark, Bm25Okapi::kNoRow, and a
+// = the row) or a run of postings [a, b).
+constexpr std::uint32_t kRowMark = 0xFFFFFFFFu;
+struct Hit {
+  std::uint32_t a, b;
+};
+
+// Adds every hit's addends to out, in query order: the same adds, one rounding each, as one
+// term at a time. Templated on the row adder so that the AVX2 copy below (four doubles an
+// add, the same IEEE additions) is the same loop compiled for that target.
+template <class AddRow>
+[[gnu::always_inline]] inline void add_hits(double* out, std::span<const Hit> hits, const double* dense, std::size_t n,
+                                            const std::uint32_t* post_doc, const double* post_value, AddRow add) {
+  for (const Hit w : hits) {
+    if (w.b == kRowMark) {
+      // Every document's addend, +0.0 where the term is absent: element-wise adds, the
+      // same roundings as one at a time.
+      add(out, dense + static_cast<std::size_t>(w.a) * n, n);
+    } else {
+      // `self.idf.get(q) or 0` times the parenthesis, multiplied at build time.
+      for (std::uint32_t i = w.a; i < w.b; ++i) out[post_doc[i]] += post_value[i];
+    }
+  }
+}
+
+void add_hits_sse2(double* out, std::span<const Hit> hits, const double* dense, std::size_t n, const std::uint32_t* post_doc,
+                   const double* post_value) {
+  add_hits(out, hits, dense, n, post_doc, post_value, add_row);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define ATTUNE_BM25_AVX2 1
+__attribute__((target("avx2"))) void add_hits_avx2(double* out, std::span<const Hit> hits, const double* dense, std::size_t n,
+                                                   const std::uint32_t* post_doc, const double* post_value) {
+  add_hits(out, hits, dense, n, post_doc, post_value, [](double* o, const double* v, std::size_t m) __attribute__((target("avx2"))) {
+    std::size_t d = 0;
+    for (; d + 8 <= m; d += 8) {
+      _mm256_storeu_pd(o + d, _mm256_add_pd(_mm256_loadu_pd(o + d), _mm256_loadu_pd(v + d)));
+      _mm256_storeu_pd(o + d + 4, _mm256_add_pd(_mm256_loadu_pd(o + d + 4), _mm256_loadu_pd(v + d + 4)));
+    }
+    for (; d < m; ++d) o[d] += v[d];
+  });
+}
+#endif
+
+using AddHits = void (*)(double*, std::span<const Hit>, const double*, std::size_t, const std::uint32_t*, const double*);
+// The AVX2 copy where the CPU has it (chosen once, at the first query).
+AddHits add_hits_for_this_cpu() {
+  static const AddHits f = [] {
+#if defined(ATTUNE_BM25_AVX2)
+    if (__builtin_cpu_supports("avx2")) return &add_hits_avx2;
+#endif
+    return &add_hits_sse2;
+  }();
+  return f;
+}
 }  // namespace
 
 void Bm25Okapi::scores_into(std::span<const std::string_view> query, std::vector<double>& score, std::string_view within) const {
@@ -201,10 +261,8 @@ void Bm25Okapi::scores_into(std::span<const std::string_view> query, std::vector
     // Then every token's slot, which says where its addends are, before any is added: the
     // lookups' misses overlap (scoring a common term between them would fill the reorder
     // window). Prefetching the addends here as well measured no faster.
-    struct Where {
-      std::uint32_t a, b;
-    };
-    thread_local std::vector<Where> hits;
+    static_assert(kNoRow == kRowMark);
+    thread_local std::vector<Hit> hits;
     hits.resize(query.size());
     std::size_t found = 0;
     for (std::size_t j = 0; j < query.size(); ++j) {
@@ -215,17 +273,7 @@ void Bm25Okapi::scores_into(std::span<const std::string_view> query, std::vector
       hits[found] = {s->a, s->b};
       found += hit;  // idf 0 * finite = 0: an absent term adds nothing
     }
-    hits.resize(found);
-    for (const Where w : hits) {
-      if (w.b == kNoRow) {
-        // Every document's addend, +0.0 where the term is absent: element-wise adds, the
-        // same roundings as one at a time.
-        add_row(out, dense_.data() + static_cast<std::size_t>(w.a) * n, n);
-      } else {
-        // `self.idf.get(q) or 0` times the parenthesis, multiplied at build time.
-        for (std::uint32_t i = w.a; i < w.b; ++i) out[post_doc_[i]] += post_value_[i];
-      }
-    }
+    add_hits_for_this_cpu()(out, std::span<const Hit>(hits.data(), found), dense_.data(), n, post_doc_.data(), post_value_.data());
     return;
   }
   for (std::size_t j = 0; j < query.size(); ++j) {
