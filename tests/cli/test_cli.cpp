@@ -196,6 +196,14 @@ TEST_F(Cli, NumbersAreDecimalFiniteAndBounded) {
   refused(reader + "--max-texts x", {"--max-texts", "\"x\""});
   refused(reader + "--reader-modes sideways", {"--reader-modes sideways", "\"sideways\" is not a document mode"});
   refused(reader + "--reader-modes bm25+gold", {"--reader-modes bm25+gold", "commit_subject"});
+  // Per task: TASK=MODE/MODE/...; a task not in --tasks, a task named twice, a mode the task lacks.
+  refused(reader + "--reader-modes qa=bm25", {"--reader-modes qa=bm25", "\"qa\" is not one of --tasks"});
+  refused(reader + "--reader-modes commit_subject=none,commit_subject=bm25", {"commit_subject is given twice"});
+  refused(reader + "--reader-modes commit_area=none/sideways", {"\"sideways\" is not a document mode"});
+  refused(reader + "--tasks commit_subject --reader-modes commit_subject=bm25+gold", {"none of bm25+gold", "commit_subject"});
+  // bm25+best can be named, alone or per task: the options pass and --init is read next.
+  refused(reader + "--reader-modes none,bm25+best", {"--init no-such-lm: no such folder"});
+  refused(reader + "--reader-modes commit_subject=none/bm25+best,bm25", {"--init no-such-lm: no such folder"});
   refused(reader + "--reader-k 0", {"--reader-k 0"});
   refused(reader + "--tasks qa", {"--claims"});
   refused(reader, {"--init no-such-lm: no such folder"});  // the options pass, so --init is read next
@@ -482,8 +490,18 @@ TEST_F(Cli, TrainLmReaderStageLeavesOutADefaultTaskTheCommitsCannotGive) {
   EXPECT_NE(r.err.find("no commit_pick example in the commits of --input (left out of the default --tasks)"), std::string::npos)
       << r.err;
   const auto rec = nlohmann::json::parse(slurp(dir_ / "rd/attune_train.json"));
-  EXPECT_NE(rec.at("data").get<std::string>().find("commit_subject 23, commit_area 23"), std::string::npos) << rec.at("data");
+  // The record names each task's count and the document modes it drew from (the defaults here).
+  const std::string six = "none/bm25/bm25-shuffled/random/recency/bm25+best";
+  EXPECT_NE(rec.at("data").get<std::string>().find("commit_subject 23 of " + six + ", commit_area 23 of " + six), std::string::npos)
+      << rec.at("data");
   EXPECT_TRUE(fs::exists(dir_ / "rd/attune_reader.json"));
+  // Modes for one task (TASK=MODE/MODE), the rest for the others; each keeps those it has.
+  r = run("train-lm --stage reader --init lm --input commits.jsonl --out rdm --quiet "
+          "--reader-modes commit_subject=bm25/bm25+best,none,random,bm25+gold");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(nlohmann::json::parse(slurp(dir_ / "rdm/attune_train.json")).at("data").get<std::string>().find(
+                "commit_subject 23 of bm25/bm25+best, commit_area 23 of none/random"),
+            std::string::npos);
   r = run("train-lm --stage reader --init lm --input commits.jsonl --out rd2 --tasks commit_subject,commit_pick --quiet");
   EXPECT_EQ(r.rc, 2);
   EXPECT_NE(r.err.find("--tasks commit_pick: the inputs give no example of it"), std::string::npos) << r.err;

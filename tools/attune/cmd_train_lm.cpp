@@ -64,6 +64,51 @@ std::map<std::string, std::size_t> reader_limits(const std::string& spec, const 
   return out;
 }
 
+// --reader-modes: MODE,MODE,... for every task (each keeps the modes it has), and/or TASK=MODE/MODE/... for one task,
+// which then draws from those alone. Returns each task's list (empty: its defaults), every task checked to keep at
+// least one mode before any work.
+std::map<std::string, std::vector<std::string>> reader_mode_lists(const std::string& spec, const std::vector<std::string>& tasks) {
+  static const std::vector<std::string> kAllModes = {"none", "bm25", "bm25-shuffled", "random", "recency", "bm25+best", "bm25+gold"};
+  const auto mode = [&](const std::string& m) {
+    if (std::find(kAllModes.begin(), kAllModes.end(), m) == kAllModes.end())
+      throw UsageError("--reader-modes " + spec + ": \"" + m + "\" is not a document mode (" + join(kAllModes, ", ") + ")");
+    return m;
+  };
+  std::vector<std::string> common;
+  std::map<std::string, std::vector<std::string>> own;
+  for (const auto& part : split_commas(spec)) {
+    const auto eq = part.find('=');
+    if (eq == std::string::npos) {
+      common.push_back(mode(part));
+      continue;
+    }
+    const auto t = part.substr(0, eq);
+    if (std::find(tasks.begin(), tasks.end(), t) == tasks.end())
+      throw UsageError("--reader-modes " + spec + ": \"" + t + "\" is not one of --tasks");
+    if (own.count(t)) throw UsageError("--reader-modes " + spec + ": " + t + " is given twice");
+    std::vector<std::string> list;
+    std::size_t at = eq + 1;
+    while (true) {
+      const auto slash = part.find('/', at);
+      list.push_back(mode(part.substr(at, slash == std::string::npos ? std::string::npos : slash - at)));
+      if (slash == std::string::npos) break;
+      at = slash + 1;
+    }
+    own[t] = std::move(list);
+  }
+  std::map<std::string, std::vector<std::string>> out;
+  for (const auto& t : tasks) {
+    out[t] = own.count(t) ? own[t] : common;
+    // Each task keeps the modes it has; one left with none is refused here, before any work.
+    try {
+      (void)train::reader_modes(t, out[t]);
+    } catch (const UsageError& e) {
+      throw UsageError("--reader-modes " + spec + ": " + e.what());
+    }
+  }
+  return out;
+}
+
 void add_train_lm(CLI::App& app, int& rc) {
   auto* cmd = app.add_subcommand("train-lm",
                                  "pretrain a small Llama-architecture language model from scratch on JSONL or text files "
@@ -103,7 +148,8 @@ void add_train_lm(CLI::App& app, int& rc) {
   cmd->add_option("--reader-modes", *reader_modes,
                   "reader: the document modes to draw from, equally likely: none, bm25, bm25-shuffled, random, recency "
                   "and bm25+best (commits: BM25's top k with the earlier commit closest to the answer put in), bm25+gold "
-                  "(qa); default: all six of the commit tasks', and bm25,bm25+gold for qa");
+                  "(qa); default: all six of the commit tasks', and bm25,bm25+gold for qa. MODE,... for every task (each "
+                  "keeps those it has), TASK=MODE/MODE/... for one (e.g. commit_subject=none/bm25/random/bm25+best)");
   cmd->add_option("--prompt-max-length", *prompt_max, "reader: the prompt budget in the model's tokenizer (eval's --max-length)")
       ->capture_default_str();
   auto* tasks_opt = cmd->add_option("--tasks", *reader_tasks,
@@ -184,20 +230,7 @@ void add_train_lm(CLI::App& app, int& rc) {
       // (docs/RESULTS.md), and 5,000 beat 3,000 on dev for both commit tasks.
       const auto limits = reader_limits(*max_texts, task_names);
       ro.ks = positive_counts("--reader-k", *reader_k);
-      static const std::vector<std::string> kAllModes = {"none", "bm25", "bm25-shuffled", "random", "recency", "bm25+gold"};
-      for (const auto& m : split_commas(*reader_modes)) {
-        if (std::find(kAllModes.begin(), kAllModes.end(), m) == kAllModes.end())
-          throw UsageError("--reader-modes " + *reader_modes + ": \"" + m + "\" is not a document mode (" + join(kAllModes, ", ") + ")");
-        ro.modes.push_back(m);
-      }
-      // Each task keeps the modes it has; one left with none is refused here, before any work.
-      for (const auto& name : task_names) {
-        try {
-          (void)train::reader_modes(name, ro.modes);
-        } catch (const UsageError& e) {
-          throw UsageError("--reader-modes " + *reader_modes + ": " + e.what());
-        }
-      }
+      const auto task_modes = reader_mode_lists(*reader_modes, task_names);
       if (!fs::is_directory(*init)) throw UsageError("--init " + *init + ": no such folder");
       opts.init = *init;
       opts.tokenizer = *init;
@@ -227,6 +260,7 @@ void add_train_lm(CLI::App& app, int& rc) {
       for (const auto& name : task_names) {
         auto task = tasks::make_task(name);
         ro.limit = limits.at(name);
+        ro.modes = task_modes.at(name);
         std::vector<train::ReaderExample> ex;
         if (name == "qa") {
           const auto claim_set = data::read_qa_jsonl(*claims, "factcheck", "train");
@@ -244,7 +278,10 @@ void add_train_lm(CLI::App& app, int& rc) {
           continue;
         }
         if (ex.empty()) throw UsageError("--tasks " + name + ": the inputs give no example of it");
-        counts += (counts.empty() ? "" : ", ") + name + " " + std::to_string(ex.size());
+        // With the modes each task drew from, so the folder says how its examples were made.
+        std::string drawn;
+        for (const auto& m : train::reader_modes(name, ro.modes)) drawn += (drawn.empty() ? "" : "/") + m;
+        counts += (counts.empty() ? "" : ", ") + name + " " + std::to_string(ex.size()) + " of " + drawn;
         examples.insert(examples.end(), std::make_move_iterator(ex.begin()), std::make_move_iterator(ex.end()));
       }
       if (examples.empty()) throw UsageError("--tasks " + *reader_tasks + ": the inputs give no example of any of them");
