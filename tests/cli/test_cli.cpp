@@ -201,6 +201,7 @@ TEST_F(Cli, NumbersAreDecimalFiniteAndBounded) {
   refused(reader + "--reader-modes commit_subject=none,commit_subject=bm25", {"commit_subject is given twice"});
   refused(reader + "--reader-modes commit_area=none/sideways", {"\"sideways\" is not a document mode"});
   refused(reader + "--tasks commit_subject --reader-modes commit_subject=bm25+gold", {"none of bm25+gold", "commit_subject"});
+  refused(reader + "--reader-modes commit_area=none/bm25+gold", {"bm25+gold is not a document mode of commit_area"});
   // bm25+best can be named, alone or per task: the options pass and --init is read next.
   refused(reader + "--reader-modes none,bm25+best", {"--init no-such-lm: no such folder"});
   refused(reader + "--reader-modes commit_subject=none/bm25+best,bm25", {"--init no-such-lm: no such folder"});

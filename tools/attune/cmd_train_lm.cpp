@@ -99,12 +99,18 @@ std::map<std::string, std::vector<std::string>> reader_mode_lists(const std::str
   std::map<std::string, std::vector<std::string>> out;
   for (const auto& t : tasks) {
     out[t] = own.count(t) ? own[t] : common;
-    // Each task keeps the modes it has; one left with none is refused here, before any work.
+    // Each task keeps the modes it has; one left with none is refused here, before any work, and so is a mode named
+    // for one task that it does not have.
+    std::vector<std::string> kept;
     try {
-      (void)train::reader_modes(t, out[t]);
+      kept = train::reader_modes(t, out[t]);
     } catch (const UsageError& e) {
       throw UsageError("--reader-modes " + spec + ": " + e.what());
     }
+    if (own.count(t))
+      for (const auto& m : own[t])
+        if (std::find(kept.begin(), kept.end(), m) == kept.end())
+          throw UsageError("--reader-modes " + spec + ": " + m + " is not a document mode of " + t);
   }
   return out;
 }
