@@ -70,12 +70,22 @@ std::optional<std::int64_t> day_number(const std::string& d) {
 
 }  // namespace
 
+namespace {
+// The commit tasks' modes, all six by default (bm25+best since 2026-12-02: docs/RESULTS.md); bm25+best last, so that
+// --reader-modes none,bm25,bm25-shuffled,random,recency draws as the default did before it.
+const std::vector<std::string> kCommit = {"none", "bm25", "bm25-shuffled", "random", "recency", "bm25+best"};
+const std::vector<std::string> kQa = {"none", "bm25", "bm25-shuffled", "bm25+gold", "random"};
+}  // namespace
+
+std::vector<std::string> reader_mode_names() {
+  std::vector<std::string> all = kCommit;
+  for (const auto& m : kQa)
+    if (std::find(all.begin(), all.end(), m) == all.end()) all.push_back(m);
+  return all;
+}
+
 std::vector<std::string> reader_modes(std::string_view task, const std::vector<std::string>& wanted) {
-  // All six by default (bm25+best since 2026-12-02: docs/RESULTS.md); bm25+best last, so that
-  // --reader-modes none,bm25,bm25-shuffled,random,recency draws as the default did before it.
-  static const std::vector<std::string> kCommit = {"none", "bm25", "bm25-shuffled", "random", "recency", "bm25+best"};
   const auto& kCommitDefault = kCommit;
-  static const std::vector<std::string> kQa = {"none", "bm25", "bm25-shuffled", "bm25+gold", "random"};
   static const std::vector<std::string> kQaDefault = {"bm25", "bm25+gold"};
   const bool qa = task == "qa";
   if (!qa && task != "commit_subject" && task != "commit_area" && task != "commit_pick")

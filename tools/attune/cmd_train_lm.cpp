@@ -68,7 +68,7 @@ std::map<std::string, std::size_t> reader_limits(const std::string& spec, const 
 // which then draws from those alone. Returns each task's list (empty: its defaults), every task checked to keep at
 // least one mode before any work.
 std::map<std::string, std::vector<std::string>> reader_mode_lists(const std::string& spec, const std::vector<std::string>& tasks) {
-  static const std::vector<std::string> kAllModes = {"none", "bm25", "bm25-shuffled", "random", "recency", "bm25+best", "bm25+gold"};
+  static const std::vector<std::string> kAllModes = train::reader_mode_names();
   const auto mode = [&](const std::string& m) {
     if (std::find(kAllModes.begin(), kAllModes.end(), m) == kAllModes.end())
       throw UsageError("--reader-modes " + spec + ": \"" + m + "\" is not a document mode (" + join(kAllModes, ", ") + ")");

@@ -52,6 +52,8 @@ using tasks::commit_subject_area;  // "<area>: ..." -> area (tasks/commits.h)
 // qa's, when `wanted` is empty). UsageError naming reader_modes when it has none of them,
 // and for another task.
 std::vector<std::string> reader_modes(std::string_view task, const std::vector<std::string>& wanted);
+// Every document mode of any reader task (the commit tasks' six, then qa's bm25+gold): what --reader-modes accepts.
+std::vector<std::string> reader_mode_names();
 
 // Examples from per-author histories, exactly the layout of ../shared/data/git: a commit
 // with an older commit by its author in its repository is a query whose profile is those
