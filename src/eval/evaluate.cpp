@@ -109,6 +109,7 @@ Grid retrieve_and_prompt(const data::Dataset& ds, const tasks::Task& task, const
     g.queries.push_back(task.query(ds.examples[e]));
   }
   g.prompts.resize(R * n);
+  if (opts.generate.cad > 0) g.without_documents.resize(R * n);
   g.retrieved.resize(R * n);
   g.r5.assign(R * n, 0.0);
   g.qpps.resize(R * n);
@@ -143,6 +144,7 @@ Grid retrieve_and_prompt(const data::Dataset& ds, const tasks::Task& task, const
       for (auto* d : docs) g.retrieved[g.at(r, e)].push_back(d->id);
       if (p.recall) g.r5[g.at(r, e)] = metrics::recall_at_k(ranking.ids, gold, 5);
       g.prompts[g.at(r, e)] = task.prompt(ex, docs, tok, popts);
+      if (opts.generate.cad > 0) g.without_documents[g.at(r, e)] = task.prompt(ex, {}, tok, popts);
       if (opts.oracle_orders && docs.size() > 1) {
         std::vector<std::size_t> perm(docs.size());
         for (std::size_t j = 0; j < perm.size(); ++j) perm[j] = j;
@@ -165,7 +167,11 @@ Grid retrieve_and_prompt(const data::Dataset& ds, const tasks::Task& task, const
     for (std::size_t c = 0; c < per_cell.size(); ++c)
       for (auto& pr : per_cell[c]) {
         auto [it, fresh] = seen.emplace(pr, g.oracle_prompts.size());
-        if (fresh) g.oracle_prompts.push_back(std::move(pr));
+        if (fresh) {
+          g.oracle_prompts.push_back(std::move(pr));
+          // An oracle prompt holds its example's input, so one example's form without documents.
+          if (opts.generate.cad > 0) g.oracle_without_documents.push_back(g.without_documents[c]);
+        }
         cells[c].push_back(it->second);
       }
   };
@@ -176,8 +182,9 @@ Grid retrieve_and_prompt(const data::Dataset& ds, const tasks::Task& task, const
 
 // The model's output for every prompt, in the prompts' order: batches of opts.run.batch (at
 // least 1), in parallel over batches.
+// without_documents: context-aware decoding's second form of each prompt (empty: none).
 std::vector<std::string> generate(llm::LanguageModel& model, const std::vector<std::string>& prompts,
-                                  const EvalOptions& opts) {
+                                  const std::vector<std::string>& without_documents, const EvalOptions& opts) {
   std::vector<std::string> outputs(prompts.size());
   const std::size_t batch = std::max<std::size_t>(1, opts.run.batch);
   const std::size_t n_batches = (prompts.size() + batch - 1) / batch;
@@ -185,7 +192,7 @@ std::vector<std::string> generate(llm::LanguageModel& model, const std::vector<s
   parallel_for(n_batches, opts.run.threads, [&](std::size_t b) {
     const std::size_t lo = b * batch, hi = std::min(prompts.size(), lo + batch);
     std::vector<llm::Prompt> ps;
-    for (std::size_t i = lo; i < hi; ++i) ps.push_back({prompts[i]});
+    for (std::size_t i = lo; i < hi; ++i) ps.push_back({prompts[i], without_documents.empty() ? std::string() : without_documents[i]});
     auto gens = model.generate(ps, opts.generate);
     for (std::size_t i = lo; i < hi; ++i) outputs[i] = gens[i - lo].text;
     progress.add(hi - lo);
@@ -296,8 +303,8 @@ EvalReport evaluate(const data::Dataset& ds, const tasks::Task& task, const retr
   const auto start = std::chrono::steady_clock::now();
   const Plan p = plan(ds, task, source, opts);
   Grid g = retrieve_and_prompt(ds, task, tok, opts, p);
-  g.outputs = generate(model, g.prompts, opts);
-  if (!g.oracle_prompts.empty()) g.oracle_outputs = generate(model, g.oracle_prompts, opts);
+  g.outputs = generate(model, g.prompts, g.without_documents, opts);
+  if (!g.oracle_prompts.empty()) g.oracle_outputs = generate(model, g.oracle_prompts, g.oracle_without_documents, opts);
   EvalReport rep = score(ds, task, model, opts, g);
   add_selections(task, opts, p.pools, g, rep);
   rep.comparisons = compare_pairs(rep);

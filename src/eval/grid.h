@@ -28,6 +28,9 @@ struct Grid {
   // order of its top-k documents, indices into oracle_prompts too.
   std::vector<std::vector<std::size_t>> order_cells;
   std::vector<std::string> oracle_prompts, oracle_outputs;
+  // Context-aware decoding (EvalOptions::generate.cad > 0), else empty: per cell, and per
+  // oracle prompt, the same example's prompt without documents.
+  std::vector<std::string> without_documents, oracle_without_documents;
 
   std::size_t at(std::size_t r, std::size_t e) const { return r * n + e; }
 };

@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "attune/core/error.h"
+#include "attune/core/sha256.h"
 
 namespace attune::llm {
 
@@ -13,7 +14,13 @@ std::vector<Generation> CachedModel::generate(std::span<const Prompt> prompts, c
   const std::string model = inner_.info().id, options = opts.canonical();
   std::vector<store::CacheKey> keys;
   keys.reserve(prompts.size());
-  for (const auto& p : prompts) keys.push_back({model, "generate", p.text, options});
+  for (const auto& p : prompts) {
+    // Context-aware decoding's answer depends on the prompt without documents too.
+    if (opts.cad != 0 && !p.without_documents.empty() && p.without_documents != p.text)
+      keys.push_back({model, "generate", p.text, options + ";without_documents=" + Sha256().add(p.without_documents).hex()});
+    else
+      keys.push_back({model, "generate", p.text, options});
+  }
   auto cached = cache_.cache_get(keys);
   std::vector<Generation> out(prompts.size());
   std::vector<Prompt> missing;

@@ -15,8 +15,14 @@ std::string GenerateOptions::canonical() const {
   std::snprintf(buf, sizeof buf, "max_new_tokens=%zu;beams=%d;temperature=%.17g;top_p=%.17g;seed=%llu",
                 max_new_tokens, beams, temperature, top_p,
                 static_cast<unsigned long long>(temperature > 0 ? seed : 0));
-  // "free" adds nothing, so caches written before the option existed still hit.
-  return decode == "free" ? std::string(buf) : std::string(buf) + ";decode=" + decode;
+  // "free" and cad = 0 add nothing, so caches written before the options existed still hit.
+  std::string out = decode == "free" ? std::string(buf) : std::string(buf) + ";decode=" + decode;
+  if (cad != 0) {
+    char c[48];
+    std::snprintf(c, sizeof c, ";cad=%.17g", cad);
+    out += c;
+  }
+  return out;
 }
 
 ReferenceReader::ReferenceReader(const std::vector<std::string>& background, std::vector<std::string> labels,

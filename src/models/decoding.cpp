@@ -60,9 +60,39 @@ std::int64_t best_allowed(const torch::Tensor& row_logits, std::size_t row, cons
 
 std::vector<TokenIds> greedy_or_sample(Decoder& model, const std::vector<TokenIds>& prompts, const DecodeOptions& o,
                                        std::size_t first_row) {
-  torch::Tensor logits;
-  auto state = model.start(prompts, logits);
   const auto B = static_cast<std::int64_t>(prompts.size());
+  // Context-aware decoding: the rows without documents after the prompts' rows, in one batch
+  // (2B rows), each fed the token its prompt's row chose. Rows whose two forms are the same
+  // keep their plain logits.
+  // A batch where no row has a second form (retriever none's prompts) runs as plain greedy.
+  std::vector<TokenIds> rows = prompts;
+  std::vector<std::uint8_t> contrasted;
+  bool cad = false;
+  if (o.cad > 0) {
+    for (std::int64_t b = 0; b < B; ++b) {
+      const TokenIds& w = (*o.without_documents)[first_row + static_cast<std::size_t>(b)];
+      const bool differs = !w.empty() && w != prompts[b];
+      contrasted.push_back(differs);
+      rows.push_back(differs ? w : prompts[b]);
+      cad = cad || differs;
+    }
+    if (!cad) rows.resize(prompts.size());
+  }
+  torch::Tensor all_logits, logits;
+  auto state = model.start(rows, all_logits);
+  const auto combine = [&](const torch::Tensor& all) -> torch::Tensor {
+    if (!cad) return all;
+    const auto with_docs = all.slice(0, 0, B), without = all.slice(0, B, 2 * B);
+    const auto a = static_cast<float>(o.cad);
+    auto mixed = (1 + a) * torch::log_softmax(with_docs.to(torch::kFloat32), -1) -
+                 a * torch::log_softmax(without.to(torch::kFloat32), -1);
+    auto mask = torch::tensor(std::vector<std::int64_t>(contrasted.begin(), contrasted.end()), torch::kInt64)
+                    .to(torch::kBool)
+                    .to(all.device())
+                    .view({B, 1});
+    return torch::where(mask, mixed, with_docs.to(torch::kFloat32));
+  };
+  logits = combine(all_logits);
   std::vector<TokenIds> out(prompts.size());
   std::vector<bool> done(prompts.size(), false);
   std::vector<Rng> rngs;
@@ -99,8 +129,10 @@ std::vector<TokenIds> greedy_or_sample(Decoder& model, const std::vector<TokenId
       }
     }
     if (std::all_of(done.begin(), done.end(), [](bool d) { return d; }) || t + 1 == o.max_new_tokens) break;
-    auto tok = torch::tensor(next, torch::kInt64).view({B, 1});
-    logits = state->step(tok, torch::ones({B, 1}, torch::kBool)).select(1, 0);
+    if (cad) next.insert(next.end(), next.begin(), next.end());  // the same token to both forms
+    const auto R = static_cast<std::int64_t>(next.size());
+    auto tok = torch::tensor(next, torch::kInt64).view({R, 1});
+    logits = combine(state->step(tok, torch::ones({R, 1}, torch::kBool)).select(1, 0));
   }
   return out;
 }
@@ -249,6 +281,13 @@ std::vector<TokenIds> generate(Decoder& model, const std::vector<TokenIds>& prom
   if (o.beams > 1 && o.temperature > 0) throw UsageError("beam search and sampling cannot be combined");
   if (o.allow && (o.beams > 1 || o.temperature > 0))
     throw UsageError("constrained decoding is greedy: it cannot be combined with beam search or sampling");
+  if (!(o.cad >= 0)) throw UsageError("cad must be >= 0");
+  if (o.cad > 0 && (o.beams > 1 || o.temperature > 0))
+    throw UsageError("context-aware decoding is greedy: it cannot be combined with beam search or sampling");
+  if (o.cad > 0 && (!o.without_documents || o.without_documents->size() != prompts.size()))
+    throw UsageError("context-aware decoding needs each prompt's form without documents (" +
+                     std::to_string(o.without_documents ? o.without_documents->size() : 0) + " for " +
+                     std::to_string(prompts.size()) + " prompts)");
   std::vector<TokenIds> out;
   out.reserve(prompts.size());
   if (o.max_new_tokens == 0) return std::vector<TokenIds>(prompts.size());

@@ -210,6 +210,17 @@ std::vector<llm::Generation> LocalModel::generate(std::span<const llm::Prompt> p
   o.eos_ids = m.eos;
   o.batch_size = m.opts.batch_size;
   if (g.decode == "copy") o.allow = copy_constraint(*m.tok, m.eos, prompts);
+  std::vector<TokenIds> without;
+  if (g.cad > 0) {
+    // Context-aware decoding: each prompt's form without documents beside it; a prompt that
+    // has none (its documents were none) decodes as without cad.
+    for (auto& p : prompts)
+      without.push_back(p.without_documents.empty() || p.without_documents == p.text
+                            ? TokenIds{}
+                            : m.prompt_ids(p.without_documents, m.seq2seq ? 0 : g.max_new_tokens));
+    o.cad = g.cad;
+    o.without_documents = &without;
+  }
   auto out = models::generate(*m.decoder, ids, o);
   std::vector<llm::Generation> gens;
   for (std::size_t i = 0; i < out.size(); ++i) {

@@ -242,6 +242,11 @@ TEST_F(Cli, NumbersAreDecimalFiniteAndBounded) {
   refused("generate --llm reference --prompt x --decode copy --temperature 0.5",
           {"decode = copy: is greedy: it cannot be combined with sampling (temperature = 0.5) (option --decode)"});
   refused(eval + " --retrievers none --llm planted:first --decode copy", {"a planted reader generates freely"});
+  // --cad (context-aware decoding): 0 to 100, greedy, local: models only.
+  refused(eval + " --retrievers none --llm reference --cad 1", {"cad (context-aware decoding) is implemented for local: models only; the reference reader"});
+  refused(eval + " --retrievers none --llm reference --cad -0.5",
+          {"cad = -0.5: must be a number from 0 (off) to 100", "(option --cad)"});
+  refused(eval + " --retrievers none --llm reference --cad 1 --beams 2", {"context-aware decoding is greedy", "(option --cad)"});
   // feedback and train take --decode for the answers they generate, and refuse it where nothing is generated.
   const std::string fb = "feedback --data " + kSample + " --task commit_subject --split dev --quiet --store s.db --limit 2 ";
   refused(fb + "--llm reference --decode copy", {"the reference reader generates freely"});

@@ -104,3 +104,49 @@ TEST(CachedModel, ARepeatedScoreRequestInOneCallCostsOneModelCall) {
   for (std::size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(s[i], ref.score(std::span(&reqs[i], 1))[0]) << i;
   fs::remove(path);
 }
+
+namespace {
+// Answers with what it was given, so that a cache hit can be told from a fresh answer.
+class Echo final : public llm::LanguageModel {
+ public:
+  std::vector<llm::Generation> generate(std::span<const llm::Prompt> p, const llm::GenerateOptions& o) override {
+    std::vector<llm::Generation> out;
+    for (const auto& x : p) out.push_back({x.text + "|" + (o.cad > 0 ? x.without_documents : std::string())});
+    calls += p.size();
+    return out;
+  }
+  std::vector<double> score(std::span<const llm::ScoreRequest> r) override { return std::vector<double>(r.size(), 0.0); }
+  llm::ModelInfo info() const override { return {"echo"}; }
+  std::size_t calls = 0;
+};
+}  // namespace
+
+// Context-aware decoding's answer depends on the prompt without documents too: two prompts
+// alike but for that form are two keys; a form equal to the prompt (no documents) is the
+// plain prompt's key with cad; cad is part of the options.
+TEST(CachedModel, ContextAwareDecodingKeysTheFormWithoutDocuments) {
+  const auto path = temp_store("cached_cad");
+  auto store = store::open_sqlite(path);
+  Echo echo;
+  llm::CachedModel cached(echo, *store);
+  llm::GenerateOptions cad;
+  cad.cad = 0.5;
+  EXPECT_NE(cad.canonical().find(";cad=0.5"), std::string::npos) << cad.canonical();
+  EXPECT_EQ(llm::GenerateOptions{}.canonical().find("cad"), std::string::npos);
+  const std::vector<llm::Prompt> a = {{"docs + x", "x"}}, b = {{"docs + x", "y"}}, same = {{"x", "x"}}, bare = {{"x", ""}};
+  EXPECT_EQ(cached.generate(a, cad)[0].text, "docs + x|x");
+  EXPECT_EQ(cached.generate(b, cad)[0].text, "docs + x|y");  // not a's cached answer
+  EXPECT_EQ(echo.calls, 2u);
+  EXPECT_EQ(cached.generate(a, cad)[0].text, "docs + x|x");
+  EXPECT_EQ(echo.calls, 2u);  // a hit
+  cached.generate(same, cad);
+  EXPECT_EQ(cached.generate(bare, cad)[0].text, "x|x");  // same key as `same`: no documents either way
+  EXPECT_EQ(echo.calls, 3u);
+  EXPECT_EQ(cached.generate(a, {})[0].text, "docs + x|");  // cad 0: another key
+  EXPECT_EQ(echo.calls, 4u);
+  // A model that cannot decode with cad refuses through the cache.
+  llm::ReferenceReader ref({"fix parser cache"}, {});
+  llm::CachedModel cached_ref(ref, *store);
+  EXPECT_THROW(cached_ref.generate(a, cad), UsageError);
+  fs::remove(path);
+}

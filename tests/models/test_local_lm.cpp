@@ -294,3 +294,113 @@ TEST(LocalModel, CopyDecodingAnswersWithSpansOfThePrompt) {
   g.decode = "extract";
   EXPECT_THROW(lm->generate(ps, g), UsageError);
 }
+
+namespace {
+// A decoder whose logits at every step depend only on the row's prompt: token v scores
+// prior[v], plus bonus[v] when v is in the prompt. It records the tokens fed to each row.
+class BagDecoder final : public Decoder {
+ public:
+  BagDecoder(std::vector<float> prior, std::vector<float> bonus) : prior_(std::move(prior)), bonus_(std::move(bonus)) {}
+  std::vector<std::vector<std::int64_t>> fed;  // per row of the last start(): the tokens stepped in
+  struct State final : DecoderState {
+    BagDecoder* owner;
+    torch::Tensor rows;  // [B, V]
+    torch::Tensor step(const torch::Tensor& tokens, const torch::Tensor&) override {
+      EXPECT_EQ(tokens.size(0), rows.size(0));
+      for (std::int64_t b = 0; b < tokens.size(0); ++b) owner->fed[b].push_back(tokens[b][0].item<std::int64_t>());
+      return rows.unsqueeze(1).clone();
+    }
+    void select(const torch::Tensor&) override {}
+  };
+  std::unique_ptr<DecoderState> start(const std::vector<TokenIds>& prompts, torch::Tensor& next) override {
+    auto s = std::make_unique<State>();
+    s->owner = this;
+    const auto V = static_cast<std::int64_t>(prior_.size());
+    s->rows = torch::zeros({static_cast<std::int64_t>(prompts.size()), V});
+    fed.assign(prompts.size(), {});
+    for (std::size_t b = 0; b < prompts.size(); ++b)
+      for (std::int64_t v = 0; v < V; ++v) {
+        const bool in = std::find(prompts[b].begin(), prompts[b].end(), v) != prompts[b].end();
+        s->rows[static_cast<std::int64_t>(b)][v] = prior_[v] + (in ? bonus_[v] : 0.0f);
+      }
+    next = s->rows.clone();
+    return s;
+  }
+  torch::Device device() const override { return torch::kCPU; }
+  std::int64_t vocab_size() const override { return static_cast<std::int64_t>(prior_.size()); }
+
+ private:
+  std::vector<float> prior_, bonus_;
+};
+}  // namespace
+
+// Context-aware decoding: token 1 is likely with or without the documents (logit 2.5 both
+// ways), token 5 only with them (2.3 against 0). Plain greedy takes 1; with a = 1 the scores
+// are 2 * 2.5 - 2.5 = 2.5 for 1 and 2 * 2.3 - 0 = 4.6 for 5 (log-normalisers aside), so 5.
+// A prompt whose form without documents is itself (or empty) decodes as plain greedy, in
+// the same batch; both forms are fed the same tokens; allow() still constrains the choice.
+TEST(Decoding, ContextAwareDecodingFavoursWhatTheDocumentsMakeLikelier) {
+  BagDecoder model({-1, 2.0f, 0, 0, 0, 0, 0, 0}, {0, 0.5f, 0, 0, 0, 2.3f, 0, 0});
+  DecodeOptions o;
+  o.max_new_tokens = 2;
+  o.eos_ids = {0};
+  const std::vector<TokenIds> prompts = {{1, 5, 6}, {1, 5, 6}, {1, 5, 6}};
+  const std::vector<TokenIds> without = {{1}, {1, 5, 6}, {}};
+  EXPECT_EQ(generate(model, prompts, o), (std::vector<TokenIds>{{1, 1}, {1, 1}, {1, 1}}));  // plain greedy
+  o.cad = 1.0;
+  o.without_documents = &without;
+  EXPECT_EQ(generate(model, prompts, o), (std::vector<TokenIds>{{5, 5}, {1, 1}, {1, 1}}));
+  ASSERT_EQ(model.fed.size(), 6u);  // three prompts, then their three forms without documents
+  for (std::size_t b = 0; b < 3; ++b) EXPECT_EQ(model.fed[b], model.fed[b + 3]) << b;
+  EXPECT_EQ(model.fed[0], (std::vector<std::int64_t>{5}));  // the second step's token is never fed back
+  // A weight too small to overturn the prior: a = 0.05 gives 2.5 against 2.3 * 1.05 = 2.415.
+  o.cad = 0.05;
+  EXPECT_EQ(generate(model, prompts, o)[0], (TokenIds{1, 1}));
+  // With a constraint: 5 not allowed, so the best allowed by the combined scores.
+  o.cad = 1.0;
+  o.allow = [](std::size_t, const TokenIds&, std::int32_t t) { return t != 5; };
+  EXPECT_EQ(generate(model, prompts, o)[0], (TokenIds{1, 1}));
+  o.allow = nullptr;
+  // Refused: a missing or short list of forms, beams, sampling.
+  const std::vector<TokenIds> short_list = {{1}};
+  o.without_documents = &short_list;
+  EXPECT_THROW(generate(model, prompts, o), UsageError);
+  o.without_documents = nullptr;
+  EXPECT_THROW(generate(model, prompts, o), UsageError);
+  o.without_documents = &without;
+  o.beams = 2;
+  EXPECT_THROW(generate(model, prompts, o), UsageError);
+  o.beams = 1;
+  o.temperature = 0.7;
+  EXPECT_THROW(generate(model, prompts, o), UsageError);
+}
+
+// The same through a real model: cad with every prompt's form without documents equal to
+// itself, or empty, gives exactly plain greedy's answers; the options are checked.
+TEST(LocalModel, ContextAwareDecodingWithoutDocumentsIsPlainGreedy) {
+  if (!fs::exists(kStoriesModel / "model.safetensors")) GTEST_SKIP() << "needs ../shared/models/stories260K (absent in this checkout)";
+  const auto lm = LocalModel::load(kStoriesModel, LocalOptions{.device = "cpu"});
+  llm::GenerateOptions g{.max_new_tokens = 10};
+  std::vector<llm::Prompt> ps = {{"Once upon a time", ""}, {"Lily had a big blue kite.", "Lily had a big blue kite."}};
+  const auto plain = lm->generate(ps, g);
+  g.cad = 1.0;
+  const auto same = lm->generate(ps, g);
+  for (std::size_t i = 0; i < ps.size(); ++i) EXPECT_EQ(same[i].text, plain[i].text) << i;
+  // A real second form: it runs, in a batch with a prompt that has none, and for copy decoding too.
+  ps.push_back({"Tom had a red ball. Lily had a big blue kite. Who had the kite?", "Who had the kite?"});
+  const auto mixed = lm->generate(ps, g);
+  ASSERT_EQ(mixed.size(), 3u);
+  EXPECT_EQ(mixed[0].text, plain[0].text);
+  EXPECT_EQ(mixed[1].text, plain[1].text);
+  g.decode = "copy";
+  const auto copy = lm->generate(ps, g);
+  std::string a = copy[2].text;
+  a.erase(0, a.find_first_not_of(" \t\n"));
+  EXPECT_NE(ps[2].text.find(a), std::string::npos) << copy[2].text;
+  g.decode = "free";
+  g.cad = -1;
+  EXPECT_THROW(lm->generate(ps, g), UsageError);
+  g.cad = 1;
+  g.beams = 2;
+  EXPECT_THROW(lm->generate(ps, g), UsageError);
+}

@@ -42,6 +42,10 @@ void add_eval(CLI::App& app, int& rc) {
   cmd->add_option("--decode", o->generate.decode,
                   "free, or copy: extractive answers, each a span of its prompt (greedy; local: models only)")
       ->capture_default_str();
+  cmd->add_option("--cad", o->generate.cad,
+                  "context-aware decoding's weight a (Shi et al. 2024; 0 = off): each token by (1 + a) log p(y | prompt) - "
+                  "a log p(y | the prompt without its documents); greedy, free or copy; local: models only")
+      ->capture_default_str();
   cmd->add_flag("--no-reference-quirks", *no_quirks, "build prompts as the paper states, not as the LaMP code does");
   cmd->add_flag("--no-cache", *no_cache, "do not read or write the store's generation cache");
   cmd->add_option("--out", *out, "write the full JSON report here (\"-\": standard output, after the table)");

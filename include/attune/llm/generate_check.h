@@ -36,14 +36,25 @@ inline void validate_generate_options(const GenerateOptions& g) {
     bad("decode", "copy", "is greedy: it cannot be combined with beams = " + std::to_string(g.beams));
   if (g.decode == "copy" && g.temperature > 0)
     bad("decode", "copy", "is greedy: it cannot be combined with sampling (temperature = " + number(g.temperature) + ")");
+  if (!(g.cad >= 0 && g.cad <= 100))
+    bad("cad", number(g.cad), "must be a number from 0 (off) to 100 (context-aware decoding's weight on the documents)");
+  if (g.cad > 0 && g.beams != 1)
+    bad("cad", number(g.cad), "context-aware decoding is greedy: it cannot be combined with beams = " + std::to_string(g.beams));
+  if (g.cad > 0 && g.temperature > 0)
+    bad("cad", number(g.cad),
+        "context-aware decoding is greedy: it cannot be combined with sampling (temperature = " + number(g.temperature) + ")");
 }
 
 // A backend that only generates freely refuses decode = copy instead of ignoring it (the
 // answers would not be the spans the caller asked for).
+// The same for context-aware decoding (cad > 0).
 inline void refuse_constrained_decoding(const GenerateOptions& g, const std::string& backend) {
   if (g.decode != "free")
     throw FieldError<UsageError>("decode", "decode = " + g.decode + " is implemented for local: models only; " + backend +
                                                " generates freely (use --decode free)");
+  if (g.cad != 0)
+    throw FieldError<UsageError>("cad", "cad (context-aware decoding) is implemented for local: models only; " + backend +
+                                            " cannot decode with it (use --cad 0)");
 }
 
 }  // namespace attune::llm

@@ -11,7 +11,14 @@
 namespace attune::llm {
 
 struct Prompt {
+  Prompt() = default;
+  Prompt(std::string text_, std::string without_documents_ = {})  // NOLINT: {"..."} makes a prompt
+      : text(std::move(text_)), without_documents(std::move(without_documents_)) {}
   std::string text;
+  // The same prompt without its retrieved documents, for context-aware decoding
+  // (GenerateOptions::cad); unused otherwise. A prompt that has no documents leaves it
+  // empty or equal to text, and then decodes exactly as without cad.
+  std::string without_documents;
 };
 
 struct Generation {
@@ -31,6 +38,13 @@ struct GenerateOptions {
   // dropped) a substring of the prompt; the end of text is allowed once the answer holds a
   // non-space character. Only local: models implement "copy"; the other backends refuse it.
   std::string decode = "free";
+  // Context-aware decoding (Shi et al., 2024, "Trusting Your Evidence"), greedy: each step
+  // takes the argmax (or, with decode = copy, the best allowed token) of
+  //   (1 + cad) * log p(y | text) - cad * log p(y | without_documents),
+  // so tokens that the documents make likelier gain. 0 = off. Every prompt must then carry
+  // its without_documents form; one equal to its text (or empty: no documents) decodes
+  // with the plain log-probabilities. Only local: models implement it.
+  double cad = 0;
   // Canonical text form, part of the cache key.
   std::string canonical() const;
 };

@@ -55,6 +55,13 @@ struct DecodeOptions {
   // (its index in generate()'s prompts) takes the most probable token t, EOS included, for
   // which allow(row, tokens generated so far, t) holds; a row with no allowed token stops.
   std::function<bool(std::size_t row, const TokenIds& generated, std::int32_t token)> allow;
+  // Context-aware decoding (greedy, allow included; llm::GenerateOptions::cad): when cad > 0,
+  // without_documents[row] is prompt row's form without documents, read beside it, and each
+  // step chooses by (1 + cad) * log_softmax(logits | prompt) - cad * log_softmax(logits |
+  // without_documents), the same token fed to both. A row whose without_documents equals its
+  // prompt (or is empty) chooses by its plain logits, exactly as with cad = 0.
+  double cad = 0;
+  const std::vector<TokenIds>* without_documents = nullptr;
 };
 
 // Generated ids per prompt (without the prompt, without the final EOS).
