@@ -63,8 +63,8 @@ std::vector<TokenIds> greedy_or_sample(Decoder& model, const std::vector<TokenId
   const auto B = static_cast<std::int64_t>(prompts.size());
   // Context-aware decoding: the rows without documents after the prompts' rows, in one batch
   // (2B rows), each fed the token its prompt's row chose. Rows whose two forms are the same
-  // keep their plain logits.
-  // A batch where no row has a second form (retriever none's prompts) runs as plain greedy.
+  // keep their plain logits; a batch where no row has a second form (retriever none's
+  // prompts) runs as plain greedy.
   std::vector<TokenIds> rows = prompts;
   std::vector<std::uint8_t> contrasted;
   bool cad = false;
