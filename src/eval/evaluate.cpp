@@ -121,6 +121,8 @@ Grid retrieve_and_prompt(const data::Dataset& ds, const tasks::Task& task, const
     for (std::size_t s = 0; s < p.sources.size(); ++s) cand_sets[s] = p.sources[s]->candidates(ex);
     retrieval::Query q{ex.id, ex.user, task.query(ex)};
     std::unordered_set<std::string> gold(ex.gold_docs.begin(), ex.gold_docs.end());
+    // Context-aware decoding: the example's prompt without documents, built once for all rows.
+    const std::string bare = opts.generate.cad > 0 ? task.prompt(ex, {}, tok, popts) : std::string();
     for (std::size_t r = 0; r < R; ++r) {
       const auto& cands = cand_sets[p.source_of[r]];
       const auto& ret = *p.retrievers[r];
@@ -144,7 +146,7 @@ Grid retrieve_and_prompt(const data::Dataset& ds, const tasks::Task& task, const
       for (auto* d : docs) g.retrieved[g.at(r, e)].push_back(d->id);
       if (p.recall) g.r5[g.at(r, e)] = metrics::recall_at_k(ranking.ids, gold, 5);
       g.prompts[g.at(r, e)] = task.prompt(ex, docs, tok, popts);
-      if (opts.generate.cad > 0) g.without_documents[g.at(r, e)] = task.prompt(ex, {}, tok, popts);
+      if (opts.generate.cad > 0) g.without_documents[g.at(r, e)] = bare;
       if (opts.oracle_orders && docs.size() > 1) {
         std::vector<std::size_t> perm(docs.size());
         for (std::size_t j = 0; j < perm.size(); ++j) perm[j] = j;

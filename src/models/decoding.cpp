@@ -80,16 +80,18 @@ std::vector<TokenIds> greedy_or_sample(Decoder& model, const std::vector<TokenId
   }
   torch::Tensor all_logits, logits;
   auto state = model.start(rows, all_logits);
+  // Which rows take the combined scores, made once for every step.
+  const torch::Tensor mask = cad ? torch::tensor(std::vector<std::int64_t>(contrasted.begin(), contrasted.end()), torch::kInt64)
+                                       .to(torch::kBool)
+                                       .to(all_logits.device())
+                                       .view({B, 1})
+                                 : torch::Tensor();
   const auto combine = [&](const torch::Tensor& all) -> torch::Tensor {
     if (!cad) return all;
     const auto with_docs = all.slice(0, 0, B), without = all.slice(0, B, 2 * B);
     const auto a = static_cast<float>(o.cad);
     auto mixed = (1 + a) * torch::log_softmax(with_docs.to(torch::kFloat32), -1) -
                  a * torch::log_softmax(without.to(torch::kFloat32), -1);
-    auto mask = torch::tensor(std::vector<std::int64_t>(contrasted.begin(), contrasted.end()), torch::kInt64)
-                    .to(torch::kBool)
-                    .to(all.device())
-                    .view({B, 1});
     return torch::where(mask, mixed, with_docs.to(torch::kFloat32));
   };
   logits = combine(all_logits);
