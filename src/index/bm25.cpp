@@ -30,6 +30,7 @@
 #endif
 
 #include "attune/core/error.h"
+#include "attune/text/lexical.h"
 #include "byte_io.h"
 
 namespace attune::index {
@@ -252,8 +253,9 @@ void Bm25Okapi::scores_into(std::span<const std::string_view> query, std::vector
   for (std::size_t j = 0; j < query.size(); ++j) {
     const std::string_view t = query[j];
     const auto at = reinterpret_cast<std::uintptr_t>(t.data());
-    const bool inside = !within.empty() && at >= lo && at <= hi && t.size() <= hi - at;
-    probes[j] = inside ? TermTable::probe(t, within.data() + within.size()) : TermTable::probe(t);
+    // Inside `within` with 16 readable bytes after it: a short term's words are two loads.
+    const bool padded = !within.empty() && at >= lo && at <= hi && t.size() + 16 <= hi - at;
+    probes[j] = padded ? TermTable::probe_padded(t.data(), t.size()) : TermTable::probe(t);
     term_ids_.prefetch(probes[j]);
   }
   double* const out = score.data();
@@ -269,7 +271,7 @@ void Bm25Okapi::scores_into(std::span<const std::string_view> query, std::vector
       // Whether a token is in the profile is a coin toss to the branch predictor: the slot is
       // written down either way, and kept by advancing `found` only on a hit.
       bool hit = false;
-      const TermTable::Slot* s = term_ids_.find_first(query[j], probes[j], hit);
+      const TermTable::Slot* s = term_ids_.find_first(query[j].size(), probes[j], hit, query[j]);
       hits[found] = {s->a, s->b};
       found += hit;  // idf 0 * finite = 0: an absent term adds nothing
     }
@@ -279,7 +281,7 @@ void Bm25Okapi::scores_into(std::span<const std::string_view> query, std::vector
   for (std::size_t j = 0; j < query.size(); ++j) {
     // Degenerate parameters: numpy's dense evaluation, NaNs included.
     const TermTable::Slot* s = term_ids_.find(query[j], probes[j]);
-    const std::uint32_t t = s ? s->id1 - 1 : TermTable::kNone;
+    const std::uint32_t t = s ? s->id1() - 1 : TermTable::kNone;
     dense_tf.assign(n, 0.0);
     double w = 0;
     if (t != TermTable::kNone) {
@@ -292,6 +294,94 @@ void Bm25Okapi::scores_into(std::span<const std::string_view> query, std::vector
       score[d] += w * (dense_tf[d] * k1p1 / (dense_tf[d] + norm_[d]));
     }
   }
+}
+
+namespace {
+// The whitespace of Python's str.split() among 64 ASCII bytes at p, as bits (bit j: byte j):
+// \t..\r, \x1c..\x1f and ' '. `high` gets the bytes >= 0x80 (which this does not classify).
+inline std::uint64_t ascii_space_bits(const unsigned char* p, std::uint64_t& high) {
+  std::uint64_t m = 0, h = 0;
+#if defined(__SSE2__)
+  for (int c = 0; c < 4; ++c) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * c));
+    const __m128i t1 = _mm_sub_epi8(v, _mm_set1_epi8(9));     // \t..\r -> 0..4
+    const __m128i t2 = _mm_sub_epi8(v, _mm_set1_epi8(0x1c));  // \x1c..\x1f -> 0..3
+    const __m128i r1 = _mm_and_si128(_mm_cmpgt_epi8(t1, _mm_set1_epi8(-1)), _mm_cmplt_epi8(t1, _mm_set1_epi8(5)));
+    const __m128i r2 = _mm_and_si128(_mm_cmpgt_epi8(t2, _mm_set1_epi8(-1)), _mm_cmplt_epi8(t2, _mm_set1_epi8(4)));
+    const __m128i sp = _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8(' ')), _mm_or_si128(r1, r2));
+    m |= static_cast<std::uint64_t>(static_cast<unsigned>(_mm_movemask_epi8(sp))) << (16 * c);
+    h |= static_cast<std::uint64_t>(static_cast<unsigned>(_mm_movemask_epi8(v))) << (16 * c);
+  }
+#else
+  for (int j = 0; j < 64; ++j) {
+    const unsigned char c = p[j];
+    m |= static_cast<std::uint64_t>(c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f)) << j;
+    h |= static_cast<std::uint64_t>(c >= 0x80) << j;
+  }
+#endif
+  high = h;
+  return m;
+}
+}  // namespace
+
+void Bm25Okapi::scores_text_into(std::string_view text, std::vector<double>& score) const {
+  const std::size_t n = doc_len_.size();
+  // Split first (the views' path), for what the one-pass path does not cover: an empty
+  // corpus, degenerate parameters, and (below) text that is not all ASCII.
+  thread_local std::vector<std::string_view> views;
+  const auto by_views = [&] {
+    text::bm25_token_views_into(text, views);
+    scores_into(views, score, text);
+  };
+  if (n == 0 || !sparse_exact_ || text.size() >= 0x7FFFFFC0u) return by_views();
+  // The text in 64-byte blocks, padded with spaces: at least one space after its last byte
+  // (which ends its last word) and 16 readable bytes after any word (the probe's loads).
+  const std::size_t blocks = (text.size() + 1 + 63) / 64;
+  thread_local std::vector<unsigned char> buf;
+  buf.resize(blocks * 64 + 16);
+  std::memcpy(buf.data(), text.data(), text.size());
+  std::memset(buf.data() + text.size(), ' ', buf.size() - text.size());
+  // Each word's first byte, and the byte after its last: whitespace bits, shifted by one to
+  // see the byte before (before the text counts as whitespace).
+  thread_local std::vector<std::uint32_t> starts, ends;
+  starts.resize(blocks * 32 + 1);
+  ends.resize(blocks * 32 + 1);
+  std::size_t words = 0, closed = 0;
+  std::uint64_t carry = 1, high = 0;
+  for (std::size_t k = 0; k < blocks; ++k) {
+    std::uint64_t h = 0;
+    const std::uint64_t space = ascii_space_bits(buf.data() + 64 * k, h);
+    high |= h;
+    const std::uint64_t before = space << 1 | carry;  // bit j: byte j - 1 is whitespace
+    carry = space >> 63;
+    std::uint64_t st = ~space & before, en = space & ~before;
+    const auto base = static_cast<std::uint32_t>(64 * k);
+    for (; st; st &= st - 1) starts[words++] = base + static_cast<std::uint32_t>(__builtin_ctzll(st));
+    for (; en; en &= en - 1) ends[closed++] = base + static_cast<std::uint32_t>(__builtin_ctzll(en));
+  }
+  if (high != 0) return by_views();  // a non-ASCII byte: UTF-8 whitespace is decoded there
+  score.assign(n, 0.0);
+  const char* const p = reinterpret_cast<const char*>(buf.data());
+  // Every word's probe and its bucket prefetched, then every lookup, then the adds, as in
+  // scores_into.
+  thread_local std::vector<TermTable::Probe> probes;
+  probes.resize(words);
+  for (std::size_t j = 0; j < words; ++j) {
+    probes[j] = TermTable::probe_padded(p + starts[j], ends[j] - starts[j]);
+    term_ids_.prefetch(probes[j]);
+  }
+  thread_local std::vector<Hit> hits;
+  hits.resize(words);
+  std::size_t found = 0;
+  for (std::size_t j = 0; j < words; ++j) {
+    const std::size_t len = ends[j] - starts[j];
+    bool hit = false;
+    const TermTable::Slot* s = term_ids_.find_first(len, probes[j], hit, std::string_view(p + starts[j], len));
+    hits[found] = {s->a, s->b};
+    found += hit;
+  }
+  add_hits_for_this_cpu()(score.data(), std::span<const Hit>(hits.data(), found), dense_.data(), n, post_doc_.data(),
+                          post_value_.data());
 }
 
 std::vector<std::size_t> rank_bm25_order(const std::vector<double>& scores) {
@@ -373,18 +463,19 @@ std::vector<std::size_t> rank_bm25_top(const std::vector<double>& scores, std::s
 // ---------------------------------------------------------------- term table
 
 namespace {
-// The term table's probe: the first 8 bytes (zero padded, read without a variable-length
-// copy a load would wait on: overlapping 4-byte reads, or the first, middle and last byte),
-// the rest 8 bytes at a time (the last 8 overlapping), mixed with the length by murmur's
-// multipliers and finaliser; several times cheaper than std::hash on the 3-8 byte words a
-// query is made of. Nothing stores it (the statistics' bytes keep the terms, and the table
-// is rebuilt from them).
+// The term table's probe: the first 16 bytes as two words (zero padded, read without a
+// variable-length copy a load would wait on: overlapping 4-byte reads, or the first, middle
+// and last byte), the rest 8 bytes at a time (the last 8 overlapping), mixed with the length
+// by murmur's multipliers and finaliser; several times cheaper than std::hash on the 3-8
+// byte words a query is made of. Nothing stores it (the statistics' bytes keep the terms,
+// and the table is rebuilt from them).
 inline std::uint64_t load8(const char* p) {
   std::uint64_t w;
   std::memcpy(&w, p, 8);
   return w;
 }
 
+// Up to 8 bytes at p, zero padded (n may exceed 8: the first 8).
 inline std::uint64_t head_of(const char* p, std::size_t n) {
   if (n >= 8) return load8(p);
   if (n >= 4) {
@@ -397,14 +488,19 @@ inline std::uint64_t head_of(const char* p, std::size_t n) {
   const auto byte = [&](std::size_t i) { return static_cast<std::uint64_t>(static_cast<unsigned char>(p[i])) << (8 * i); };
   return byte(0) | byte(n / 2) | byte(n - 1);
 }
+
+// The low min(n, 8) bytes of a word kept, the rest cleared (n may be 0 or exceed 8).
+inline std::uint64_t keep_bytes(std::size_t n) { return n >= 8 ? ~0ull : (1ull << (8 * n)) - 1; }
 }  // namespace
 
-// The hash of a term whose head is known: the rest 8 bytes at a time (the last 8
+// The hash of a term whose first 16 bytes are known: the rest 8 bytes at a time (the last 8
 // overlapping), then the finaliser.
-[[gnu::always_inline]] inline std::uint64_t Bm25Okapi::TermTable::finish(std::uint64_t head, const char* p, std::size_t n) {
+[[gnu::always_inline]] inline std::uint64_t Bm25Okapi::TermTable::finish(std::uint64_t head, std::uint64_t head2, const char* p,
+                                                                         std::size_t n) {
   std::uint64_t h = (0x9E3779B97F4A7C15ull ^ (n * 0xC2B2AE3D27D4EB4Full) ^ head) * 0xFF51AFD7ED558CCDull;
-  if (n > 8) [[unlikely]] {
-    std::size_t i = 8;
+  h = (h ^ (h >> 32) ^ head2) * 0xC4CEB9FE1A85EC53ull;
+  if (n > 16) [[unlikely]] {
+    std::size_t i = 16;
     for (; i + 8 <= n; i += 8) {
       h ^= h >> 32;
       h = (h ^ load8(p + i)) * 0xC4CEB9FE1A85EC53ull;
@@ -421,96 +517,113 @@ inline std::uint64_t head_of(const char* p, std::size_t n) {
 }
 
 [[gnu::always_inline]] inline Bm25Okapi::TermTable::Probe Bm25Okapi::TermTable::probe(std::string_view t) {
-  const std::uint64_t head = head_of(t.data(), t.size());
-  return {finish(head, t.data(), t.size()), head};
-}
-
-[[gnu::always_inline]] inline Bm25Okapi::TermTable::Probe Bm25Okapi::TermTable::probe(std::string_view t, const char* end) {
   const char* p = t.data();
   const std::size_t n = t.size();
-  if (end - p < 8) [[unlikely]] return probe(t);
-  // One load and a mask: the bytes past a short term are read and cleared, not branched on.
-  const std::uint64_t keep = n >= 8 ? ~0ull : (1ull << (8 * n)) - 1;
-  const std::uint64_t head = load8(p) & keep;
-  return {finish(head, p, n), head};
+  const std::uint64_t head = head_of(p, n);
+  const std::uint64_t head2 = n > 8 ? head_of(p + 8, n - 8) : 0;
+  return {finish(head, head2, p, n), head, head2};
+}
+
+[[gnu::always_inline]] inline Bm25Okapi::TermTable::Probe Bm25Okapi::TermTable::probe_padded(const char* p, std::size_t n) {
+  // Two loads and two masks: the bytes past a short term are read and cleared, not branched on.
+  const std::uint64_t head = load8(p) & keep_bytes(n);
+  const std::uint64_t head2 = load8(p + 8) & keep_bytes(n > 8 ? n - 8 : 0);
+  return {finish(head, head2, p, n), head, head2};
 }
 
 [[gnu::always_inline]] inline void Bm25Okapi::TermTable::prefetch(const Probe& p) const {
-  if (!slots_.empty()) __builtin_prefetch(slots_.data() + (p.hash & mask_));
+  if (!buckets_.empty()) __builtin_prefetch(buckets_.data() + (p.hash & mask_));
 }
 
 std::uint32_t Bm25Okapi::TermTable::find(std::string_view term) const {
   const Slot* s = find(term, probe(term));
-  return s ? s->id1 - 1 : kNone;
+  return s ? s->id1() - 1 : kNone;
+}
+
+// Whether s holds the term: its tag (the length within) and first 16 bytes, and past 16
+// bytes the rest of its bytes and its exact length.
+[[gnu::always_inline]] inline bool Bm25Okapi::TermTable::matches(const Slot& s, std::uint32_t tag, const Probe& p,
+                                                                std::string_view term) const {
+  if (s.tag != tag || s.head != p.head || s.head2 != p.head2) return false;
+  if (term.size() <= 16) return true;
+  const std::uint32_t id = s.id1() - 1, b = off_[id], e = off_[id + 1];
+  return e - b == term.size() && std::memcmp(bytes_.data() + b + 16, term.data() + 16, term.size() - 16) == 0;
 }
 
 [[gnu::always_inline]] inline const Bm25Okapi::TermTable::Slot* Bm25Okapi::TermTable::find(std::string_view term,
                                                                                           const Probe& p) const {
-  if (slots_.empty()) return nullptr;
+  if (buckets_.empty()) return nullptr;
   const std::uint32_t tag = tag_of(p, term.size());
-  const std::uint64_t mask = mask_;
-  for (std::uint64_t i = p.hash & mask;; i = (i + 1) & mask) {
-    const Slot& s = slots_[i];
-    if (s.id1 == 0) return nullptr;
-    if (s.tag != tag || s.head != p.head) continue;
-    if (term.size() <= 8) return &s;  // the length (in the tag) and every byte (the head) agree
-    // Longer terms: the rest of the bytes (and the length itself, past 254).
-    const std::uint32_t b = off_[s.id1 - 1], e = off_[s.id1];
-    if (e - b == term.size() && std::memcmp(bytes_.data() + b + 8, term.data() + 8, term.size() - 8) == 0) return &s;
+  for (std::uint64_t i = p.hash & mask_;; i = (i + 1) & mask_) {
+    const Bucket& k = buckets_[i];
+    if (matches(k.s[0], tag, p, term)) return &k.s[0];
+    if (matches(k.s[1], tag, p, term)) return &k.s[1];
+    if (!k.overflowed()) return nullptr;
   }
 }
 
 void Bm25Okapi::TermTable::reserve(std::size_t n) {
   off_.reserve(n + 1);
-  while (slots_.size() < 2 * n) grow();
+  while (buckets_.size() < n) grow();
 }
 
-[[gnu::always_inline]] inline const Bm25Okapi::TermTable::Slot* Bm25Okapi::TermTable::find_first(std::string_view term,
-                                                                                                const Probe& p,
-                                                                                                bool& hit) const {
+[[gnu::always_inline]] inline const Bm25Okapi::TermTable::Slot* Bm25Okapi::TermTable::find_first(std::size_t length,
+                                                                                                const Probe& p, bool& hit,
+                                                                                                std::string_view term) const {
   static const Slot kEmpty{};
-  if (slots_.empty()) [[unlikely]] {
+  if (buckets_.empty()) [[unlikely]] {
     hit = false;
     return &kEmpty;
   }
-  const Slot& s = slots_[p.hash & mask_];
-  const bool same = (s.tag == tag_of(p, term.size())) & (s.head == p.head);
-  const bool empty = s.id1 == 0;
-  if ((same & (term.size() <= 8)) | empty) [[likely]] {
-    hit = same & !empty;
-    return &s;
+  const Bucket& k = buckets_[p.hash & mask_];
+  const std::uint32_t tag = tag_of(p, length);
+  const bool m0 = (k.s[0].tag == tag) & (k.s[0].head == p.head) & (k.s[0].head2 == p.head2);
+  const bool m1 = (k.s[1].tag == tag) & (k.s[1].head == p.head) & (k.s[1].head2 == p.head2);
+  // At most one slot holds a given term, so m0 and m1 are never both set.
+  if ((length <= 16) & (m0 | m1 | !k.overflowed())) [[likely]] {
+    hit = m0 | m1;
+    return &k.s[m1];
   }
   const Slot* f = find(term, p);
   hit = f != nullptr;
   return f ? f : &kEmpty;
 }
 
-void Bm25Okapi::TermTable::place(const Slot& s, std::uint64_t hash) {
-  std::uint64_t i = hash & mask_;
-  while (slots_[i].id1 != 0) i = (i + 1) & mask_;
-  slots_[i] = s;
+void Bm25Okapi::TermTable::place(Slot s, std::uint64_t hash) {
+  s.meta &= 0x7FFFFFFFu;
+  for (std::uint64_t i = hash & mask_;; i = (i + 1) & mask_) {
+    Bucket& k = buckets_[i];
+    for (Slot& slot : k.s)
+      if (slot.tag == 0) {
+        const std::uint32_t mark = slot.meta & 0x80000000u;  // the bucket's mark stays where it is
+        slot = s;
+        slot.meta |= mark;
+        return;
+      }
+    k.s[0].meta |= 0x80000000u;  // full: the term goes on, and this bucket says so
+  }
 }
 
 void Bm25Okapi::TermTable::grow() {
-  std::vector<Slot> old = std::move(slots_);
-  slots_.assign(old.empty() ? 16 : old.size() * 2, Slot{});
-  mask_ = slots_.size() - 1;
-  for (const Slot& s : old) {
-    if (s.id1 != 0) place(s, probe(term(s.id1 - 1)).hash);
-  }
+  std::vector<Bucket> old = std::move(buckets_);
+  buckets_.assign(old.empty() ? 8 : old.size() * 2, Bucket{});
+  mask_ = buckets_.size() - 1;
+  for (const Bucket& k : old)
+    for (const Slot& s : k.s)
+      if (s.tag != 0) place(s, probe(term(s.id1() - 1)).hash);
 }
 
 std::uint32_t Bm25Okapi::TermTable::insert(std::string_view term, bool& added) {
   added = false;
   const Probe p = probe(term);
-  if (const Slot* s = find(term, p)) return s->id1 - 1;
-  if (2 * (size() + 1) > slots_.size()) grow();  // at most half full
+  if (const Slot* s = find(term, p)) return s->id1() - 1;
+  if (size() + 1 > buckets_.size()) grow();  // at most half the slots full
   const auto id = static_cast<std::uint32_t>(size());
-  if (bytes_.size() + term.size() >= kNone || id + 1 >= kNone)
-    throw Error("BM25 statistics: more than 4 GiB of distinct terms, or 2^32 of them, in one index");
+  if (bytes_.size() + term.size() >= kNone || id + 1 >= 0x7FFFFFFFu)
+    throw Error("BM25 statistics: more than 4 GiB of distinct terms, or 2^31 of them, in one index");
   bytes_.append(term);
   off_.push_back(static_cast<std::uint32_t>(bytes_.size()));
-  place(Slot{p.head, tag_of(p, term.size()), id + 1, 0, 0}, p.hash);
+  place(Slot{p.head, p.head2, tag_of(p, term.size()), id + 1, 0, 0}, p.hash);
   added = true;
   return id;
 }

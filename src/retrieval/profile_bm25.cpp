@@ -50,11 +50,9 @@ Ranking ProfileBm25::rank(const Query& q, std::size_t k) const {
                        q.user + "\" (query \"" + q.id + "\")");
   Ranking r;
   if (docs_.empty()) return r;
-  // The query's tokens as views, scored into a buffer each thread keeps.
+  // The query's text split, hashed and scored in one pass, into a buffer each thread keeps.
   thread_local std::vector<double> scores;
-  thread_local std::vector<std::string_view> tokens;
-  text::bm25_token_views_into(q.text, tokens);
-  bm25_.scores_into(tokens, scores, q.text);
+  bm25_.scores_text_into(q.text, scores);
   const auto top = index::rank_bm25_top(scores, k);
   r.indices.reserve(top.size());
   r.ids.reserve(top.size());

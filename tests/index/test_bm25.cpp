@@ -330,7 +330,11 @@ TEST(Bm25Okapi, MatchesNumpysEvaluationOnRandomProfiles) {
 TEST(Bm25Okapi, TermsThatShareTheirFirstBytesAreToldApart) {
   const std::vector<std::string> terms{"abcdefgh", "abcdefghi", "abcdefghj", std::string("abcdefgh\0", 9), "ab",
                                        std::string("ab\0", 3), std::string(254, 'z'), std::string(255, 'z'),
-                                       std::string(256, 'z'), std::string(255, 'z') + "y"};
+                                       std::string(256, 'z'), std::string(255, 'z') + "y",
+                                       // the slot holds 16 bytes: terms that agree on them, or differ only there
+                                       "abcdefghijklmnop", "abcdefghijklmnoq", "abcdefghijklmnopq", "abcdefghijklmnopr",
+                                       std::string("abcdefghijklmnop\0", 17), "abcdefghijklmnopqrstuvwxyz0123456",
+                                       "abcdefghijklmnopqrstuvwxyz0123457"};
   // Term i is in i + 1 of the 40 documents, so each has another idf, none of them floored.
   std::vector<std::vector<std::string>> docs(40, std::vector<std::string>{"pad"});
   for (std::size_t i = 0; i < terms.size(); ++i)
@@ -343,8 +347,110 @@ TEST(Bm25Okapi, TermsThatShareTheirFirstBytesAreToldApart) {
     EXPECT_EQ(bm25.idf(terms[i]), raw) << i;
   }
   EXPECT_EQ(bm25.idf("abcdefg"), 0.0);
+  EXPECT_EQ(bm25.idf("abcdefghijklmno"), 0.0);
+  EXPECT_EQ(bm25.idf("abcdefghijklmnopqrstuvwxyz012345"), 0.0);
   EXPECT_EQ(bm25.idf(std::string(257, 'z')), 0.0);
   EXPECT_EQ(bm25.idf("a"), 0.0);
+}
+
+// A table at its fullest (as many terms as buckets, half the slots), so that many buckets
+// overflow into the next: every term is found with its own idf, every other word is not, and
+// the statistics' bytes rebuild a table that answers the same.
+TEST(Bm25Okapi, AFullTermTableFindsEveryTermAndNoOther) {
+  for (const std::size_t terms : {4096u, 4097u, 300u}) {
+    std::vector<std::vector<std::string>> docs(3);
+    for (std::size_t i = 0; i < terms; ++i) {
+      // Term i in 1 or 2 documents of 3: two idfs, told apart below.
+      docs[0].push_back("t" + std::to_string(i));
+      if (i % 2) docs[1].push_back("t" + std::to_string(i));
+    }
+    docs[2].push_back("pad");
+    const Bm25Okapi bm25(docs);
+    const auto back = Bm25Okapi::deserialize(bm25.serialize());
+    const double one = std::log(3 - 1 + 0.5) - std::log(1 + 0.5);
+    for (std::size_t i = 0; i < terms; ++i) {
+      const std::string t = "t" + std::to_string(i);
+      const double want = i % 2 ? bm25.average_idf() * 0.25 : one;  // in 2 of 3: idf < 0, floored
+      ASSERT_EQ(bm25.idf(t), want) << t;
+      ASSERT_EQ(back.idf(t), want) << t;
+      ASSERT_EQ(bm25.idf("u" + std::to_string(i)), 0.0) << i;
+      ASSERT_EQ(bm25.idf(t + "x"), 0.0) << i;
+    }
+    // Queries as text (one pass) and as views score the same.
+    std::string text;
+    for (std::size_t i = 0; i < terms; i += 7) text += "t" + std::to_string(i) + " u" + std::to_string(i) + " ";
+    std::vector<double> a, b;
+    bm25.scores_text_into(text, a);
+    bm25.scores_into(text::bm25_token_views(text), b);
+    ASSERT_EQ(a.size(), 3u);
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), 3 * sizeof(double)), 0);
+    EXPECT_GT(a[0], 0.0);
+  }
+}
+
+// scores_text_into splits the text as str.split() does (text::bm25_token_views) and scores
+// bit for bit as scores_into those tokens, and as numpy: random texts of words of 1 to 40
+// bytes (8, 16 and 17 among them) between runs of every ASCII whitespace byte, of lengths
+// around the 64-byte blocks, with NUL and DEL bytes inside words, and with non-ASCII words
+// and Unicode whitespace (U+00A0, U+0085, U+3000), which take the views' path.
+TEST(Bm25Okapi, QueryTextScoresAsItsTokens) {
+  const std::string spaces[] = {" ", "\t", "\n", "\v", "\f", "\r", "\x1c", "\x1d", "\x1e", "\x1f", "  ", " \t\n"};
+  const std::string unicode_spaces[] = {"\xC2\xA0", "\xC2\x85", "\xE3\x80\x80"};
+  std::uint64_t x = 7;
+  const auto next = [&](std::uint64_t m) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    return (x >> 33) % m;
+  };
+  std::vector<std::string> vocab{"the", "a", "fix", "abcdefgh", "abcdefghijklmnop", "abcdefghijklmnopq", std::string("n\0l", 3),
+                                 "del\x7f"};
+  for (int i = 0; i < 60; ++i) {
+    std::string w;
+    for (std::size_t j = 0, len = 1 + next(40); j < len; ++j) w += static_cast<char>('!' + next(94));
+    vocab.push_back(w);
+  }
+  const auto pick = [&] { return vocab[next(10) < 6 ? next(8) : next(vocab.size())]; };
+  std::vector<std::vector<std::string>> docs(40);
+  for (auto& d : docs)
+    for (std::size_t j = 0, len = 1 + next(30); j < len; ++j) d.push_back(next(20) ? pick() : "\xC3\xA9t\xC3\xA9");
+  const Bm25Okapi bm25(docs);
+  std::size_t ascii = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    std::string text;
+    const bool unicode = trial % 5 == 4;
+    const std::size_t target = trial < 200 ? static_cast<std::size_t>(trial) : next(400);
+    if (next(2)) text += spaces[next(12)];
+    while (text.size() < target) {
+      text += unicode && next(6) == 0 ? "\xC3\xA9t\xC3\xA9" : next(8) ? pick() : "q" + std::to_string(next(100));
+      text += unicode && next(3) == 0 ? unicode_spaces[next(3)] : spaces[next(12)];
+    }
+    if (next(2) && !text.empty()) text.pop_back();  // sometimes ends inside a word
+    std::vector<double> got, want;
+    bm25.scores_text_into(text, got);
+    bm25.scores_into(text::bm25_token_views(text), want);
+    ASSERT_EQ(got.size(), docs.size()) << trial;
+    ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(double)), 0) << trial << ": \"" << text << "\"";
+    const auto numpy = numpy_scores(docs, text::bm25_tokens(text));
+    ASSERT_EQ(std::memcmp(got.data(), numpy.data(), got.size() * sizeof(double)), 0) << trial;
+    ascii += text.find_first_of("\x80\xC2\xC3\xE3") == std::string::npos;
+  }
+  EXPECT_GT(ascii, 200u);  // most took the one-pass path
+  // Only whitespace, or nothing: every score +0.0.
+  for (const std::string& t : std::vector<std::string>{"", " ", "\t\n \x1f", std::string(200, ' ')}) {
+    std::vector<double> got;
+    bm25.scores_text_into(t, got);
+    ASSERT_EQ(got.size(), docs.size());
+    for (double v : got) EXPECT_TRUE(v == 0.0 && !std::signbit(v)) << "\"" << t << "\"";
+  }
+  // An empty corpus, and degenerate parameters (numpy's NaNs), go the views' way.
+  std::vector<double> none;
+  Bm25Okapi(std::vector<std::vector<std::string>>{}).scores_text_into("a b", none);
+  EXPECT_TRUE(none.empty());
+  const Bm25Okapi nan_params(std::vector<std::vector<std::string>>{{"a"}, {}}, Bm25Params{1.5, 1.0, 0.25});
+  std::vector<double> got, want;
+  nan_params.scores_text_into("a b a", got);
+  nan_params.scores_into(text::bm25_token_views("a b a"), want);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), 2 * sizeof(double)), 0);
 }
 
 }  // namespace

@@ -37,6 +37,10 @@ class Bm25Okapi {
   // from): the lookups may then read its bytes just past a token.
   void scores_into(std::span<const std::string_view> query, std::vector<double>& score,
                    std::string_view within = {}) const;
+  // The same for a query given as its text, split as text::bm25_token_views splits it (str.split()):
+  // bit-identical to scores_into(bm25_token_views(text), score). ASCII text is split, hashed and
+  // looked up in one pass over its bytes, without making the tokens' views first.
+  void scores_text_into(std::string_view text, std::vector<double>& score) const;
   double idf(const std::string& term) const;  // 0 for unseen terms
   double average_idf() const { return average_idf_; }
   double avgdl() const { return avgdl_; }
@@ -57,51 +61,60 @@ class Bm25Okapi {
   // Terms numbered in first-seen order (rank_bm25's dict order); idf_ by term id, with
   // the epsilon floor applied. Postings in CSR form: term t's (doc, tf) pairs, by doc,
   // are post_doc_/post_tf_[post_off_[t] .. post_off_[t + 1]).
-  // Term -> id: open addressing over one array of (hash tag, id + 1) slots, the terms' bytes
-  // in one buffer. A query's lookups were a third of a kept profile's query time with
+  // Term -> id: open addressing over buckets of two slots (a cache line each), the terms'
+  // bytes in one buffer. A query's lookups were a third of a kept profile's query time with
   // std::unordered_map (a node chase and a compare per probe; bench/RESULTS.md).
   class TermTable {
    public:
     static constexpr std::uint32_t kNone = 0xFFFFFFFFu;
-    // What a lookup needs of a term, computed once: its hash and its first 8 bytes (zero
-    // padded), which the slot holds too, so a term of at most 8 bytes is matched without
-    // reading the terms' bytes.
+    // What a lookup needs of a term, computed once: its hash and its first 16 bytes (zero
+    // padded, in two words), which the slot holds too, so a term of at most 16 bytes is
+    // matched without reading the terms' bytes.
     struct Probe {
-      std::uint64_t hash = 0, head = 0;
+      std::uint64_t hash = 0, head = 0, head2 = 0;
     };
-    // A term's slot, 24 bytes: its head, the hash's top 24 bits with the length (255 for
-    // 255 and more), id + 1 (0 = empty), and two words its owner sets (annotate), so one
-    // load gives a query what it needs of the term.
+    // A term's slot, 32 bytes: its first 16 bytes, the hash's top 24 bits with the length
+    // (1 + min(length, 254); 0 = an empty slot), id + 1 (its top bit is the bucket's
+    // overflow mark, in a bucket's first slot), and two words its owner sets (annotate), so
+    // one load gives a query what it needs of the term.
     struct Slot {
-      std::uint64_t head = 0;
-      std::uint32_t tag = 0, id1 = 0;
+      std::uint64_t head = 0, head2 = 0;
+      std::uint32_t tag = 0, meta = 0;
       std::uint32_t a = 0, b = 0;
+      std::uint32_t id1() const { return meta & 0x7FFFFFFFu; }
     };
-    // probe(term), reading bytes of the term only. probe(term, end): the same, where the
-    // term's bytes are followed by readable ones up to `end` (the text it was cut from), so
-    // a short term's head can be one 8-byte load.
+    // Two slots a cache line. A term lives in its hash's bucket or, when that is full, in
+    // the next bucket with room; every bucket passed on the way is marked, so a lookup that
+    // meets an unmarked bucket without the term knows it is absent.
+    struct alignas(64) Bucket {
+      Slot s[2];
+      bool overflowed() const { return (s[0].meta >> 31) != 0; }
+    };
+    // probe(term), reading bytes of the term only. probe_padded(p, n): the same for the n
+    // bytes at p, where at least 16 readable bytes follow p + n.
     static Probe probe(std::string_view term);
-    static Probe probe(std::string_view term, const char* end);
+    static Probe probe_padded(const char* p, std::size_t n);
     std::uint32_t find(std::string_view term) const;
     // The term's slot (nullptr when absent), with probe(term) computed already; prefetch(p)
-    // loads the slot a find will read first.
+    // loads the bucket a find will read first.
     const Slot* find(std::string_view term, const Probe& p) const;
     // The same without a branch on whether the term is there, for the usual case that the
-    // first slot read settles it: returns that slot and sets `hit` (the term is there) or
-    // not (it is absent). Where that slot is another term's, or the term is longer than 8
-    // bytes, it falls back to find().
-    const Slot* find_first(std::string_view term, const Probe& p, bool& hit) const;
+    // first bucket settles it (a term of at most 16 bytes found there, or absent from an
+    // unmarked bucket): returns a slot and sets `hit` (the slot is the term's) or not (it
+    // is absent). Otherwise it falls back to find().
+    const Slot* find_first(std::size_t length, const Probe& p, bool& hit, std::string_view term) const;
     void prefetch(const Probe& p) const;
     // The term's id, adding it with the next id when new; `added` says which.
     std::uint32_t insert(std::string_view term, bool& added);
     // Sets every slot's a and b to f(id) (a pair).
     template <class F>
     void annotate(F f) {
-      for (Slot& s : slots_)
-        if (s.id1 != 0) {
-          const auto [a, b] = f(s.id1 - 1);
-          s.a = a, s.b = b;
-        }
+      for (Bucket& k : buckets_)
+        for (Slot& s : k.s)
+          if (s.tag != 0) {
+            const auto [a, b] = f(s.id1() - 1);
+            s.a = a, s.b = b;
+          }
     }
     std::size_t size() const { return off_.size() - 1; }
     std::string_view term(std::uint32_t id) const { return std::string_view(bytes_).substr(off_[id], off_[id + 1] - off_[id]); }
@@ -109,15 +122,16 @@ class Bm25Okapi {
 
    private:
     static std::uint32_t tag_of(const Probe& p, std::size_t len) {
-      return static_cast<std::uint32_t>(p.hash >> 40) << 8 | static_cast<std::uint32_t>(len < 255 ? len : 255);
+      return static_cast<std::uint32_t>(p.hash >> 40) << 8 | static_cast<std::uint32_t>(1 + (len < 254 ? len : 254));
     }
-    static std::uint64_t finish(std::uint64_t head, const char* p, std::size_t n);
-    std::vector<Slot> slots_;
-    std::uint64_t mask_ = 0;  // slots_.size() - 1
+    static std::uint64_t finish(std::uint64_t head, std::uint64_t head2, const char* p, std::size_t n);
+    bool matches(const Slot& s, std::uint32_t tag, const Probe& p, std::string_view term) const;
+    std::vector<Bucket> buckets_;
+    std::uint64_t mask_ = 0;  // buckets_.size() - 1
     std::string bytes_;
     std::vector<std::uint32_t> off_{0};
     void grow();
-    void place(const Slot& s, std::uint64_t hash);
+    void place(Slot s, std::uint64_t hash);
   };
   TermTable term_ids_;
   std::vector<double> idf_;
