@@ -19,9 +19,11 @@
 
 #include "attune/core/rng.h"
 #include "attune/core/strings.h"
+#include "attune/index/bm25.h"
 #include "attune/index/corpus_index.h"
 #include "attune/retrieval/profile_bm25.h"
 #include "attune/retrieval/retriever.h"
+#include "attune/text/lexical.h"
 
 namespace fs = std::filesystem;
 using attune::Document;
@@ -125,6 +127,48 @@ void ProfileBm25Kept(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
 }
 BENCHMARK(ProfileBm25Kept)->ArgNames({"n", "k"})->ArgsProduct({{16, 64, 256}, {0, 5}});
+
+// The phases of a kept query, apart: mode 0 scores the query's text
+// (Bm25Okapi::scores_text_into: split, hash, look up, add), mode 1 only selects the top 5 of
+// a scored profile (index::rank_bm25_top), mode 2 builds the Ranking as ProfileBm25::rank
+// does around them. The same 16 profiles and queries as ProfileBm25Kept.
+void ProfileBm25Phases(benchmark::State& state) {
+  const auto& data = profile_data();
+  const auto n = static_cast<std::size_t>(state.range(0));
+  std::vector<attune::index::Bm25Okapi> kept;
+  std::vector<attune::retrieval::ProfileBm25> profiles;
+  for (std::size_t p = 0; p < 16; ++p) {
+    const std::size_t start = (p * n) % (data.docs.size() - n);
+    std::vector<Document> docs(data.docs.begin() + static_cast<std::ptrdiff_t>(start),
+                               data.docs.begin() + static_cast<std::ptrdiff_t>(start + n));
+    std::vector<std::vector<std::string_view>> tokens;
+    for (const auto& d : docs) tokens.push_back(attune::text::bm25_token_views(d.text));
+    kept.emplace_back(std::span<const std::vector<std::string_view>>(tokens));
+    profiles.emplace_back(std::move(docs));
+  }
+  std::vector<std::vector<double>> scored;
+  for (std::size_t i = 0; i < data.queries.size(); ++i) kept[i % kept.size()].scores_text_into(data.queries[i], scored.emplace_back());
+  std::vector<attune::retrieval::Query> queries;
+  for (const auto& q : data.queries) queries.push_back({"q", "", q});
+  std::vector<double> scores;
+  std::size_t i = 0;
+  for (auto _ : state) {
+    if (state.range(1) == 0) {
+      kept[i % kept.size()].scores_text_into(data.queries[i % data.queries.size()], scores);
+      benchmark::DoNotOptimize(scores.data());
+    } else if (state.range(1) == 1) {
+      auto top = attune::index::rank_bm25_top(scored[i % scored.size()], 5);
+      benchmark::DoNotOptimize(top);
+    } else {
+      auto r = profiles[i % profiles.size()].rank(queries[i % queries.size()], 5);
+      benchmark::DoNotOptimize(r);
+    }
+    ++i;
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
+  state.SetLabel(state.range(1) == 0 ? "scores_text_into" : state.range(1) == 1 ? "rank_bm25_top, k = 5" : "rank, queries made before");
+}
+BENCHMARK(ProfileBm25Phases)->ArgNames({"n", "phase"})->ArgsProduct({{16, 64}, {0, 1, 2}});
 
 // A user's statistics made ready after a restart (the server's first query for them):
 // mode 0 builds them from the n documents' text (tokenising every document), mode 1 reads

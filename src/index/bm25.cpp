@@ -15,6 +15,7 @@
 #include "attune/index/bm25.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -339,13 +340,14 @@ void Bm25Okapi::scores_text_into(std::string_view text, std::vector<double>& sco
   const std::size_t blocks = (text.size() + 1 + 63) / 64;
   thread_local std::vector<unsigned char> buf;
   buf.resize(blocks * 64 + 16);
-  std::memcpy(buf.data(), text.data(), text.size());
+  if (!text.empty()) std::memcpy(buf.data(), text.data(), text.size());
   std::memset(buf.data() + text.size(), ' ', buf.size() - text.size());
+  const char* const p = reinterpret_cast<const char*>(buf.data());
   // Each word's first byte, and the byte after its last: whitespace bits, shifted by one to
   // see the byte before (before the text counts as whitespace).
   thread_local std::vector<std::uint32_t> starts, ends;
-  starts.resize(blocks * 32 + 1);
-  ends.resize(blocks * 32 + 1);
+  starts.resize(blocks * 32 + 8);  // 32 words a block at most, and room for positions()'s overrun
+  ends.resize(blocks * 32 + 8);
   std::size_t words = 0, closed = 0;
   std::uint64_t carry = 1, high = 0;
   for (std::size_t k = 0; k < blocks; ++k) {
@@ -356,12 +358,23 @@ void Bm25Okapi::scores_text_into(std::string_view text, std::vector<double>& sco
     carry = space >> 63;
     std::uint64_t st = ~space & before, en = space & ~before;
     const auto base = static_cast<std::uint32_t>(64 * k);
-    for (; st; st &= st - 1) starts[words++] = base + static_cast<std::uint32_t>(__builtin_ctzll(st));
-    for (; en; en &= en - 1) ends[closed++] = base + static_cast<std::uint32_t>(__builtin_ctzll(en));
+    // The set bits' positions, eight at a time whether or not that many are left (the
+    // places past the count are overwritten next), so that the loop runs a number of times
+    // the branch predictor can guess. (Bit 63 or'ed in keeps ctz defined once st is 0.)
+    const auto positions = [base](std::uint64_t bits, std::uint32_t* out) {
+      const auto count = static_cast<std::size_t>(__builtin_popcountll(bits));
+      for (std::size_t c = 0; c < count; c += 8)
+        for (int u = 0; u < 8; ++u) {
+          out[c + static_cast<std::size_t>(u)] = base + static_cast<std::uint32_t>(__builtin_ctzll(bits | (1ull << 63)));
+          bits &= bits - 1;
+        }
+      return count;
+    };
+    words += positions(st, starts.data() + words);
+    closed += positions(en, ends.data() + closed);
   }
   if (high != 0) return by_views();  // a non-ASCII byte: UTF-8 whitespace is decoded there
   score.assign(n, 0.0);
-  const char* const p = reinterpret_cast<const char*>(buf.data());
   // Every word's probe and its bucket prefetched, then every lookup, then the adds, as in
   // scores_into.
   thread_local std::vector<TermTable::Probe> probes;
@@ -398,8 +411,11 @@ std::vector<std::size_t> rank_bm25_order(const std::vector<double>& scores) {
   return idx;
 }
 
-std::vector<std::size_t> rank_bm25_top(const std::vector<double>& scores, std::size_t k) {
-  if (k == 0 || k >= scores.size()) return rank_bm25_order(scores);
+void rank_bm25_top_into(const std::vector<double>& scores, std::size_t k, std::vector<std::size_t>& idx) {
+  if (k == 0 || k >= scores.size()) {
+    idx = rank_bm25_order(scores);
+    return;
+  }
   // rank_bm25_order as a strict total order: NaN first (the reversed sort puts numpy's last
   // first), then higher scores, equal scores (+0 and -0 included) in descending index order.
   const auto before = [&](std::size_t a, std::size_t b) {
@@ -409,7 +425,7 @@ std::vector<std::size_t> rank_bm25_top(const std::vector<double>& scores, std::s
     if (!nx && x != y) return x > y;
     return a > b;
   };
-  std::vector<std::size_t> idx;
+  idx.clear();
   const std::size_t n = scores.size();
   bool nan = false;
   for (const double v : scores) nan |= v != v;  // no early exit: the loop vectorises
@@ -436,7 +452,8 @@ std::vector<std::size_t> rank_bm25_top(const std::vector<double>& scores, std::s
       if (m < k) ++m;
       if (m == k) kth = value[k - 1];
     }
-    return std::vector<std::size_t>(best, best + m);
+    idx.assign(best, best + m);
+    return;
   }
   if (k <= 16) {
     // A small k (the server's): one pass, the best k kept in order; most entries lose to the
@@ -450,12 +467,17 @@ std::vector<std::size_t> rank_bm25_top(const std::vector<double>& scores, std::s
       idx[j] = i;
       if (idx.size() > k) idx.pop_back();
     }
-    return idx;
+    return;
   }
   idx.resize(scores.size());
   std::iota(idx.begin(), idx.end(), std::size_t{0});
   std::partial_sort(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(k), idx.end(), before);
   idx.resize(k);
+}
+
+std::vector<std::size_t> rank_bm25_top(const std::vector<double>& scores, std::size_t k) {
+  std::vector<std::size_t> idx;
+  rank_bm25_top_into(scores, k, idx);
   return idx;
 }
 
@@ -493,26 +515,19 @@ inline std::uint64_t head_of(const char* p, std::size_t n) {
 inline std::uint64_t keep_bytes(std::size_t n) { return n >= 8 ? ~0ull : (1ull << (8 * n)) - 1; }
 }  // namespace
 
-// The hash of a term whose first 16 bytes are known: the rest 8 bytes at a time (the last 8
-// overlapping), then the finaliser.
+// The hash of a term whose first 16 bytes are known: each word and the length times an odd
+// constant (a multiplicative hash: the product's high bits depend on every bit of the word,
+// and the table takes its bucket from the high bits), the bytes past 16 folded in 8 at a time
+// (the last 8 overlapping). Three independent multiplies for the short words a query is
+// made of, no finaliser.
 [[gnu::always_inline]] inline std::uint64_t Bm25Okapi::TermTable::finish(std::uint64_t head, std::uint64_t head2, const char* p,
                                                                          std::size_t n) {
-  std::uint64_t h = (0x9E3779B97F4A7C15ull ^ (n * 0xC2B2AE3D27D4EB4Full) ^ head) * 0xFF51AFD7ED558CCDull;
-  h = (h ^ (h >> 32) ^ head2) * 0xC4CEB9FE1A85EC53ull;
+  std::uint64_t h = (head * 0x9E3779B97F4A7C15ull) ^ (head2 * 0xC2B2AE3D27D4EB4Full) ^ (n * 0xFF51AFD7ED558CCDull);
   if (n > 16) [[unlikely]] {
     std::size_t i = 16;
-    for (; i + 8 <= n; i += 8) {
-      h ^= h >> 32;
-      h = (h ^ load8(p + i)) * 0xC4CEB9FE1A85EC53ull;
-    }
-    if (i < n) {
-      h ^= h >> 32;
-      h = (h ^ load8(p + n - 8)) * 0xFF51AFD7ED558CCDull;  // the last 8, overlapping
-    }
+    for (; i + 8 <= n; i += 8) h = (h ^ (h >> 29) ^ load8(p + i)) * 0xC4CEB9FE1A85EC53ull;
+    if (i < n) h = (h ^ (h >> 29) ^ load8(p + n - 8)) * 0xFF51AFD7ED558CCDull;  // the last 8, overlapping
   }
-  h ^= h >> 33;
-  h *= 0xC4CEB9FE1A85EC53ull;
-  h ^= h >> 33;
   return h;
 }
 
@@ -532,7 +547,7 @@ inline std::uint64_t keep_bytes(std::size_t n) { return n >= 8 ? ~0ull : (1ull <
 }
 
 [[gnu::always_inline]] inline void Bm25Okapi::TermTable::prefetch(const Probe& p) const {
-  if (!buckets_.empty()) __builtin_prefetch(buckets_.data() + (p.hash & mask_));
+  if (!buckets_.empty()) __builtin_prefetch(buckets_.data() + home(p.hash));
 }
 
 std::uint32_t Bm25Okapi::TermTable::find(std::string_view term) const {
@@ -554,7 +569,7 @@ std::uint32_t Bm25Okapi::TermTable::find(std::string_view term) const {
                                                                                           const Probe& p) const {
   if (buckets_.empty()) return nullptr;
   const std::uint32_t tag = tag_of(p, term.size());
-  for (std::uint64_t i = p.hash & mask_;; i = (i + 1) & mask_) {
+  for (std::uint64_t i = home(p.hash);; i = (i + 1) & mask_) {
     const Bucket& k = buckets_[i];
     if (matches(k.s[0], tag, p, term)) return &k.s[0];
     if (matches(k.s[1], tag, p, term)) return &k.s[1];
@@ -575,7 +590,7 @@ void Bm25Okapi::TermTable::reserve(std::size_t n) {
     hit = false;
     return &kEmpty;
   }
-  const Bucket& k = buckets_[p.hash & mask_];
+  const Bucket& k = buckets_[home(p.hash)];
   const std::uint32_t tag = tag_of(p, length);
   const bool m0 = (k.s[0].tag == tag) & (k.s[0].head == p.head) & (k.s[0].head2 == p.head2);
   const bool m1 = (k.s[1].tag == tag) & (k.s[1].head == p.head) & (k.s[1].head2 == p.head2);
@@ -591,7 +606,7 @@ void Bm25Okapi::TermTable::reserve(std::size_t n) {
 
 void Bm25Okapi::TermTable::place(Slot s, std::uint64_t hash) {
   s.meta &= 0x7FFFFFFFu;
-  for (std::uint64_t i = hash & mask_;; i = (i + 1) & mask_) {
+  for (std::uint64_t i = home(hash);; i = (i + 1) & mask_) {
     Bucket& k = buckets_[i];
     for (Slot& slot : k.s)
       if (slot.tag == 0) {
@@ -608,6 +623,7 @@ void Bm25Okapi::TermTable::grow() {
   std::vector<Bucket> old = std::move(buckets_);
   buckets_.assign(old.empty() ? 8 : old.size() * 2, Bucket{});
   mask_ = buckets_.size() - 1;
+  shift_ = static_cast<unsigned>(64 - std::countr_zero(buckets_.size()));
   for (const Bucket& k : old)
     for (const Slot& s : k.s)
       if (s.tag != 0) place(s, probe(term(s.id1() - 1)).hash);

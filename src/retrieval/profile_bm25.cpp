@@ -53,7 +53,8 @@ Ranking ProfileBm25::rank(const Query& q, std::size_t k) const {
   // The query's text split, hashed and scored in one pass, into a buffer each thread keeps.
   thread_local std::vector<double> scores;
   bm25_.scores_text_into(q.text, scores);
-  const auto top = index::rank_bm25_top(scores, k);
+  thread_local std::vector<std::size_t> top;
+  index::rank_bm25_top_into(scores, k, top);
   r.indices.reserve(top.size());
   r.ids.reserve(top.size());
   r.scores.reserve(top.size());

@@ -121,13 +121,17 @@ class Bm25Okapi {
     void reserve(std::size_t n);
 
    private:
+    // 24 bits of the hash below those home() takes (for tables under 2^40 buckets), and the length.
     static std::uint32_t tag_of(const Probe& p, std::size_t len) {
-      return static_cast<std::uint32_t>(p.hash >> 40) << 8 | static_cast<std::uint32_t>(1 + (len < 254 ? len : 254));
+      return static_cast<std::uint32_t>((p.hash >> 16) & 0xFFFFFFu) << 8 | static_cast<std::uint32_t>(1 + (len < 254 ? len : 254));
     }
+    // A hash's bucket: its top bits (the well-mixed ones of a multiplicative hash).
+    std::uint64_t home(std::uint64_t hash) const { return hash >> shift_; }
     static std::uint64_t finish(std::uint64_t head, std::uint64_t head2, const char* p, std::size_t n);
     bool matches(const Slot& s, std::uint32_t tag, const Probe& p, std::string_view term) const;
     std::vector<Bucket> buckets_;
     std::uint64_t mask_ = 0;  // buckets_.size() - 1
+    unsigned shift_ = 63;     // 64 - log2(buckets_.size())
     std::string bytes_;
     std::vector<std::uint32_t> off_{0};
     void grow();
@@ -161,5 +165,7 @@ std::vector<std::size_t> rank_bm25_order(const std::vector<double>& scores);
 // The first k of rank_bm25_order(scores) (all when k is 0 or at least the size), found
 // without sorting the rest.
 std::vector<std::size_t> rank_bm25_top(const std::vector<double>& scores, std::size_t k);
+// The same into `out`, which keeps its capacity (no allocation for a small k once it has it).
+void rank_bm25_top_into(const std::vector<double>& scores, std::size_t k, std::vector<std::size_t>& out);
 
 }  // namespace attune::index
