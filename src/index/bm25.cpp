@@ -37,6 +37,14 @@
 namespace attune::index {
 
 namespace {
+// A buffer a thread keeps, at least n long: it only grows, so that a query shorter than the
+// last does not make the next longer one value-initialise the difference again.
+template <class T>
+T* at_least(std::vector<T>& v, std::size_t n) {
+  if (v.size() < n) v.resize(n);
+  return v.data();
+}
+
 std::vector<std::vector<std::string_view>> views_of(const std::vector<std::vector<std::string>>& docs) {
   std::vector<std::vector<std::string_view>> out;
   out.reserve(docs.size());
@@ -248,8 +256,8 @@ void Bm25Okapi::scores_into(std::span<const std::string_view> query, std::vector
   std::vector<double> dense_tf;
   // Every token probed and its slot prefetched first, so that the table's cache misses
   // overlap instead of coming one after another.
-  thread_local std::vector<TermTable::Probe> probes;
-  probes.resize(query.size());
+  thread_local std::vector<TermTable::Probe> probe_buffer;
+  TermTable::Probe* const probes = at_least(probe_buffer, query.size());
   const auto lo = reinterpret_cast<std::uintptr_t>(within.data()), hi = lo + within.size();
   for (std::size_t j = 0; j < query.size(); ++j) {
     const std::string_view t = query[j];
@@ -265,8 +273,8 @@ void Bm25Okapi::scores_into(std::span<const std::string_view> query, std::vector
     // lookups' misses overlap (scoring a common term between them would fill the reorder
     // window). Prefetching the addends here as well measured no faster.
     static_assert(kNoRow == kRowMark);
-    thread_local std::vector<Hit> hits;
-    hits.resize(query.size());
+    thread_local std::vector<Hit> hit_buffer;
+    Hit* const hits = at_least(hit_buffer, query.size());
     std::size_t found = 0;
     for (std::size_t j = 0; j < query.size(); ++j) {
       // Whether a token is in the profile is a coin toss to the branch predictor: the slot is
@@ -276,7 +284,7 @@ void Bm25Okapi::scores_into(std::span<const std::string_view> query, std::vector
       hits[found] = {s->a, s->b};
       found += hit;  // idf 0 * finite = 0: an absent term adds nothing
     }
-    add_hits_for_this_cpu()(out, std::span<const Hit>(hits.data(), found), dense_.data(), n, post_doc_.data(), post_value_.data());
+    add_hits_for_this_cpu()(out, std::span<const Hit>(hits, found), dense_.data(), n, post_doc_.data(), post_value_.data());
     return;
   }
   for (std::size_t j = 0; j < query.size(); ++j) {
@@ -338,21 +346,22 @@ void Bm25Okapi::scores_text_into(std::string_view text, std::vector<double>& sco
   // The text in 64-byte blocks, padded with spaces: at least one space after its last byte
   // (which ends its last word) and 16 readable bytes after any word (the probe's loads).
   const std::size_t blocks = (text.size() + 1 + 63) / 64;
-  thread_local std::vector<unsigned char> buf;
-  buf.resize(blocks * 64 + 16);
-  if (!text.empty()) std::memcpy(buf.data(), text.data(), text.size());
-  std::memset(buf.data() + text.size(), ' ', buf.size() - text.size());
-  const char* const p = reinterpret_cast<const char*>(buf.data());
+  thread_local std::vector<unsigned char> buffer;
+  unsigned char* const buf = at_least(buffer, blocks * 64 + 16);
+  if (!text.empty()) std::memcpy(buf, text.data(), text.size());
+  std::memset(buf + text.size(), ' ', blocks * 64 + 16 - text.size());
+  const char* const p = reinterpret_cast<const char*>(buf);
   // Each word's first byte, and the byte after its last: whitespace bits, shifted by one to
   // see the byte before (before the text counts as whitespace).
-  thread_local std::vector<std::uint32_t> starts, ends;
-  starts.resize(blocks * 32 + 8);  // 32 words a block at most, and room for positions()'s overrun
-  ends.resize(blocks * 32 + 8);
+  thread_local std::vector<std::uint32_t> start_buffer, end_buffer;
+  // 32 words a block at most, and room for positions()'s overrun
+  std::uint32_t* const starts = at_least(start_buffer, blocks * 32 + 8);
+  std::uint32_t* const ends = at_least(end_buffer, blocks * 32 + 8);
   std::size_t words = 0, closed = 0;
   std::uint64_t carry = 1, high = 0;
   for (std::size_t k = 0; k < blocks; ++k) {
     std::uint64_t h = 0;
-    const std::uint64_t space = ascii_space_bits(buf.data() + 64 * k, h);
+    const std::uint64_t space = ascii_space_bits(buf + 64 * k, h);
     high |= h;
     const std::uint64_t before = space << 1 | carry;  // bit j: byte j - 1 is whitespace
     carry = space >> 63;
@@ -370,21 +379,21 @@ void Bm25Okapi::scores_text_into(std::string_view text, std::vector<double>& sco
         }
       return count;
     };
-    words += positions(st, starts.data() + words);
-    closed += positions(en, ends.data() + closed);
+    words += positions(st, starts + words);
+    closed += positions(en, ends + closed);
   }
   if (high != 0) return by_views();  // a non-ASCII byte: UTF-8 whitespace is decoded there
   score.assign(n, 0.0);
   // Every word's probe and its bucket prefetched, then every lookup, then the adds, as in
   // scores_into.
-  thread_local std::vector<TermTable::Probe> probes;
-  probes.resize(words);
+  thread_local std::vector<TermTable::Probe> probe_buffer;
+  TermTable::Probe* const probes = at_least(probe_buffer, words);
   for (std::size_t j = 0; j < words; ++j) {
     probes[j] = TermTable::probe_padded(p + starts[j], ends[j] - starts[j]);
     term_ids_.prefetch(probes[j]);
   }
-  thread_local std::vector<Hit> hits;
-  hits.resize(words);
+  thread_local std::vector<Hit> hit_buffer;
+  Hit* const hits = at_least(hit_buffer, words);
   std::size_t found = 0;
   for (std::size_t j = 0; j < words; ++j) {
     const std::size_t len = ends[j] - starts[j];
@@ -393,7 +402,7 @@ void Bm25Okapi::scores_text_into(std::string_view text, std::vector<double>& sco
     hits[found] = {s->a, s->b};
     found += hit;
   }
-  add_hits_for_this_cpu()(score.data(), std::span<const Hit>(hits.data(), found), dense_.data(), n, post_doc_.data(),
+  add_hits_for_this_cpu()(score.data(), std::span<const Hit>(hits, found), dense_.data(), n, post_doc_.data(),
                           post_value_.data());
 }
 
