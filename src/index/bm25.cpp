@@ -306,6 +306,15 @@ void Bm25Okapi::scores_into(std::span<const std::string_view> query, std::vector
 }
 
 namespace {
+// The set bits of x, without the library call __builtin_popcountll makes where the baseline
+// x86-64 target has no popcnt instruction.
+inline unsigned popcount64(std::uint64_t x) {
+  x = x - ((x >> 1) & 0x5555555555555555ull);
+  x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+  x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0Full;
+  return static_cast<unsigned>((x * 0x0101010101010101ull) >> 56);
+}
+
 // The whitespace of Python's str.split() among 64 ASCII bytes at p, as bits (bit j: byte j):
 // \t..\r, \x1c..\x1f and ' '. `high` gets the bytes >= 0x80 (which this does not classify).
 inline std::uint64_t ascii_space_bits(const unsigned char* p, std::uint64_t& high) {
@@ -371,7 +380,7 @@ void Bm25Okapi::scores_text_into(std::string_view text, std::vector<double>& sco
     // places past the count are overwritten next), so that the loop runs a number of times
     // the branch predictor can guess. (Bit 63 or'ed in keeps ctz defined once st is 0.)
     const auto positions = [base](std::uint64_t bits, std::uint32_t* out) {
-      const auto count = static_cast<std::size_t>(__builtin_popcountll(bits));
+      const auto count = static_cast<std::size_t>(popcount64(bits));
       for (std::size_t c = 0; c < count; c += 8)
         for (int u = 0; u < 8; ++u) {
           out[c + static_cast<std::size_t>(u)] = base + static_cast<std::uint32_t>(__builtin_ctzll(bits | (1ull << 63)));
@@ -438,6 +447,40 @@ void rank_bm25_top_into(const std::vector<double>& scores, std::size_t k, std::v
   const std::size_t n = scores.size();
   bool nan = false;
   for (const double v : scores) nan |= v != v;  // no early exit: the loop vectorises
+#if defined(__SSE2__)
+  if (k <= 8 && n <= 64 && !nan) {
+    // A small k of a small profile without NaNs (the server's per-user query): k passes, each
+    // taking the largest score left (a vector max) at its highest index (the equal scores'
+    // bits, the top one), without a branch on the values, which would be a coin toss to the
+    // predictor. Equal scores (+0 and -0 among them) come out in descending index order.
+    alignas(16) double left[64];
+    const double lowest = -std::numeric_limits<double>::infinity();
+    const std::size_t span = (n + 7) / 8 * 8;  // the places looked at: n, rounded up to 8
+    for (std::size_t i = 0; i < span; ++i) left[i] = i < n ? scores[i] : lowest;
+    std::uint64_t taken = n == 64 ? 0 : ~0ull << n;  // places past n count as taken
+    idx.resize(k);
+    for (std::size_t r = 0; r < k; ++r) {
+      __m128d m0 = _mm_set1_pd(lowest), m1 = m0, m2 = m0, m3 = m0;
+      for (std::size_t i = 0; i < span; i += 8) {
+        m0 = _mm_max_pd(m0, _mm_load_pd(left + i));
+        m1 = _mm_max_pd(m1, _mm_load_pd(left + i + 2));
+        m2 = _mm_max_pd(m2, _mm_load_pd(left + i + 4));
+        m3 = _mm_max_pd(m3, _mm_load_pd(left + i + 6));
+      }
+      const __m128d m = _mm_max_pd(_mm_max_pd(m0, m1), _mm_max_pd(m2, m3));
+      const __m128d top = _mm_set1_pd(std::max(_mm_cvtsd_f64(m), _mm_cvtsd_f64(_mm_unpackhi_pd(m, m))));
+      std::uint64_t equal = 0;
+      for (std::size_t i = 0; i < span; i += 2)
+        equal |= static_cast<std::uint64_t>(_mm_movemask_pd(_mm_cmpeq_pd(_mm_load_pd(left + i), top))) << i;
+      equal &= ~taken;  // the largest left is always among them (at worst -inf, where all left are)
+      const auto j = static_cast<std::size_t>(63 - __builtin_clzll(equal));
+      idx[r] = j;
+      taken |= 1ull << j;
+      left[j] = lowest;
+    }
+    return;
+  }
+#endif
   if (k <= 16 && !nan) {
     // A small k without NaNs (the server's query): one pass in index order keeping the best k
     // by value; a later index wins a tie, so an entry joins at >= the k-th and moves past

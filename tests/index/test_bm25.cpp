@@ -185,18 +185,21 @@ TEST(RankBm25Order, DescendingWithReverseIndexTies) {
 // rank_bm25_top(s, k) is the first k of rank_bm25_order(s), on score vectors heavy with ties,
 // signed zeros and NaNs (the server asks for the top k of a user's documents this way).
 TEST(RankBm25Order, TopKIsThePrefixOfTheFullOrder) {
-  const double nan = std::numeric_limits<double>::quiet_NaN();
-  const std::vector<double> pool{0.0, -0.0, 1.0, 1.0, 2.5, -1.0, nan, 0.25};
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  const std::vector<double> pool{0.0, -0.0, 1.0, 1.0, 2.5, -1.0, 0.25, -inf, inf, nan};
   std::uint64_t x = 12345;
-  for (int trial = 0; trial < 400; ++trial) {
-    const std::size_t n = 1 + trial % 37;
+  for (int trial = 0; trial < 600; ++trial) {
+    // Profiles up to 70 (one 64-bit mask and past it) and some up to 300.
+    const std::size_t n = trial < 450 ? 1 + trial % 70 : 60 + trial % 240;
     std::vector<double> s(n);
     for (auto& v : s) {
       x = x * 6364136223846793005ull + 1442695040888963407ull;
-      v = pool[(x >> 33) % (trial % 3 == 0 ? pool.size() : pool.size() - 2)];  // a third with NaNs
+      const std::size_t kinds = trial % 3 == 0 ? pool.size() : trial % 3 == 1 ? pool.size() - 1 : pool.size() - 3;
+      v = pool[(x >> 33) % kinds];  // a third with NaNs, a third with infinities, a third finite
     }
     const auto full = rank_bm25_order(s);
-    for (std::size_t k : {std::size_t{0}, std::size_t{1}, std::size_t{3}, n / 2, n - 1, n, n + 5}) {
+    for (std::size_t k : {std::size_t{0}, std::size_t{1}, std::size_t{3}, std::size_t{5}, std::size_t{8}, std::size_t{9},
+                          std::size_t{16}, std::size_t{17}, n / 2, n - 1, n, n + 5}) {
       const auto top = rank_bm25_top(s, k);
       const std::size_t want = k == 0 || k > n ? n : k;
       ASSERT_EQ(top.size(), want) << trial << " k " << k;
