@@ -360,13 +360,13 @@ void Bm25Okapi::scores_text_into(std::string_view text, std::vector<double>& sco
   if (!text.empty()) std::memcpy(buf, text.data(), text.size());
   std::memset(buf + text.size(), ' ', blocks * 64 + 16 - text.size());
   const char* const p = reinterpret_cast<const char*>(buf);
-  // Each word's first byte, and the byte after its last: whitespace bits, shifted by one to
-  // see the byte before (before the text counts as whitespace).
-  thread_local std::vector<std::uint32_t> start_buffer, end_buffer;
-  // 32 words a block at most, and room for positions()'s overrun
-  std::uint32_t* const starts = at_least(start_buffer, blocks * 32 + 8);
-  std::uint32_t* const ends = at_least(end_buffer, blocks * 32 + 8);
-  std::size_t words = 0, closed = 0;
+  // Each word's first byte and the byte after its last, in one list (they alternate: a
+  // word's start, its end, the next start, ...): whitespace bits, shifted by one to see the
+  // byte before (before the text counts as whitespace).
+  thread_local std::vector<std::uint32_t> bound_buffer;
+  // 64 bounds a block at most, and room for positions()'s overrun
+  std::uint32_t* const bounds = at_least(bound_buffer, blocks * 64 + 8);
+  std::size_t found_bounds = 0;
   std::uint64_t carry = 1, high = 0;
   for (std::size_t k = 0; k < blocks; ++k) {
     std::uint64_t h = 0;
@@ -374,23 +374,21 @@ void Bm25Okapi::scores_text_into(std::string_view text, std::vector<double>& sco
     high |= h;
     const std::uint64_t before = space << 1 | carry;  // bit j: byte j - 1 is whitespace
     carry = space >> 63;
-    std::uint64_t st = ~space & before, en = space & ~before;
+    std::uint64_t bits = space ^ before;  // a word starts or ends at bit j
     const auto base = static_cast<std::uint32_t>(64 * k);
     // The set bits' positions, eight at a time whether or not that many are left (the
     // places past the count are overwritten next), so that the loop runs a number of times
-    // the branch predictor can guess. (Bit 63 or'ed in keeps ctz defined once st is 0.)
-    const auto positions = [base](std::uint64_t bits, std::uint32_t* out) {
-      const auto count = static_cast<std::size_t>(popcount64(bits));
-      for (std::size_t c = 0; c < count; c += 8)
-        for (int u = 0; u < 8; ++u) {
-          out[c + static_cast<std::size_t>(u)] = base + static_cast<std::uint32_t>(__builtin_ctzll(bits | (1ull << 63)));
-          bits &= bits - 1;
-        }
-      return count;
-    };
-    words += positions(st, starts + words);
-    closed += positions(en, ends + closed);
+    // the branch predictor can guess. (Bit 63 or'ed in keeps ctz defined once bits is 0.)
+    const std::size_t count = popcount64(bits);
+    std::uint32_t* const out = bounds + found_bounds;
+    for (std::size_t c = 0; c < count; c += 8)
+      for (std::size_t u = 0; u < 8; ++u) {
+        out[c + u] = base + static_cast<std::uint32_t>(__builtin_ctzll(bits | (1ull << 63)));
+        bits &= bits - 1;
+      }
+    found_bounds += count;
   }
+  const std::size_t words = found_bounds / 2;  // word j: [bounds[2j], bounds[2j + 1]); the padding ends the last
   if (high != 0) return by_views();  // a non-ASCII byte: UTF-8 whitespace is decoded there
   score.assign(n, 0.0);
   // Every word's probe and its bucket prefetched, then every lookup, then the adds, as in
@@ -398,16 +396,16 @@ void Bm25Okapi::scores_text_into(std::string_view text, std::vector<double>& sco
   thread_local std::vector<TermTable::Probe> probe_buffer;
   TermTable::Probe* const probes = at_least(probe_buffer, words);
   for (std::size_t j = 0; j < words; ++j) {
-    probes[j] = TermTable::probe_padded(p + starts[j], ends[j] - starts[j]);
+    probes[j] = TermTable::probe_padded(p + bounds[2 * j], bounds[2 * j + 1] - bounds[2 * j]);
     term_ids_.prefetch(probes[j]);
   }
   thread_local std::vector<Hit> hit_buffer;
   Hit* const hits = at_least(hit_buffer, words);
   std::size_t found = 0;
   for (std::size_t j = 0; j < words; ++j) {
-    const std::size_t len = ends[j] - starts[j];
+    const std::size_t len = bounds[2 * j + 1] - bounds[2 * j];
     bool hit = false;
-    const TermTable::Slot* s = term_ids_.find_first(len, probes[j], hit, std::string_view(p + starts[j], len));
+    const TermTable::Slot* s = term_ids_.find_first(len, probes[j], hit, std::string_view(p + bounds[2 * j], len));
     hits[found] = {s->a, s->b};
     found += hit;
   }
