@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <numeric>
@@ -235,12 +236,28 @@ __attribute__((target("avx2"))) void add_hits_avx2(double* out, std::span<const 
 }
 #endif
 
+// Whether the AVX2 copies below may be used: the CPU has AVX2 and popcnt, and
+// ATTUNE_BM25_BASELINE is not set (to 1 or anything but 0), which keeps the baseline x86-64
+// copies (the tests run both).
+bool avx2_allowed() {
+  static const bool allowed = [] {
+    const char* e = std::getenv("ATTUNE_BM25_BASELINE");
+    if (e != nullptr && *e != '\0' && std::string_view(e) != "0") return false;
+#if defined(ATTUNE_BM25_AVX2)
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt");
+#else
+    return false;
+#endif
+  }();
+  return allowed;
+}
+
 using AddHits = void (*)(double*, std::span<const Hit>, const double*, std::size_t, const std::uint32_t*, const double*);
 // The AVX2 copy where the CPU has it (chosen once, at the first query).
 AddHits add_hits_for_this_cpu() {
   static const AddHits f = [] {
 #if defined(ATTUNE_BM25_AVX2)
-    if (__builtin_cpu_supports("avx2")) return &add_hits_avx2;
+    if (avx2_allowed()) return &add_hits_avx2;
 #endif
     return &add_hits_sse2;
   }();
@@ -340,6 +357,83 @@ inline std::uint64_t ascii_space_bits(const unsigned char* p, std::uint64_t& hig
   high = h;
   return m;
 }
+
+// Each word's first byte and the byte after its last, in one list (they alternate: a word's
+// start, its end, the next start, ...), for `blocks` 64-byte blocks of ASCII text padded with
+// spaces: whitespace bits, shifted by one to see the byte before (before the text counts as
+// whitespace). Returns how many; `high` gets the bits of bytes >= 0x80 (non-ASCII text,
+// which the caller splits another way). `bounds` has room for 64 a block and 8 more.
+template <class SpaceBits, class Popcount>
+[[gnu::always_inline]] inline std::size_t word_bounds_with(const unsigned char* buf, std::size_t blocks, std::uint32_t* bounds,
+                                                           std::uint64_t& high, SpaceBits space_bits, Popcount popcount) {
+  std::size_t found = 0;
+  std::uint64_t carry = 1, any_high = 0;
+  for (std::size_t k = 0; k < blocks; ++k) {
+    std::uint64_t h = 0;
+    const std::uint64_t space = space_bits(buf + 64 * k, h);
+    any_high |= h;
+    const std::uint64_t before = space << 1 | carry;  // bit j: byte j - 1 is whitespace
+    carry = space >> 63;
+    std::uint64_t bits = space ^ before;  // a word starts or ends at bit j
+    const auto base = static_cast<std::uint32_t>(64 * k);
+    // The set bits' positions, eight at a time whether or not that many are left (the
+    // places past the count are overwritten next), so that the loop runs a number of times
+    // the branch predictor can guess. (Bit 63 or'ed in keeps ctz defined once bits is 0.)
+    const std::size_t count = popcount(bits);
+    std::uint32_t* const out = bounds + found;
+    for (std::size_t c = 0; c < count; c += 8)
+      for (std::size_t u = 0; u < 8; ++u) {
+        out[c + u] = base + static_cast<std::uint32_t>(__builtin_ctzll(bits | (1ull << 63)));
+        bits &= bits - 1;
+      }
+    found += count;
+  }
+  high = any_high;
+  return found;
+}
+
+std::size_t word_bounds_sse2(const unsigned char* buf, std::size_t blocks, std::uint32_t* bounds, std::uint64_t& high) {
+  return word_bounds_with(buf, blocks, bounds, high, ascii_space_bits, [](std::uint64_t x) -> std::size_t { return popcount64(x); });
+}
+
+#if defined(ATTUNE_BM25_AVX2)
+// The same with 32 bytes a compare and the popcnt instruction.
+__attribute__((target("avx2,popcnt"))) std::size_t word_bounds_avx2(const unsigned char* buf, std::size_t blocks,
+                                                                     std::uint32_t* bounds, std::uint64_t& high) {
+  const auto space_bits = [](const unsigned char* p, std::uint64_t& h) __attribute__((target("avx2"))) {
+    std::uint64_t m = 0, hi = 0;
+    for (int c = 0; c < 2; ++c) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * c));
+      // \t..\r is v - 9 <= 4 and \x1c..\x1f is v - 0x1c <= 3, unsigned: x <= c where min(x, c) == x.
+      const __m256i t1 = _mm256_sub_epi8(v, _mm256_set1_epi8(9));
+      const __m256i t2 = _mm256_sub_epi8(v, _mm256_set1_epi8(0x1c));
+      const __m256i r1 = _mm256_cmpeq_epi8(_mm256_min_epu8(t1, _mm256_set1_epi8(4)), t1);
+      const __m256i r2 = _mm256_cmpeq_epi8(_mm256_min_epu8(t2, _mm256_set1_epi8(3)), t2);
+      const __m256i sp = _mm256_or_si256(_mm256_cmpeq_epi8(v, _mm256_set1_epi8(' ')), _mm256_or_si256(r1, r2));
+      m |= static_cast<std::uint64_t>(static_cast<std::uint32_t>(_mm256_movemask_epi8(sp))) << (32 * c);
+      hi |= static_cast<std::uint64_t>(static_cast<std::uint32_t>(_mm256_movemask_epi8(v))) << (32 * c);
+    }
+    h = hi;
+    return m;
+  };
+  const auto popcount = [](std::uint64_t x) __attribute__((target("popcnt"))) {
+    return static_cast<std::size_t>(_mm_popcnt_u64(x));
+  };
+  return word_bounds_with(buf, blocks, bounds, high, space_bits, popcount);
+}
+#endif
+
+using WordBounds = std::size_t (*)(const unsigned char*, std::size_t, std::uint32_t*, std::uint64_t&);
+// The AVX2 copy where the CPU has it (chosen once, at the first query).
+WordBounds word_bounds_for_this_cpu() {
+  static const WordBounds f = [] {
+#if defined(ATTUNE_BM25_AVX2)
+    if (avx2_allowed()) return &word_bounds_avx2;
+#endif
+    return &word_bounds_sse2;
+  }();
+  return f;
+}
 }  // namespace
 
 void Bm25Okapi::scores_text_into(std::string_view text, std::vector<double>& score) const {
@@ -360,34 +454,11 @@ void Bm25Okapi::scores_text_into(std::string_view text, std::vector<double>& sco
   if (!text.empty()) std::memcpy(buf, text.data(), text.size());
   std::memset(buf + text.size(), ' ', blocks * 64 + 16 - text.size());
   const char* const p = reinterpret_cast<const char*>(buf);
-  // Each word's first byte and the byte after its last, in one list (they alternate: a
-  // word's start, its end, the next start, ...): whitespace bits, shifted by one to see the
-  // byte before (before the text counts as whitespace).
+  // Each word's first byte and the byte after its last, in one list.
   thread_local std::vector<std::uint32_t> bound_buffer;
-  // 64 bounds a block at most, and room for positions()'s overrun
   std::uint32_t* const bounds = at_least(bound_buffer, blocks * 64 + 8);
-  std::size_t found_bounds = 0;
-  std::uint64_t carry = 1, high = 0;
-  for (std::size_t k = 0; k < blocks; ++k) {
-    std::uint64_t h = 0;
-    const std::uint64_t space = ascii_space_bits(buf + 64 * k, h);
-    high |= h;
-    const std::uint64_t before = space << 1 | carry;  // bit j: byte j - 1 is whitespace
-    carry = space >> 63;
-    std::uint64_t bits = space ^ before;  // a word starts or ends at bit j
-    const auto base = static_cast<std::uint32_t>(64 * k);
-    // The set bits' positions, eight at a time whether or not that many are left (the
-    // places past the count are overwritten next), so that the loop runs a number of times
-    // the branch predictor can guess. (Bit 63 or'ed in keeps ctz defined once bits is 0.)
-    const std::size_t count = popcount64(bits);
-    std::uint32_t* const out = bounds + found_bounds;
-    for (std::size_t c = 0; c < count; c += 8)
-      for (std::size_t u = 0; u < 8; ++u) {
-        out[c + u] = base + static_cast<std::uint32_t>(__builtin_ctzll(bits | (1ull << 63)));
-        bits &= bits - 1;
-      }
-    found_bounds += count;
-  }
+  std::uint64_t high = 0;
+  const std::size_t found_bounds = word_bounds_for_this_cpu()(buf, blocks, bounds, high);
   const std::size_t words = found_bounds / 2;  // word j: [bounds[2j], bounds[2j + 1]); the padding ends the last
   if (high != 0) return by_views();  // a non-ASCII byte: UTF-8 whitespace is decoded there
   score.assign(n, 0.0);
@@ -524,6 +595,8 @@ void rank_bm25_top_into(const std::vector<double>& scores, std::size_t k, std::v
   std::partial_sort(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(k), idx.end(), before);
   idx.resize(k);
 }
+
+const char* bm25_query_isa() { return avx2_allowed() ? "avx2" : "baseline"; }
 
 std::vector<std::size_t> rank_bm25_top(const std::vector<double>& scores, std::size_t k) {
   std::vector<std::size_t> idx;

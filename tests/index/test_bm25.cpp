@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -388,6 +389,22 @@ TEST(Bm25Okapi, AFullTermTableFindsEveryTermAndNoOther) {
     ASSERT_EQ(a.size(), 3u);
     EXPECT_EQ(std::memcmp(a.data(), b.data(), 3 * sizeof(double)), 0);
     EXPECT_GT(a[0], 0.0);
+  }
+}
+
+// ctest runs these tests twice: as they are, and with ATTUNE_BM25_BASELINE=1, which keeps the
+// query's loops to their baseline copies (tests/index/CMakeLists.txt).
+TEST(Bm25Okapi, QueryLoopsFollowTheEnvironment) {
+  const char* e = std::getenv("ATTUNE_BM25_BASELINE");
+  const std::string isa = bm25_query_isa();
+  if (e != nullptr && std::string(e) == "1") {
+    EXPECT_EQ(isa, "baseline");
+  } else {
+#if defined(__x86_64__)
+    EXPECT_EQ(isa, __builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt") ? "avx2" : "baseline");
+#else
+    EXPECT_EQ(isa, "baseline");
+#endif
   }
 }
 

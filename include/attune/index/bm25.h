@@ -165,6 +165,10 @@ std::vector<std::size_t> rank_bm25_order(const std::vector<double>& scores);
 // The first k of rank_bm25_order(scores) (all when k is 0 or at least the size), found
 // without sorting the rest.
 std::vector<std::size_t> rank_bm25_top(const std::vector<double>& scores, std::size_t k);
+// Which copy of the query's inner loops this process runs: "avx2" (where the CPU has AVX2 and
+// popcnt) or "baseline" (x86-64 without them, other CPUs, or ATTUNE_BM25_BASELINE=1 set). The
+// two score bit for bit alike.
+const char* bm25_query_isa();
 // The same into `out`, which keeps its capacity (no allocation for a small k once it has it).
 void rank_bm25_top_into(const std::vector<double>& scores, std::size_t k, std::vector<std::size_t>& out);
 
