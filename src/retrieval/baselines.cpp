@@ -63,7 +63,7 @@ Ranking Bm25Retriever::do_rank(const Query& q, std::span<const Document> c, std:
   for (const auto& d : c) docs.push_back(text::bm25_token_views(d.text));
   const index::Bm25Okapi bm25(docs);
   std::vector<double> scores;
-  bm25.scores_into(text::bm25_token_views(q.text), scores);
+  bm25.scores_text_into(q.text, scores);  // the query split, hashed and looked up in one pass
   for (std::size_t i : index::rank_bm25_top(scores, k)) push(r, c, i, scores[i]);
   return r;
 }
