@@ -4,10 +4,10 @@ compare per-query times on the same machine (bench/RESULTS.md).
 
     python3 bench/rank_bm25_side_by_side.py [--shared ../shared] [--sizes 16,57,64,256]
 
-Needs numpy (Debian 12: `apt-get install python3-numpy`). rank_bm25 itself is not packaged
-by Debian, so its BM25 and BM25Okapi classes are re-typed below statement for statement from
-release 0.2.2 (as tests/index/bm25_reference.py re-types them without numpy); nothing else
-of it is used. The profiles and queries are those of bench/bench_bm25.cpp's profile_data():
+Needs numpy (Debian 12: `apt-get install python3-numpy`) and rank_bm25 0.2.2, which Debian
+does not package and this repository does not copy: `pip install rank_bm25==0.2.2`, or its
+rank_bm25.py in a folder on PYTHONPATH. The profiles and queries are those of
+bench/bench_bm25.cpp's profile_data():
 git/commit_subject/dev_questions.json, each query the text after "description:" (stripped),
 the documents title + " " + text pooled in file order up to 8,192, profile p of size n the
 documents from (p * n) % (count - n), queries over 16 profiles in turn.
@@ -19,7 +19,6 @@ Two timings a size, each the mean over 1,000 queries, three rounds:
 """
 import argparse
 import json
-import math
 import os
 import sys
 import time
@@ -28,76 +27,20 @@ try:
     import numpy as np
 except ImportError:
     sys.exit("rank_bm25_side_by_side: numpy is missing (Debian 12: apt-get install python3-numpy)")
+try:
+    import rank_bm25
+    from rank_bm25 import BM25Okapi
+except ImportError:
+    sys.exit("rank_bm25_side_by_side: rank_bm25 is missing (pip install rank_bm25==0.2.2, or put its "
+             "rank_bm25.py in a folder on PYTHONPATH)")
 
 
-class BM25:  # rank_bm25 0.2.2
-    def __init__(self, corpus, tokenizer=None):
-        self.corpus_size = 0
-        self.avgdl = 0
-        self.doc_freqs = []
-        self.idf = {}
-        self.doc_len = []
-        self.tokenizer = tokenizer
-        nd = self._initialize(corpus)
-        self._calc_idf(nd)
-
-    def _initialize(self, corpus):
-        nd = {}  # word -> number of documents with word
-        num_doc = 0
-        for document in corpus:
-            self.doc_len.append(len(document))
-            num_doc += len(document)
-            frequencies = {}
-            for word in document:
-                if word not in frequencies:
-                    frequencies[word] = 0
-                frequencies[word] += 1
-            self.doc_freqs.append(frequencies)
-            for word, freq in frequencies.items():
-                try:
-                    nd[word] += 1
-                except KeyError:
-                    nd[word] = 1
-            self.corpus_size += 1
-        self.avgdl = num_doc / self.corpus_size
-        return nd
-
-    def get_top_n(self, query, documents, n=5):
-        assert self.corpus_size == len(documents), "The documents given don't match the index corpus!"
-        scores = self.get_scores(query)
-        top_n = np.argsort(scores)[::-1][:n]
-        return [documents[i] for i in top_n]
-
-
-class BM25Okapi(BM25):  # rank_bm25 0.2.2
-    def __init__(self, corpus, tokenizer=None, k1=1.5, b=0.75, epsilon=0.25):
-        self.k1 = k1
-        self.b = b
-        self.epsilon = epsilon
-        super().__init__(corpus, tokenizer)
-
-    def _calc_idf(self, nd):
-        idf_sum = 0
-        negative_idfs = []
-        for word, freq in nd.items():
-            idf = math.log(self.corpus_size - freq + 0.5) - math.log(freq + 0.5)
-            self.idf[word] = idf
-            idf_sum += idf
-            if idf < 0:
-                negative_idfs.append(word)
-        self.average_idf = idf_sum / len(self.idf)
-        eps = self.epsilon * self.average_idf
-        for word in negative_idfs:
-            self.idf[word] = eps
-
-    def get_scores(self, query):
-        score = np.zeros(self.corpus_size)
-        doc_len = np.array(self.doc_len)
-        for q in query:
-            q_freq = np.array([(doc.get(q) or 0) for doc in self.doc_freqs])
-            score += (self.idf.get(q) or 0) * (q_freq * (self.k1 + 1) /
-                                               (q_freq + self.k1 * (1 - self.b + self.b * doc_len / self.avgdl)))
-        return score
+def rank_bm25_version():
+    try:
+        from importlib.metadata import version
+        return version("rank_bm25")
+    except Exception:  # loaded from a file on PYTHONPATH: no package metadata
+        return f"from {rank_bm25.__file__} (no package metadata)"
 
 
 def main():
@@ -119,7 +62,7 @@ def main():
             if len(docs) >= 8192:
                 break
             docs.append(p["title"] + " " + p["text"])
-    print(f"numpy {np.__version__}, python {sys.version.split()[0]}, {len(queries)} queries "
+    print(f"rank_bm25 {rank_bm25_version()}, numpy {np.__version__}, python {sys.version.split()[0]}, {len(queries)} queries "
           f"({sum(len(q.split()) for q in queries) / len(queries):.1f} tokens on average)")
     for n in [int(s) for s in a.sizes.split(",")]:
         profiles = []
