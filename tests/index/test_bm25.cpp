@@ -357,11 +357,12 @@ TEST(Bm25Okapi, TermsThatShareTheirFirstBytesAreToldApart) {
   EXPECT_EQ(bm25.idf("a"), 0.0);
 }
 
-// A table at its fullest (as many terms as buckets, half the slots), so that many buckets
-// overflow into the next: every term is found with its own idf, every other word is not, and
-// the statistics' bytes rebuild a table that answers the same.
+// A table at its fullest (as many terms as buckets, half the slots: 4,095 and 255 terms and
+// "pad"), so that many buckets overflow into the next, and one just grown (4,097 terms):
+// every term is found with its own idf, every other word is not, and the statistics' bytes
+// rebuild a table that answers the same.
 TEST(Bm25Okapi, AFullTermTableFindsEveryTermAndNoOther) {
-  for (const std::size_t terms : {4096u, 4097u, 300u}) {
+  for (const std::size_t terms : {4095u, 4096u, 255u}) {
     std::vector<std::vector<std::string>> docs(3);
     for (std::size_t i = 0; i < terms; ++i) {
       // Term i in 1 or 2 documents of 3: two idfs, told apart below.

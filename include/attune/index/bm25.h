@@ -73,7 +73,7 @@ class Bm25Okapi {
     struct Probe {
       std::uint64_t hash = 0, head = 0, head2 = 0;
     };
-    // A term's slot, 32 bytes: its first 16 bytes, the hash's top 24 bits with the length
+    // A term's slot, 32 bytes: its first 16 bytes, 24 bits of its hash with the length
     // (1 + min(length, 254); 0 = an empty slot), id + 1 (its top bit is the bucket's
     // overflow mark, in a bucket's first slot), and two words its owner sets (annotate), so
     // one load gives a query what it needs of the term.
@@ -121,7 +121,8 @@ class Bm25Okapi {
     void reserve(std::size_t n);
 
    private:
-    // 24 bits of the hash below those home() takes (for tables under 2^40 buckets), and the length.
+    // 24 bits of the hash (bits 16-39, apart from those home() takes in tables of up to 2^24
+    // buckets), and the length.
     static std::uint32_t tag_of(const Probe& p, std::size_t len) {
       return static_cast<std::uint32_t>((p.hash >> 16) & 0xFFFFFFu) << 8 | static_cast<std::uint32_t>(1 + (len < 254 ? len : 254));
     }
@@ -165,11 +166,11 @@ std::vector<std::size_t> rank_bm25_order(const std::vector<double>& scores);
 // The first k of rank_bm25_order(scores) (all when k is 0 or at least the size), found
 // without sorting the rest.
 std::vector<std::size_t> rank_bm25_top(const std::vector<double>& scores, std::size_t k);
+// The same into `out`, which keeps its capacity (no allocation for a small k once it has it).
+void rank_bm25_top_into(const std::vector<double>& scores, std::size_t k, std::vector<std::size_t>& out);
 // Which copy of the query's inner loops this process runs: "avx2" (where the CPU has AVX2 and
 // popcnt) or "baseline" (x86-64 without them, other CPUs, or ATTUNE_BM25_BASELINE=1 set). The
 // two score bit for bit alike.
 const char* bm25_query_isa();
-// The same into `out`, which keeps its capacity (no allocation for a small k once it has it).
-void rank_bm25_top_into(const std::vector<double>& scores, std::size_t k, std::vector<std::size_t>& out);
 
 }  // namespace attune::index
