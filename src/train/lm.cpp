@@ -346,9 +346,25 @@ LmResult train_reader(const std::vector<ReaderExample>& examples, const LmOption
   res.train_sequences = train.size();
   res.dev_sequences = dev.size();
   for (const auto& s : train) res.train_tokens += s.ids.size();
+  {
+    // The first epoch's micro-batches as the loop forms them (fit.cpp: consecutive runs of
+    // the epoch's order, micro_batch at a time within each batch), each as long as its longest row.
+    const auto order = epoch_order(o.fit.seed, "lm-epoch-", 0, train.size());
+    std::size_t positions = 0;
+    for (std::size_t lo = 0; lo < order.size(); lo += o.fit.batch_size)
+      for (std::size_t m = lo, hi = std::min(order.size(), lo + o.fit.batch_size); m < hi; m += o.fit.micro_batch) {
+        const std::size_t end = std::min(hi, m + o.fit.micro_batch);
+        std::size_t longest = 0;
+        for (std::size_t i = m; i < end; ++i) longest = std::max(longest, train[order[i]].ids.size());
+        positions += longest * (end - m);
+      }
+    res.padding_share = positions ? 1.0 - static_cast<double>(res.train_tokens) / static_cast<double>(positions) : 0.0;
+  }
   if (!o.fit.quiet)
-    std::fprintf(stderr, "train-lm: %zu reader examples (%zu tokens), %zu dev, %zu left out as longer than %zu tokens\n",
-                 train.size(), res.train_tokens, dev.size(), res.too_long, context);
+    std::fprintf(stderr,
+                 "train-lm: %zu reader examples (%zu tokens), %zu dev, %zu left out as longer than %zu tokens; "
+                 "padding %.1f%% of the batches' positions\n",
+                 train.size(), res.train_tokens, dev.size(), res.too_long, context, 100 * res.padding_share);
   prepare_out(o.fit);
   LmLearner learner(std::move(train), std::move(dev), cfg, o, o.init, tok->pad_id().value_or(*eos), /*reader=*/true);
   res.parameters = learner.parameter_count();

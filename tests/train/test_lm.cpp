@@ -417,6 +417,14 @@ TEST_F(Lm, AReaderFineTunedFromAPretrainedModelLearnsTheAnswersAndLeavesThePromp
   o.dev_fraction = 0.2;
   const auto res = train_reader(ex, o);
   EXPECT_GT(res.train_sequences, 30u);
+  // Micro-batches of 4 prompts of several lengths are partly padding; one prompt a step is none.
+  EXPECT_GT(res.padding_share, 0.0);
+  EXPECT_LT(res.padding_share, 0.9);
+  LmOptions single = o;
+  single.fit.out = o.fit.out.parent_path() / "reader1";
+  single.fit.epochs = 1;
+  single.fit.batch_size = single.fit.micro_batch = 1;
+  EXPECT_EQ(train_reader(ex, single).padding_share, 0.0);
   EXPECT_LT(res.dev_loss, res.init_dev_loss - 1.0) << res.init_dev_loss << " -> " << res.dev_loss;
   const auto rec = nlohmann::json::parse(read_file(o.fit.out / "attune_train.json"));
   EXPECT_EQ(rec.at("options").at("max_positions"), 256);  // --init's, not the options' 64

@@ -58,6 +58,9 @@ struct LmResult {
   std::size_t parameters = 0;
   std::string device, precision;           // where it ran: "cpu" / "cuda:0", "fp32" / "bf16"
   std::size_t too_long = 0;                // train_reader: examples left out, longer than the context
+  // train_reader: of the first epoch's token positions (each micro-batch padded to its
+  // longest row), the share that is padding, which the forward and backward pay for too.
+  double padding_share = 0;
 };
 
 // Trains on `texts` (each becomes BOS + its tokens + EOS; all of them concatenated and cut
