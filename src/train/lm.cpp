@@ -78,6 +78,29 @@ void init_weights(torch::nn::Module& m, std::size_t layers) {
   }
 }
 
+// An epoch's order of the training sequences: the seeded permutation, and with
+// o.length_window = N each run of N batches of it sorted by length (stable) and cut into
+// batches again, the run's full batches in a seeded order (a last partial batch stays last,
+// where the loop takes it).
+std::vector<std::size_t> lm_epoch_order(const LmOptions& o, const std::vector<Seq>& seqs, std::size_t epoch) {
+  auto order = epoch_order(o.fit.seed, "lm-epoch-", epoch, seqs.size());
+  const std::size_t B = o.fit.batch_size, W = o.length_window * B;
+  if (W == 0 || B == 0) return order;
+  std::vector<std::size_t> out;
+  out.reserve(order.size());
+  for (std::size_t lo = 0; lo < order.size(); lo += W) {
+    const std::size_t hi = std::min(order.size(), lo + W);
+    std::vector<std::size_t> run(order.begin() + static_cast<std::ptrdiff_t>(lo), order.begin() + static_cast<std::ptrdiff_t>(hi));
+    std::stable_sort(run.begin(), run.end(), [&](std::size_t a, std::size_t b) { return seqs[a].ids.size() < seqs[b].ids.size(); });
+    const std::size_t full = run.size() / B;
+    const auto batches = epoch_order(o.fit.seed, "lm-length-window-" + std::to_string(lo) + "-", epoch, full);
+    for (const std::size_t b : batches) out.insert(out.end(), run.begin() + static_cast<std::ptrdiff_t>(b * B),
+                                                   run.begin() + static_cast<std::ptrdiff_t>((b + 1) * B));
+    out.insert(out.end(), run.begin() + static_cast<std::ptrdiff_t>(full * B), run.end());
+  }
+  return out;
+}
+
 class LmLearner final : public DevSelectedLearner {
  public:
   LmLearner(std::vector<Seq> train, std::vector<Seq> dev, const models::LlamaConfig& cfg, const LmOptions& o,
@@ -109,6 +132,7 @@ class LmLearner final : public DevSelectedLearner {
             {"dev_fraction", o.dev_fraction}, {"epochs", o.fit.epochs}, {"batch_size", o.fit.batch_size},
             {"micro_batch", o.fit.micro_batch}, {"lr", o.fit.lr}, {"warmup", o.fit.warmup}, {"clip", o.fit.clip},
             {"seed", o.fit.seed}, {"train_sequences", tr_.size()}, {"precision", models::precision_name(precision_)}};
+    if (o.length_window) sig_["length_window"] = o.length_window;  // absent when off: earlier runs resume
     if (!o.fit.quiet)
       std::fprintf(stderr, "train-lm: device %s, %s\n", device_.str().c_str(),
                    precision_ == models::Precision::BF16 ? "bf16 autocast (float32 weights)" : "float32");
@@ -116,7 +140,7 @@ class LmLearner final : public DevSelectedLearner {
 
   std::string name() const override { return "lm"; }
   std::size_t size() const override { return tr_.size(); }
-  std::vector<std::size_t> order(std::size_t epoch) const override { return epoch_order(o_.fit.seed, "lm-epoch-", epoch, tr_.size()); }
+  std::vector<std::size_t> order(std::size_t epoch) const override { return lm_epoch_order(o_, tr_, epoch); }
   std::vector<torch::Tensor> parameters() override { return model_->module().parameters(); }
   torch::optim::Optimizer& optimizer() override { return *optimizer_; }
   void train_mode(bool on) override { model_->module().train(on); }
@@ -239,6 +263,9 @@ void prepare_lm_out(const LmOptions& o) { prepare_out(o.fit); }
 
 LmResult train_lm(const std::vector<std::string>& texts, const LmOptions& o) {
   o.validate();
+  if (o.length_window)
+    throw FieldError<UsageError>("length_window", "batches by length apply to the reader stage; pretraining's packed sequences are all "
+                                                  "one length");
   const auto tok = text::SubwordTokenizer::load(o.tokenizer);
   const auto bos = tok->bos_id(), eos = tok->eos_id();
   if (!bos || !eos)
@@ -349,7 +376,7 @@ LmResult train_reader(const std::vector<ReaderExample>& examples, const LmOption
   {
     // The first epoch's micro-batches as the loop forms them (fit.cpp: consecutive runs of
     // the epoch's order, micro_batch at a time within each batch), each as long as its longest row.
-    const auto order = epoch_order(o.fit.seed, "lm-epoch-", 0, train.size());
+    const auto order = lm_epoch_order(o, train, 0);
     std::size_t positions = 0;
     for (std::size_t lo = 0; lo < order.size(); lo += o.fit.batch_size)
       for (std::size_t m = lo, hi = std::min(order.size(), lo + o.fit.batch_size); m < hi; m += o.fit.micro_batch) {

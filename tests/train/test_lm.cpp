@@ -425,6 +425,13 @@ TEST_F(Lm, AReaderFineTunedFromAPretrainedModelLearnsTheAnswersAndLeavesThePromp
   single.fit.epochs = 1;
   single.fit.batch_size = single.fit.micro_batch = 1;
   EXPECT_EQ(train_reader(ex, single).padding_share, 0.0);
+  // Batches of like length: less padding, and still a reader that learns.
+  LmOptions windowed = o;
+  windowed.fit.out = o.fit.out.parent_path() / "reader_windowed";
+  windowed.length_window = 4;
+  const auto w = train_reader(ex, windowed);
+  EXPECT_LT(w.padding_share, res.padding_share / 2) << w.padding_share << " vs " << res.padding_share;
+  EXPECT_LT(w.dev_loss, w.init_dev_loss - 1.0) << w.init_dev_loss << " -> " << w.dev_loss;
   EXPECT_LT(res.dev_loss, res.init_dev_loss - 1.0) << res.init_dev_loss << " -> " << res.dev_loss;
   const auto rec = nlohmann::json::parse(read_file(o.fit.out / "attune_train.json"));
   EXPECT_EQ(rec.at("options").at("max_positions"), 256);  // --init's, not the options' 64

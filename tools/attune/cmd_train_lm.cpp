@@ -158,6 +158,10 @@ void add_train_lm(CLI::App& app, int& rc) {
                   "keeps those it has), TASK=MODE/MODE/... for one (e.g. commit_subject=none/bm25/random/bm25+best)");
   cmd->add_option("--prompt-max-length", *prompt_max, "reader: the prompt budget in the model's tokenizer (eval's --max-length)")
       ->capture_default_str();
+  cmd->add_option("--length-window", o->length_window,
+                  "reader: 0 = batches straight from each epoch's seeded order; N = each run of N batches of it sorted by "
+                  "length and batched again, those batches in a seeded order (less padding; train-lm prints the share)")
+      ->capture_default_str();
   auto* tasks_opt = cmd->add_option("--tasks", *reader_tasks,
                                     "reader: the tasks whose prompts the examples take: commit_subject, commit_area and "
                                     "commit_pick (from the commits of --input; by default a commit task the commits give "
@@ -304,6 +308,8 @@ void add_train_lm(CLI::App& app, int& rc) {
       return;
     }
     if (!init->empty()) throw UsageError("--init applies to --stage reader (pretraining starts from random weights)");
+    if (opts.length_window)
+      throw UsageError("--length-window applies to --stage reader (pretraining's packed sequences are all one length)");
     if (tokenizer->empty()) throw UsageError("--stage pretrain needs --tokenizer DIR (attune train-tokenizer)");
     opts.tokenizer = *tokenizer;
     if (!fs::is_directory(opts.tokenizer)) throw UsageError("--tokenizer " + *tokenizer + ": no such folder");

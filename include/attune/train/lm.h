@@ -30,6 +30,11 @@ struct LmOptions {
   // "auto" (bf16 autocast on CUDA, float32 on CPU), "fp32" or "bf16" (CUDA only): the
   // forward passes' matrix products; weights, gradients and AdamW's state stay float32.
   std::string precision = "auto";
+  // train_reader: 0 = each epoch's batches straight from its seeded order; N = that order
+  // cut into runs of N batches, each run sorted by length and cut into batches again, whose
+  // order within the run is shuffled (seeded): batches of like length, less padding. Pretraining's
+  // packed sequences are all one length, so it is refused there.
+  std::size_t length_window = 0;
   // The loop (train::fit): 1 epoch over the packed sequences, 16 sequences a step in
   // one micro-batch (4,096 tokens a matmul: 8% more tokens/s than 4 micro-batches of 4 on
   // 2 cores, the same weights up to float rounding), AdamW lr 1e-3, 2% warmup then linear decay, clip 1.
