@@ -1,5 +1,7 @@
 #include "attune/core/strings.h"
 
+#include "attune/core/ascii_space.h"
+
 #include <cstdint>
 
 #if defined(__SSE2__)
@@ -56,17 +58,6 @@ struct ByteClasses {
 constexpr ByteClasses kBytes;
 }  // namespace
 
-#if defined(__SSE2__)
-// The ASCII whitespace of 16 bytes that are all ASCII, as a bit mask (bit j: byte j).
-inline unsigned ascii_space_mask(__m128i v) {
-  const __m128i t1 = _mm_sub_epi8(v, _mm_set1_epi8(9));     // \t..\r -> 0..4
-  const __m128i t2 = _mm_sub_epi8(v, _mm_set1_epi8(0x1c));  // \x1c..\x1f -> 0..3
-  const __m128i r1 = _mm_and_si128(_mm_cmpgt_epi8(t1, _mm_set1_epi8(-1)), _mm_cmplt_epi8(t1, _mm_set1_epi8(5)));
-  const __m128i r2 = _mm_and_si128(_mm_cmpgt_epi8(t2, _mm_set1_epi8(-1)), _mm_cmplt_epi8(t2, _mm_set1_epi8(4)));
-  const __m128i sp = _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8(' ')), _mm_or_si128(r1, r2));
-  return static_cast<unsigned>(_mm_movemask_epi8(sp));
-}
-#endif
 
 void split_whitespace_views_into(std::string_view s, std::vector<std::string_view>& out) {
   out.clear();

@@ -31,6 +31,7 @@
 #include <immintrin.h>
 #endif
 
+#include "attune/core/ascii_space.h"
 #include "attune/core/error.h"
 #include "attune/text/lexical.h"
 #include "byte_io.h"
@@ -339,12 +340,7 @@ inline std::uint64_t ascii_space_bits(const unsigned char* p, std::uint64_t& hig
 #if defined(__SSE2__)
   for (int c = 0; c < 4; ++c) {
     const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * c));
-    const __m128i t1 = _mm_sub_epi8(v, _mm_set1_epi8(9));     // \t..\r -> 0..4
-    const __m128i t2 = _mm_sub_epi8(v, _mm_set1_epi8(0x1c));  // \x1c..\x1f -> 0..3
-    const __m128i r1 = _mm_and_si128(_mm_cmpgt_epi8(t1, _mm_set1_epi8(-1)), _mm_cmplt_epi8(t1, _mm_set1_epi8(5)));
-    const __m128i r2 = _mm_and_si128(_mm_cmpgt_epi8(t2, _mm_set1_epi8(-1)), _mm_cmplt_epi8(t2, _mm_set1_epi8(4)));
-    const __m128i sp = _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8(' ')), _mm_or_si128(r1, r2));
-    m |= static_cast<std::uint64_t>(static_cast<unsigned>(_mm_movemask_epi8(sp))) << (16 * c);
+    m |= static_cast<std::uint64_t>(ascii_space_mask(v)) << (16 * c);
     h |= static_cast<std::uint64_t>(static_cast<unsigned>(_mm_movemask_epi8(v))) << (16 * c);
   }
 #else
