@@ -127,6 +127,19 @@ TEST_F(Lm, BadOptionsAndTooLittleTextAreRefused) {
   o.tokenizer = "";
   EXPECT_THROW(o.validate(), UsageError);
   EXPECT_THROW(train_lm({"too short"}, tiny("short")), Error);
+  // Batches by length are the reader stage's: pretraining refuses them, naming the field, before writing anything.
+  o = tiny("windowed");
+  o.length_window = 4;
+  try {
+    train_lm(corpus(50), o);
+    ADD_FAILURE() << "pretraining accepted length_window";
+  } catch (const UsageError& e) {
+    const auto* named = dynamic_cast<const NamesField*>(&e);
+    ASSERT_NE(named, nullptr) << e.what();
+    EXPECT_EQ(named->field(), "length_window");
+    EXPECT_NE(std::string(e.what()).find("reader stage"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(o.fit.out));
 }
 
 // Commit histories as in ../shared/data/text/commits.jsonl: two authors, each subject
