@@ -48,6 +48,7 @@ void LmOptions::validate() const {
   (void)models::resolve_precision(precision, models::to_torch(fit.device));  // bf16 needs CUDA: refused before any work
   if (!(weight_decay >= 0) || !std::isfinite(weight_decay))
     throw FieldError<UsageError>("weight_decay", "weight_decay = " + std::to_string(weight_decay) + ": must be finite and >= 0");
+  if (head_weight < 1 || head_weight > 100) bad("head_weight", head_weight, "must be from 1 (off) to 100");
 }
 
 namespace {
@@ -57,6 +58,7 @@ namespace {
 struct Seq {
   std::vector<std::int32_t> ids;
   std::size_t target_from = 1;
+  std::size_t head_until = 0;  // target positions below this are the answer's head (LmOptions::head_weight)
 };
 
 // GPT-2 style: N(0, 0.02) for matrices, the residual outputs (o_proj, down_proj) scaled by
@@ -133,6 +135,7 @@ class LmLearner final : public DevSelectedLearner {
             {"micro_batch", o.fit.micro_batch}, {"lr", o.fit.lr}, {"warmup", o.fit.warmup}, {"clip", o.fit.clip},
             {"seed", o.fit.seed}, {"train_sequences", tr_.size()}, {"precision", models::precision_name(precision_)}};
     if (o.length_window) sig_["length_window"] = o.length_window;  // absent when off: earlier runs resume
+    if (o.head_weight != 1) sig_["head_weight"] = o.head_weight;
     if (!o.fit.quiet)
       std::fprintf(stderr, "train-lm: device %s, %s\n", device_.str().c_str(),
                    precision_ == models::Precision::BF16 ? "bf16 autocast (float32 weights)" : "float32");
@@ -148,7 +151,7 @@ class LmLearner final : public DevSelectedLearner {
   torch::Tensor loss(const MicroBatch& mb) override {
     std::vector<const Seq*> rows;
     for (auto i : mb.items) rows.push_back(&tr_[i]);
-    return batch_loss(rows);
+    return batch_loss(rows, o_.head_weight);
   }
 
   std::optional<DevValue> dev() override {
@@ -159,7 +162,7 @@ class LmLearner final : public DevSelectedLearner {
     for (std::size_t lo = 0; lo < dv_.size(); lo += 8) {
       std::vector<const Seq*> rows;
       for (std::size_t i = lo; i < std::min(dv_.size(), lo + 8); ++i) rows.push_back(&dv_[i]);
-      sum += batch_loss(rows).item<double>() * static_cast<double>(rows.size());
+      sum += batch_loss(rows, 1).item<double>() * static_cast<double>(rows.size());
       n += rows.size();
     }
     const double loss = sum / static_cast<double>(n);
@@ -200,8 +203,9 @@ class LmLearner final : public DevSelectedLearner {
   // Mean next-token cross-entropy over the rows' target positions (rows right-padded: a
   // causal model's real tokens never see the padding after them). Only those positions are
   // projected onto the vocabulary (the reader stage: the answer, not the prompt), in blocks
-  // (Llama::train_loss_sum).
-  torch::Tensor batch_loss(const std::vector<const Seq*>& rows) {
+  // (Llama::train_loss_sum). With head_weight W, each head position is gathered W times: its
+  // cross-entropy counts W times in the sum and in the count it is divided by.
+  torch::Tensor batch_loss(const std::vector<const Seq*>& rows, std::size_t head_weight) {
     std::size_t longest = 0;
     for (const auto* r : rows) longest = std::max(longest, r->ids.size());
     const auto B = static_cast<std::int64_t>(rows.size()), T = static_cast<std::int64_t>(longest);
@@ -211,10 +215,11 @@ class LmLearner final : public DevSelectedLearner {
     for (std::int64_t b = 0; b < B; ++b) {
       const auto& r = *rows[static_cast<std::size_t>(b)];
       for (std::size_t t = 0; t < r.ids.size(); ++t) a[b][static_cast<std::int64_t>(t)] = r.ids[t];
-      for (std::size_t t = std::max<std::size_t>(r.target_from, 1); t < r.ids.size(); ++t) {
-        at.push_back(b * (T - 1) + static_cast<std::int64_t>(t) - 1);
-        want.push_back(r.ids[t]);
-      }
+      for (std::size_t t = std::max<std::size_t>(r.target_from, 1); t < r.ids.size(); ++t)
+        for (std::size_t w = t < r.head_until ? head_weight : 1; w > 0; --w) {
+          at.push_back(b * (T - 1) + static_cast<std::int64_t>(t) - 1);
+          want.push_back(r.ids[t]);
+        }
     }
     if (at.empty()) throw Error("train-lm: a batch with no target token (every row's answer is empty)");
     const auto N = static_cast<std::int64_t>(at.size());
@@ -266,6 +271,8 @@ LmResult train_lm(const std::vector<std::string>& texts, const LmOptions& o) {
   if (o.length_window)
     throw FieldError<UsageError>("length_window", "batches by length apply to the reader stage; pretraining's packed sequences are all "
                                                   "one length");
+  if (o.head_weight != 1)
+    throw FieldError<UsageError>("head_weight", "an answer's head is weighed in the reader stage; pretraining's texts have no answer");
   const auto tok = text::SubwordTokenizer::load(o.tokenizer);
   const auto bos = tok->bos_id(), eos = tok->eos_id();
   if (!bos || !eos)
@@ -347,12 +354,24 @@ LmResult train_reader(const std::vector<ReaderExample>& examples, const LmOption
   o.max_positions = context;
   o.seq_len = std::min(o.seq_len, context);
   std::vector<Seq> seqs(examples.size());
+  std::vector<char> head_lost(examples.size(), 0);
   parallel_for(examples.size(), 0, [&](std::size_t i) {
     auto p = tok->encode(examples[i].prompt, true).ids;
     if (p.empty() || p.front() != *bos) p.insert(p.begin(), *bos);
-    const auto t = tok->encode(examples[i].target, false).ids;
+    const auto& target = examples[i].target;
+    const auto t = tok->encode(target, false).ids;
     Seq s;
     s.target_from = p.size();
+    if (const auto hc = examples[i].head_chars) {
+      if (hc > target.size()) throw Error("train-lm: reader example " + examples[i].id + ": head_chars beyond its target");
+      // The head's tokens, when the target's tokens begin with them (a token across the head's
+      // end leaves the example unweighted, counted below).
+      const auto h = tok->encode(target.substr(0, hc), false).ids;
+      if (!h.empty() && h.size() <= t.size() && std::equal(h.begin(), h.end(), t.begin()))
+        s.head_until = s.target_from + h.size();
+      else
+        head_lost[i] = 1;
+    }
     s.ids = std::move(p);
     s.ids.insert(s.ids.end(), t.begin(), t.end());
     s.ids.push_back(*eos);
@@ -387,6 +406,11 @@ LmResult train_reader(const std::vector<ReaderExample>& examples, const LmOption
       }
     res.padding_share = positions ? 1.0 - static_cast<double>(res.train_tokens) / static_cast<double>(positions) : 0.0;
   }
+  for (const auto& s : train) res.head_tokens += s.head_until ? s.head_until - s.target_from : 0;
+  res.heads_lost = static_cast<std::size_t>(std::count(head_lost.begin(), head_lost.end(), 1));
+  if (!o.fit.quiet && o.head_weight != 1)
+    std::fprintf(stderr, "train-lm: answer heads weigh %zu: %zu head tokens in training; %zu heads left unweighted (a token across "
+                 "the head's end)\n", o.head_weight, res.head_tokens, res.heads_lost);
   if (!o.fit.quiet)
     std::fprintf(stderr,
                  "train-lm: %zu reader examples (%zu tokens), %zu dev, %zu left out as longer than %zu tokens; "

@@ -266,6 +266,10 @@ std::vector<ReaderExample> commit_reader_examples(const std::vector<Commit>& com
       }
     }
     out[qi] = {ex.id, task.name(), task.prompt(ex, docs, tok, popts), models::kReaderAnswerPrefix + ex.output, mix.label()};
+    // commit_subject's head: the prefix through its area's ':' (none without an area).
+    if (!area_task && !pick_task)
+      if (const auto a = commit_subject_area(ex.output); !a.empty())
+        out[qi].head_chars = std::string_view(models::kReaderAnswerPrefix).size() + a.size() + 1;
   });
   return out;
 }

@@ -417,6 +417,7 @@ TEST_F(Cli, TrainTokenizerWritesAFolderAndRefusesBadInput) {
   refused("train-lm --stage reader --input c.jsonl --out lm", 2, {"--init"});
   refused("train-lm --stage reader --input c.jsonl --out lm --init tok --tokenizer tok", 2, {"--tokenizer"});
   refused("train-lm --input c.jsonl --out lm --tokenizer tok --length-window 4", 2, {"--length-window", "--stage reader"});
+  refused("train-lm --input c.jsonl --out lm --tokenizer tok --head-weight 4", 2, {"--head-weight", "--stage reader"});
   refused("train-lm --input c.jsonl --out lm --tokenizer tok --heads 3", 2, {"heads", "3"});
   refused("train-lm --input c.jsonl --out lm --tokenizer tok --seq-len 600", 2, {"seq_len", "600"});
   refused("train-lm --input c.jsonl --out lm --tokenizer nowhere", 2, {"nowhere", "no such folder"});

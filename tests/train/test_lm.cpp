@@ -140,6 +140,22 @@ TEST_F(Lm, BadOptionsAndTooLittleTextAreRefused) {
     EXPECT_NE(std::string(e.what()).find("reader stage"), std::string::npos) << e.what();
   }
   EXPECT_FALSE(fs::exists(o.fit.out));
+  // So is an answer's head weight; and it must be from 1 to 100.
+  o = tiny("headed");
+  o.head_weight = 4;
+  try {
+    train_lm(corpus(50), o);
+    ADD_FAILURE() << "pretraining accepted head_weight";
+  } catch (const UsageError& e) {
+    const auto* named = dynamic_cast<const NamesField*>(&e);
+    ASSERT_NE(named, nullptr) << e.what();
+    EXPECT_EQ(named->field(), "head_weight");
+  }
+  EXPECT_FALSE(fs::exists(o.fit.out));
+  for (std::size_t w : {0, 101}) {
+    o.head_weight = w;
+    EXPECT_THROW(o.validate(), UsageError) << w;
+  }
 }
 
 // Commit histories as in ../shared/data/text/commits.jsonl: two authors, each subject
@@ -177,8 +193,14 @@ TEST_F(Lm, ReaderExamplesAreTheTasksPromptsOverEarlierCommitsOfTheSameAuthor) {
       EXPECT_NE(e.prompt.find(alice ? "net: fix the" : "core: rework"), std::string::npos) << e.mode << " " << e.prompt;
     }
     EXPECT_NE(e.prompt.find("Generate a subject line for the following commit description: the "), std::string::npos);
+    // The head (--head-weight) is the answer's area through its ':'.
+    EXPECT_EQ(e.target.substr(0, e.head_chars), alice ? "\nnet:" : "\ncore:") << e.target;
   }
   for (const char* m : {"none", "bm25", "random", "recency", "bm25+best"}) EXPECT_GT(modes[m], 3) << m;
+  // A subject without an area has no head.
+  auto no_area = histories();
+  for (auto& c : no_area) c.subject = "Fix the " + c.subject.substr(c.subject.find(':') + 2);
+  for (const auto& e : commit_reader_examples(no_area, *task, *tok, ro)) EXPECT_EQ(e.head_chars, 0u) << e.target;
   // Deterministic for a seed.
   EXPECT_EQ(commit_reader_examples(histories(), *task, *tok, ro)[7].prompt, ex[7].prompt);
   EXPECT_THROW(commit_reader_examples(histories(), *tasks::make_task("qa"), *tok, ro), UsageError);
@@ -212,6 +234,7 @@ TEST_F(Lm, CommitAreaReaderExamplesListTheRepositorysAreasAndTagTheProfile) {
   ASSERT_EQ(ex.size(), 58u);  // carol's commits have no area: no query
   for (const auto& e : ex) {
     EXPECT_EQ(e.task, "commit_area");
+    EXPECT_EQ(e.head_chars, 0u);  // the whole answer is the area: no head to weigh
     EXPECT_EQ(e.id.substr(0, 5), "area-");
     const bool alice = std::stoi(e.id.substr(6)) % 2 == 0;
     EXPECT_EQ(e.target, alice ? "\nnet" : "\ncore");
@@ -446,6 +469,20 @@ TEST_F(Lm, AReaderFineTunedFromAPretrainedModelLearnsTheAnswersAndLeavesThePromp
   EXPECT_LT(w.padding_share, res.padding_share / 2) << w.padding_share << " vs " << res.padding_share;
   EXPECT_LT(w.dev_loss, w.init_dev_loss - 1.0) << w.init_dev_loss << " -> " << w.dev_loss;
   EXPECT_LT(res.dev_loss, res.init_dev_loss - 1.0) << res.init_dev_loss << " -> " << res.dev_loss;
+  // The answers' heads ("net:", "core:") weighed 5 times: every training example's head is
+  // found in its target's tokens, the training differs, and dev loss stays the plain mean
+  // (the same start as the unweighted run's).
+  LmOptions headed = o;
+  headed.fit.out = o.fit.out.parent_path() / "reader_headed";
+  headed.head_weight = 5;
+  const auto h = train_reader(ex, headed);
+  EXPECT_EQ(h.heads_lost, 0u);
+  EXPECT_GE(h.head_tokens, 2 * h.train_sequences);  // "\n" + area + ":" is at least 2 tokens
+  EXPECT_EQ(h.head_tokens, res.head_tokens);         // counted at any weight (weight 1: counted, not weighed)
+  EXPECT_DOUBLE_EQ(h.init_dev_loss, res.init_dev_loss);
+  EXPECT_NE(h.dev_loss, res.dev_loss);
+  EXPECT_LT(h.dev_loss, h.init_dev_loss - 1.0) << h.init_dev_loss << " -> " << h.dev_loss;
+  EXPECT_EQ(nlohmann::json::parse(read_file(headed.fit.out / "attune_train.json")).at("options").at("head_weight"), 5);
   const auto rec = nlohmann::json::parse(read_file(o.fit.out / "attune_train.json"));
   EXPECT_EQ(rec.at("options").at("max_positions"), 256);  // --init's, not the options' 64
   EXPECT_EQ(rec.at("options").at("kv_heads"), 1);

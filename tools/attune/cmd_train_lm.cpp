@@ -162,6 +162,10 @@ void add_train_lm(CLI::App& app, int& rc) {
                   "reader: 0 = batches straight from each epoch's seeded order; N = each run of N batches of it sorted by "
                   "length and batched again, those batches in a seeded order (less padding; train-lm prints the share)")
       ->capture_default_str();
+  cmd->add_option("--head-weight", o->head_weight,
+                  "reader: each token of an answer's head counts N times in the training loss (commit_subject's head: "
+                  "its area through the ':', e.g. \"refs:\"; other answers have none); dev loss stays unweighted; 1 = off")
+      ->capture_default_str();
   auto* tasks_opt = cmd->add_option("--tasks", *reader_tasks,
                                     "reader: the tasks whose prompts the examples take: commit_subject, commit_area and "
                                     "commit_pick (from the commits of --input; by default a commit task the commits give "
@@ -310,6 +314,7 @@ void add_train_lm(CLI::App& app, int& rc) {
     if (!init->empty()) throw UsageError("--init applies to --stage reader (pretraining starts from random weights)");
     if (opts.length_window)
       throw UsageError("--length-window applies to --stage reader (pretraining's packed sequences are all one length)");
+    if (opts.head_weight != 1) throw UsageError("--head-weight applies to --stage reader (pretraining's texts have no answer)");
     if (tokenizer->empty()) throw UsageError("--stage pretrain needs --tokenizer DIR (attune train-tokenizer)");
     opts.tokenizer = *tokenizer;
     if (!fs::is_directory(opts.tokenizer)) throw UsageError("--tokenizer " + *tokenizer + ": no such folder");

@@ -35,6 +35,10 @@ struct LmOptions {
   // order within the run is shuffled (seeded): batches of like length, less padding. Pretraining's
   // packed sequences are all one length, so it is refused there.
   std::size_t length_window = 0;
+  // train_reader: each target token of an example's head (ReaderExample::head_chars, e.g.
+  // commit_subject's area) counts this many times in the training loss; dev loss stays the
+  // plain mean over answer tokens. 1 = off; pretraining refuses any other value.
+  std::size_t head_weight = 1;
   // The loop (train::fit): 1 epoch over the packed sequences, 16 sequences a step in
   // one micro-batch (4,096 tokens a matmul: 8% more tokens/s than 4 micro-batches of 4 on
   // 2 cores, the same weights up to float rounding), AdamW lr 1e-3, 2% warmup then linear decay, clip 1.
@@ -66,6 +70,9 @@ struct LmResult {
   // train_reader: of the first epoch's token positions (each micro-batch padded to its
   // longest row), the share that is padding, which the forward and backward pay for too.
   double padding_share = 0;
+  // train_reader: target tokens in the training examples' heads (ReaderExample::head_chars), and
+  // examples whose head ends inside a token, left unweighted.
+  std::size_t head_tokens = 0, heads_lost = 0;
 };
 
 // Trains on `texts` (each becomes BOS + its tokens + EOS; all of them concatenated and cut

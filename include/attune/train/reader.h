@@ -23,6 +23,10 @@ struct ReaderExample {
   // order), random, recency (commits) or bm25+gold (qa: BM25's top k with the claim's own
   // passage put in at a random place), with "@k".
   std::string mode;
+  // The target's head: its first head_chars characters, which LmOptions::head_weight weighs in
+  // the loss (commit_subject: the prefix through the area's ':', "\nrefs:"; 0 = none, as for
+  // answers without an area and the other tasks).
+  std::size_t head_chars = 0;
 };
 
 using tasks::Commit;  // one commit of a history file (tasks/commits.h)
