@@ -127,31 +127,27 @@ TEST_F(Lm, BadOptionsAndTooLittleTextAreRefused) {
   o.tokenizer = "";
   EXPECT_THROW(o.validate(), UsageError);
   EXPECT_THROW(train_lm({"too short"}, tiny("short")), Error);
-  // Batches by length are the reader stage's: pretraining refuses them, naming the field, before writing anything.
+  // Batches by length and an answer's head weight are the reader stage's: pretraining refuses
+  // each, naming the field and the reader stage, before writing anything.
+  const auto refused_in_pretraining = [&](LmOptions opts, const std::string& field) {
+    try {
+      train_lm(corpus(50), opts);
+      ADD_FAILURE() << "pretraining accepted " << field;
+    } catch (const UsageError& e) {
+      const auto* named = dynamic_cast<const NamesField*>(&e);
+      ASSERT_NE(named, nullptr) << e.what();
+      EXPECT_EQ(named->field(), field);
+      EXPECT_NE(std::string(e.what()).find("reader stage"), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(fs::exists(opts.fit.out)) << field;
+  };
   o = tiny("windowed");
   o.length_window = 4;
-  try {
-    train_lm(corpus(50), o);
-    ADD_FAILURE() << "pretraining accepted length_window";
-  } catch (const UsageError& e) {
-    const auto* named = dynamic_cast<const NamesField*>(&e);
-    ASSERT_NE(named, nullptr) << e.what();
-    EXPECT_EQ(named->field(), "length_window");
-    EXPECT_NE(std::string(e.what()).find("reader stage"), std::string::npos) << e.what();
-  }
-  EXPECT_FALSE(fs::exists(o.fit.out));
-  // So is an answer's head weight; and it must be from 1 to 100.
+  refused_in_pretraining(o, "length_window");
   o = tiny("headed");
   o.head_weight = 4;
-  try {
-    train_lm(corpus(50), o);
-    ADD_FAILURE() << "pretraining accepted head_weight";
-  } catch (const UsageError& e) {
-    const auto* named = dynamic_cast<const NamesField*>(&e);
-    ASSERT_NE(named, nullptr) << e.what();
-    EXPECT_EQ(named->field(), "head_weight");
-  }
-  EXPECT_FALSE(fs::exists(o.fit.out));
+  refused_in_pretraining(o, "head_weight");
+  // The head weight must be from 1 to 100.
   for (std::size_t w : {0, 101}) {
     o.head_weight = w;
     EXPECT_THROW(o.validate(), UsageError) << w;
