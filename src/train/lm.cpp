@@ -226,8 +226,10 @@ class LmLearner final : public DevSelectedLearner {
     ids = ids.to(device_);
     models::AutocastScope autocast(device_, precision_);
     const auto input = ids.narrow(1, 0, T - 1);
-    // Every position (pretraining's packed rows): no gather.
-    const auto where = N == B * (T - 1) ? torch::Tensor() : torch::tensor(at, torch::kInt64);
+    // Every position once (pretraining's packed rows): no gather. A weighted head repeats
+    // positions, so its count may reach B * (T - 1) without covering every position.
+    const bool repeats = head_weight > 1 && std::any_of(rows.begin(), rows.end(), [](const Seq* r) { return r->head_until > 0; });
+    const auto where = N == B * (T - 1) && !repeats ? torch::Tensor() : torch::tensor(at, torch::kInt64);
     return model_->train_loss_sum(input, torch::tensor(want, torch::kInt64), where) / static_cast<double>(N);
   }
 
