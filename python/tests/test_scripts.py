@@ -1,0 +1,58 @@
+"""scripts/compare_readers.py: a recipe's rows over seeds, from eval_reader.sh's reports."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import SOURCE_ROOT
+
+SCRIPT = SOURCE_ROOT / "scripts" / "compare_readers.py"
+
+
+def report(folder: Path, name: str, none: float, bm25: float, generate: str = "max_new_tokens=48") -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text(json.dumps({
+        "task": "commit_subject", "split": "dev", "k": 4, "generate": generate, "examples": 500,
+        "results": {"none": {"rouge-1": none, "rouge-L": 0.0}, "bm25": {"rouge-1": bm25, "rouge-L": 0.0}}}))
+
+
+def run(*folders: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(SCRIPT), *map(str, folders)], capture_output=True, text=True)
+
+
+def test_mean_and_spread_over_seeds(tmp_path: Path) -> None:
+    a, b, c = tmp_path / "s0", tmp_path / "s1", tmp_path / "s2"
+    report(a, "subject_dev_free.json", 0.10, 0.13)
+    report(b, "subject_dev_free.json", 0.11, 0.12)
+    report(c, "subject_dev_free.json", 0.12, 0.14)
+    (c / "choice.json").write_text("{}")
+    r = run(a, b, c)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    mean = next(line for line in lines if line.startswith("mean of 3")).split()[3:]
+    assert [float(v) for v in mean] == [0.11, 0.13, 0.02]
+    sd = next(line for line in lines if line.startswith("sd (n-1)")).split()[2:]
+    assert [float(v) for v in sd] == [0.01, 0.01, 0.01]
+    assert "gain over seeds: mean +0.0200, standard error 0.0058, t = 3.46 with 2 df" in r.stdout
+
+
+def test_unlike_reports_are_refused(tmp_path: Path) -> None:
+    # A mean over reports made with other generation options would be a wrong number.
+    report(tmp_path / "s0", "subject_dev_free.json", 0.10, 0.13)
+    report(tmp_path / "s1", "subject_dev_free.json", 0.11, 0.12, generate="max_new_tokens=128")
+    r = run(tmp_path / "s0", tmp_path / "s1")
+    assert r.returncode == 1
+    assert "differs" in r.stderr and "generate" in r.stderr and "not compared" in r.stderr
+    assert "mean of" not in r.stdout
+
+
+def test_nothing_in_common_is_an_error(tmp_path: Path) -> None:
+    report(tmp_path / "s0", "subject_dev_free.json", 0.10, 0.13)
+    report(tmp_path / "s1", "subject_dev_copy.json", 0.11, 0.12)
+    r = run(tmp_path / "s0", tmp_path / "s1")
+    assert r.returncode == 1 and "no report is in two or more" in r.stderr
+    r = run(tmp_path / "s0", tmp_path / "missing")
+    assert r.returncode == 2 and "no folder" in r.stderr
