@@ -21,6 +21,8 @@
 # GIT and DEBIAN name the datasets (default ../shared/data/git and ../shared/data/debian);
 # a dataset that is not there is skipped, saying so. LIMIT=N evaluates the first N examples of
 # each split only (a quick check of the pipeline, not the targets' numbers).
+# scripts/compare_readers.py EVAL1 EVAL2 ... puts several readers' dev reports side by side (e.g. one
+# recipe trained with several SEEDs): each row's mean, standard deviation and range over them.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
