@@ -53,7 +53,7 @@ def main(argv):
         rows = list(first["results"].keys())
         print(f"== {name}: {first['task']} {first['split']}, k={first['k']}, {first['examples']} examples, {metric}")
         cols = rows + ([f"{rows[1]}-{rows[0]}"] if len(rows) >= 2 else [])
-        print(f"{'reader':<28}" + "".join(f"{c:>14}" for c in cols))
+        print(f"{'reader':<28}" + "".join(f"{c:>16}" for c in cols) + ("   p (gain)" if len(rows) >= 2 else ""))
         values = {c: [] for c in cols}
         for f, r in reps:
             vals = [r["results"][row][metric] for row in rows]
@@ -62,13 +62,17 @@ def main(argv):
             for c, v in zip(cols, vals):
                 values[c].append(v)
             label = os.path.normpath(f)
-            print(f"{label[-28:]:<28}" + "".join(f"{v:>14.4f}" for v in vals))
+            line = f"{label[-28:]:<28}" + "".join(f"{v:>16.4f}" for v in vals)
+            if len(rows) >= 2:  # the report's own paired test of the gain, when it has one
+                sig = r.get("significance", {}).get(rows[1], {}).get(rows[0], {}).get(metric)
+                line += f"   {sig['p']:.4f}" if sig and "p" in sig else "   -"
+            print(line)
         n = len(reps)
         mean = [statistics.mean(values[c]) for c in cols]
         sd = [statistics.stdev(values[c]) for c in cols]
-        print(f"{'mean of ' + str(n):<28}" + "".join(f"{v:>14.4f}" for v in mean))
-        print(f"{'sd (n-1)':<28}" + "".join(f"{v:>14.4f}" for v in sd))
-        print(f"{'min .. max':<28}" + "".join(f"{min(values[c]):>7.4f}..{max(values[c]):<6.4f}"[:14].rjust(14) for c in cols))
+        print(f"{'mean of ' + str(n):<28}" + "".join(f"{v:>16.4f}" for v in mean))
+        print(f"{'sd (n-1)':<28}" + "".join(f"{v:>16.4f}" for v in sd))
+        print(f"{'min .. max':<28}" + "".join(f"{min(values[c]):.4f}..{max(values[c]):.4f}".rjust(16) for c in cols))
         if len(rows) >= 2:
             gains = values[cols[-1]]
             se = statistics.stdev(gains) / math.sqrt(n)

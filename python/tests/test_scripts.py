@@ -12,11 +12,14 @@ from conftest import SOURCE_ROOT
 SCRIPT = SOURCE_ROOT / "scripts" / "compare_readers.py"
 
 
-def report(folder: Path, name: str, none: float, bm25: float, generate: str = "max_new_tokens=48") -> None:
+def report(folder: Path, name: str, none: float, bm25: float, generate: str = "max_new_tokens=48",
+           p: float | None = None) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / name).write_text(json.dumps({
-        "task": "commit_subject", "split": "dev", "k": 4, "generate": generate, "examples": 500,
-        "results": {"none": {"rouge-1": none, "rouge-L": 0.0}, "bm25": {"rouge-1": bm25, "rouge-L": 0.0}}}))
+    rep = {"task": "commit_subject", "split": "dev", "k": 4, "generate": generate, "examples": 500,
+           "results": {"none": {"rouge-1": none, "rouge-L": 0.0}, "bm25": {"rouge-1": bm25, "rouge-L": 0.0}}}
+    if p is not None:  # eval --out's paired test, bm25 against none
+        rep["significance"] = {"bm25": {"none": {"rouge-1": {"test": "paired-t", "p": p, "better": bm25 > none}}}}
+    (folder / name).write_text(json.dumps(rep))
 
 
 def run(*folders: Path) -> subprocess.CompletedProcess:
@@ -25,7 +28,7 @@ def run(*folders: Path) -> subprocess.CompletedProcess:
 
 def test_mean_and_spread_over_seeds(tmp_path: Path) -> None:
     a, b, c = tmp_path / "s0", tmp_path / "s1", tmp_path / "s2"
-    report(a, "subject_dev_free.json", 0.10, 0.13)
+    report(a, "subject_dev_free.json", 0.10, 0.13, p=0.0123)
     report(b, "subject_dev_free.json", 0.11, 0.12)
     report(c, "subject_dev_free.json", 0.12, 0.14)
     (c / "choice.json").write_text("{}")
@@ -37,6 +40,11 @@ def test_mean_and_spread_over_seeds(tmp_path: Path) -> None:
     sd = next(line for line in lines if line.startswith("sd (n-1)")).split()[2:]
     assert [float(v) for v in sd] == [0.01, 0.01, 0.01]
     assert "gain over seeds: mean +0.0200, standard error 0.0058, t = 3.46 with 2 df" in r.stdout
+    # each reader's own p of its gain, from its report; "-" where the report has no test
+    rows = {line.split()[0][-2:]: line.split() for line in lines if line and "/s" in line.split()[0]}
+    assert rows["s0"][-1] == "0.0123" and rows["s1"][-1] == "-"
+    assert next(line for line in lines if line.startswith("min .. max")).split()[3:] == \
+        ["0.1000..0.1200", "0.1200..0.1400", "0.0100..0.0300"]
 
 
 def test_unlike_reports_are_refused(tmp_path: Path) -> None:
