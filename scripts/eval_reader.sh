@@ -12,8 +12,9 @@
 #   - qa (target: BM25 top-5 exact match >= 0.3, a level): the decoding with the higher BM25
 #     exact match on qa_dev.jsonl's questions 1,001-2,000 (qa has no test split; the target
 #     is then read on questions 1-1,000);
-#   - commit_subject (target: BM25 top-4 beats no retrieval, a gain): the decoding with the
-#     larger dev gain, BM25 top-4's ROUGE-1 minus no retrieval's;
+#   - commit_subject (target: BM25 top-4 beats no retrieval at p < 0.05): the decoding whose dev
+#     report gives BM25 over none the smaller paired-test p, among positive gains (until
+#     2026-12-03 the larger gain; scripts/reader_choice.py holds the rules);
 #   - commit_area: free decoding (its answers are area names).
 #   A tie goes to free decoding. On 2 CPU cores the dev phase makes about 4,300 generations and
 #   the test phase about 13,300 (the oracle's 8 a query): 9 and 20 minutes with the
@@ -85,29 +86,7 @@ if [ "$PHASE" = dev ]; then
     ev area_dev_free --data "$GIT" --task commit_area --split dev --retrievers none,bm25 --k 4 --max-new-tokens 16
   fi
   # The rules above, applied to the dev reports.
-  python3 - "$EVAL" <<'EOF'
-import json, os, sys
-d = sys.argv[1]
-def res(name):
-    p = os.path.join(d, name + ".json")
-    return json.load(open(p))["results"] if os.path.exists(p) else None
-choice = {"rules": {"qa": "higher BM25 top-5 exact match on qa_dev questions 1,001-2,000",
-                    "commit_subject": "larger dev ROUGE-1 gain of BM25 top-4 over none",
-                    "commit_area": "free"},
-          "commit_area": "free", "dev": {}}
-qa = {dec: res("qa_sel_" + dec) for dec in ("free", "copy")}
-if all(qa.values()):
-    em = {dec: qa[dec]["bm25"]["exact_match"] for dec in qa}
-    choice["dev"]["qa_bm25_exact_match"] = em
-    choice["qa"] = "copy" if em["copy"] > em["free"] else "free"
-subj = {dec: res("subject_dev_" + dec) for dec in ("free", "copy")}
-if all(subj.values()):
-    gain = {dec: subj[dec]["bm25"]["rouge-1"] - subj[dec]["none"]["rouge-1"] for dec in subj}
-    choice["dev"]["commit_subject_gain"] = gain
-    choice["commit_subject"] = "copy" if gain["copy"] > gain["free"] else "free"
-json.dump(choice, open(os.path.join(d, "choice.json"), "w"), indent=2)
-print(json.dumps(choice, indent=2))
-EOF
+  python3 "$ROOT/scripts/reader_choice.py" "$EVAL"
   exit 0
 fi
 

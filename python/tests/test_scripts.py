@@ -64,3 +64,46 @@ def test_nothing_in_common_is_an_error(tmp_path: Path) -> None:
     assert r.returncode == 1 and "no report is in two or more" in r.stderr
     r = run(tmp_path / "s0", tmp_path / "missing")
     assert r.returncode == 2 and "no folder" in r.stderr
+
+
+CHOICE = SOURCE_ROOT / "scripts" / "reader_choice.py"
+
+
+def choose(folder: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(CHOICE), str(folder)], capture_output=True, text=True)
+
+
+def qa_report(folder: Path, dec: str, em: float) -> None:
+    (folder / f"qa_sel_{dec}.json").write_text(json.dumps({"task": "qa", "results": {"bm25": {"exact_match": em}}}))
+
+
+def test_choice_picks_the_smaller_p_not_the_larger_gain(tmp_path: Path) -> None:
+    # s3's case: copy gains more (+0.016) but free is the significant one
+    report(tmp_path, "subject_dev_free.json", 0.1059, 0.1205, p=0.0005)
+    report(tmp_path, "subject_dev_copy.json", 0.1129, 0.1288, p=0.022)
+    qa_report(tmp_path, "free", 0.191)
+    qa_report(tmp_path, "copy", 0.427)
+    r = choose(tmp_path)
+    assert r.returncode == 0, r.stderr
+    c = json.loads((tmp_path / "choice.json").read_text())
+    assert c["commit_subject"] == "free" and c["qa"] == "copy" and c["commit_area"] == "free"
+    assert c["dev"]["commit_subject_p"] == {"free": 0.0005, "copy": 0.022}
+    # the other way round, copy is chosen
+    report(tmp_path, "subject_dev_copy.json", 0.1129, 0.1288, p=0.0001)
+    assert choose(tmp_path).returncode == 0
+    assert json.loads((tmp_path / "choice.json").read_text())["commit_subject"] == "copy"
+
+
+def test_choice_never_picks_a_loss_and_refuses_a_report_without_its_test(tmp_path: Path) -> None:
+    # copy's small p is for BM25 doing worse: not chosen
+    report(tmp_path, "subject_dev_free.json", 0.11, 0.115, p=0.30)
+    report(tmp_path, "subject_dev_copy.json", 0.12, 0.10, p=0.001)
+    assert choose(tmp_path).returncode == 0
+    c = json.loads((tmp_path / "choice.json").read_text())
+    assert c["commit_subject"] == "free" and "qa" not in c  # no qa reports: no qa entry, the test phase refuses
+    # a report without its paired test is refused, and the old choice.json is left as it was
+    report(tmp_path, "subject_dev_copy.json", 0.12, 0.13)
+    r = choose(tmp_path)
+    assert r.returncode == 1 and "no paired test" in r.stderr
+    assert json.loads((tmp_path / "choice.json").read_text()) == c
+    assert choose(tmp_path / "missing").returncode == 2
