@@ -6,9 +6,10 @@ scripts/eval_reader.sh, so that a recipe is judged by its mean over seeds, not b
 
 For each report name found in at least two of the folders (subject_dev_free.json, ...) it prints
 each folder's value of every row and of the gain (the second row minus the first, e.g. BM25 minus
-none), then their mean, sample standard deviation, and range. Reports must agree on task, split,
-k, generation options and examples, or the script refuses: a mean over unlike reports would be a
-wrong number. Only the reports' primary metric is read (ROUGE-1, accuracy, exact match)."""
+none) with the report's own paired-test p of that gain, then their mean, sample standard deviation,
+and range, and a t over the folders of the mean gain. Reports must agree on task, split, k,
+generation options, examples and rows (retrievers), or the script refuses: a mean over unlike
+reports would be a wrong number. Only the reports' primary metric is read (ROUGE-1, accuracy, exact match)."""
 import json
 import math
 import os
@@ -46,6 +47,10 @@ def main(argv):
                     print(f"{name}: {f} differs from {reps[0][0]} in {key} ({r.get(key)!r} vs {first.get(key)!r}): not compared",
                           file=sys.stderr)
                     return 1
+            if list(r["results"]) != list(first["results"]):
+                print(f"{name}: {f} differs from {reps[0][0]} in its rows ({list(r['results'])} vs "
+                      f"{list(first['results'])}): not compared", file=sys.stderr)
+                return 1
         metric = PRIMARY.get(first["task"])
         if metric is None:
             print(f"{name}: task {first['task']} has no primary metric here", file=sys.stderr)

@@ -55,6 +55,15 @@ def test_unlike_reports_are_refused(tmp_path: Path) -> None:
     assert r.returncode == 1
     assert "differs" in r.stderr and "generate" in r.stderr and "not compared" in r.stderr
     assert "mean of" not in r.stdout
+    # the same options but other rows (retrievers): refused too
+    d = tmp_path / "rows"
+    report(d, "subject_dev_free.json", 0.11, 0.12)
+    rep = json.loads((d / "subject_dev_free.json").read_text())
+    rep["results"] = {"bm25": rep["results"]["bm25"], "none": rep["results"]["none"]}
+    (d / "subject_dev_free.json").write_text(json.dumps(rep))
+    report(tmp_path / "rows0", "subject_dev_free.json", 0.10, 0.13)
+    r = run(tmp_path / "rows0", d)
+    assert r.returncode == 1 and "in its rows" in r.stderr and "mean of" not in r.stdout
 
 
 def test_nothing_in_common_is_an_error(tmp_path: Path) -> None:
