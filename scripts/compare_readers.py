@@ -19,6 +19,12 @@ import sys
 PRIMARY = {"commit_subject": "rouge-1", "commit_area": "accuracy", "qa": "exact_match"}
 
 
+def paired_p(report, better, worse, metric):
+    """The report's paired-test p of row `better` over row `worse` on `metric` (attune eval --out), or None."""
+    sig = report.get("significance", {}).get(better, {}).get(worse, {}).get(metric)
+    return sig["p"] if sig and "p" in sig else None
+
+
 def load(folder, name):
     path = os.path.join(folder, name)
     return json.load(open(path)) if os.path.isfile(path) else None
@@ -69,8 +75,8 @@ def main(argv):
             label = os.path.normpath(f)
             line = f"{label[-28:]:<28}" + "".join(f"{v:>16.4f}" for v in vals)
             if len(rows) >= 2:  # the report's own paired test of the gain, when it has one
-                sig = r.get("significance", {}).get(rows[1], {}).get(rows[0], {}).get(metric)
-                line += f"   {sig['p']:.4f}" if sig and "p" in sig else "   -"
+                p = paired_p(r, rows[1], rows[0], metric)
+                line += f"   {p:.4f}" if p is not None else "   -"
             print(line)
         n = len(reps)
         mean = [statistics.mean(values[c]) for c in cols]

@@ -17,6 +17,8 @@ import json
 import os
 import sys
 
+from compare_readers import paired_p  # scripts/, beside this file
+
 RULES = {"qa": "higher BM25 top-5 exact match on qa_dev questions 1,001-2,000",
          "commit_subject": "smaller dev paired-test p of BM25 top-4 over none (ROUGE-1), among positive gains",
          "commit_area": "free"}
@@ -40,11 +42,10 @@ def choose(d: str) -> dict:
         for dec, rep in subj.items():
             r = rep["results"]
             gain[dec] = r["bm25"]["rouge-1"] - r["none"]["rouge-1"]
-            sig = rep.get("significance", {}).get("bm25", {}).get("none", {}).get("rouge-1")
-            if not sig or "p" not in sig:
+            p[dec] = paired_p(rep, "bm25", "none", "rouge-1")
+            if p[dec] is None:
                 raise ValueError(f"subject_dev_{dec}.json has no paired test of bm25 over none (rouge-1): "
                                  "run its attune eval again with --out")
-            p[dec] = sig["p"]
         choice["dev"]["commit_subject_gain"] = gain
         choice["dev"]["commit_subject_p"] = p
         choice["commit_subject"] = "copy" if gain["copy"] > 0 and (gain["free"] <= 0 or p["copy"] < p["free"]) else "free"
