@@ -1,6 +1,7 @@
 // Neural throughput on this machine (float32, CPU unless ATTUNE_BENCH_DEVICE=cuda).
 //   Matmul/<n>: n x n x n float32 matmul; reports GFLOP/s (2 n^3 per product). The
 //     machine's peak that the model benchmarks are measured against.
+//   MatmulBf16/<n>: the same product in bfloat16 (CPU autocast would need it faster).
 //   LlamaScore/<shared>/<shape>: log p(target | prompt) for 32 targets of 16 tokens sharing
 //     one 256-token prompt, on a random 4-layer Llama: shape 0 = hidden 512, 8 heads, 4 kv
 //     heads, vocab 8000; shape 1 = the default `attune train-lm` reader (hidden 256, 4
@@ -30,6 +31,7 @@
 
 #include <cstdlib>
 
+#include "attune/core/machine.h"
 #include "attune/models/bert.h"
 #include "attune/models/bert_native.h"
 #include "attune/models/runtime.h"
@@ -61,6 +63,23 @@ void Matmul(benchmark::State& state) {
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * n * n * n / 1e9, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(Matmul)->Arg(512)->Arg(1024)->Arg(2048)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The same in bfloat16: whether this libtorch's CPU bf16 product is faster than float32's
+// on a CPU with avx512_bf16 (the machine context says), which is what CPU autocast would need.
+void MatmulBf16(benchmark::State& state) {
+  torch::NoGradGuard g;
+  const auto n = state.range(0);
+  const auto opt = torch::TensorOptions().device(bench_device()).dtype(torch::kBFloat16);
+  auto a = torch::randn({n, n}, opt), b = torch::randn({n, n}, opt);
+  auto c = torch::matmul(a, b);
+  for (auto _ : state) {
+    c = torch::matmul(a, b);
+    if (a.is_cuda()) torch::cuda::synchronize();
+    benchmark::DoNotOptimize(c.data_ptr());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * n * n * n / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(MatmulBf16)->Arg(512)->Arg(1024)->Arg(2048)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // The encoder's own matmul shapes: (tokens x in) @ (in x out) for 32 x 128 = 4096 tokens,
 // as torch::linear runs them (weight stored out x in). MiniLM-L6: 384->384, 384->1536,
@@ -255,4 +274,12 @@ BENCHMARK(TrainStep)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3
 
 }  // namespace
 
-BENCHMARK_MAIN();
+// The machine beside the results: a GFLOP/s means little without the CPU and BLAS core it ran on.
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::AddCustomContext("machine", attune::this_machine().line());
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "attune/core/error.h"
+#include "attune/core/machine.h"
 #include "attune/models/config.h"
 #include "attune/core/parallel.h"
 #include "attune/models/bert.h"
@@ -174,7 +175,7 @@ class PretrainLearner final : public Learner {
     nlohmann::json m = {{"objective", "contriever-infonce"}, {"data", o_.fit.data_description}, {"texts", tokens_.size()},
                         {"tokenizer", o_.tokenizer.string()}, {"seed", o_.fit.seed}, {"torch_threads", models::torch_threads()},
                         {"steps", step}, {"options", sig_}, {"loss", losses.empty() ? 0.0 : losses.back()},
-                        {"device", o_.fit.device.str()}};
+                        {"device", o_.fit.device.str()}, {"machine", this_machine().to_json()}};
     const std::size_t tail = std::min<std::size_t>(losses.size(), std::max<std::size_t>(1, o_.fit.log_every));
     if (tail) m["loss_last_mean"] = std::accumulate(losses.end() - tail, losses.end(), 0.0) / static_cast<double>(tail);
     return m;

@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "attune/core/error.h"
+#include "attune/core/machine.h"
 #include "attune/models/config.h"
 #include "attune/models/runtime.h"
 #include "checkpoint.h"
@@ -69,7 +70,8 @@ nlohmann::json DevSelectedLearner::metadata(const FitState& st, std::size_t step
   nlohmann::json m = {{"method", name()}, {"data", fit_.data_description}, {"seed", fit_.seed},
                       {"torch_threads", models::torch_threads()}, {"options", signature()}, {"steps", step},
                       {"total_steps", st.total_steps}, {"epochs", st.epochs_json()}, {"best_epoch", st.best_epoch},
-                      {"dev_examples", dev_size()}, {"device", fit_.device.str()}};
+                      {"dev_examples", dev_size()}, {"device", fit_.device.str()},
+                      {"machine", this_machine().to_json()}};
   m.update(initial_);
   return m;
 }

@@ -9,6 +9,7 @@
 
 #include "attune/core/error.h"
 #include "attune/core/file.h"
+#include "attune/core/machine.h"
 #include "attune/core/parallel.h"
 #include "attune/core/rng.h"
 #include "attune/models/autocast.h"
@@ -137,8 +138,9 @@ class LmLearner final : public DevSelectedLearner {
     if (o.length_window) sig_["length_window"] = o.length_window;  // absent when off: earlier runs resume
     if (o.head_weight != 1) sig_["head_weight"] = o.head_weight;
     if (!o.fit.quiet)
-      std::fprintf(stderr, "train-lm: device %s, %s\n", device_.str().c_str(),
-                   precision_ == models::Precision::BF16 ? "bf16 autocast (float32 weights)" : "float32");
+      std::fprintf(stderr, "train-lm: device %s, %s; %s\n", device_.str().c_str(),
+                   precision_ == models::Precision::BF16 ? "bf16 autocast (float32 weights)" : "float32",
+                   this_machine().line().c_str());
   }
 
   std::string name() const override { return "lm"; }

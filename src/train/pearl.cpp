@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "attune/core/error.h"
+#include "attune/core/machine.h"
 #include "attune/core/rng.h"
 #include "attune/models/bert.h"
 #include "attune/models/config.h"
@@ -303,7 +304,8 @@ class PearlLearner final : public Learner {
             {"torch_threads", models::torch_threads()}, {"options", sig_},
             {"y0", y0_}, {"labels", label_stats_}, {"requests", res_.requests},
             {"kept_requests", res_.kept_requests}, {"lists", tl_.size()}, {"steps", step}, {"total_steps", st.total_steps},
-            {"epochs", st.epochs_json()}, {"eval_top1_before", res_.eval_top1_before}, {"device", o_.fit.device.str()}};
+            {"epochs", st.epochs_json()}, {"eval_top1_before", res_.eval_top1_before}, {"device", o_.fit.device.str()},
+            {"machine", this_machine().to_json()}};
   }
 
   const PearlOptions& o_;
