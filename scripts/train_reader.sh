@@ -40,6 +40,7 @@ HEAD_WEIGHT=${HEAD_WEIGHT:-1}          # --head-weight of the reader stage: comm
 SIZE=${SIZE:-default}                 # default (5.3M parameters, 2 CPU cores) or large (30M, for a GPU)
 PRETRAIN_TEXTS=${PRETRAIN_TEXTS:-0}   # pretraining on a seeded sample of this many COMMITS texts (0 = all)
 DEVICE=${DEVICE:-cpu}                 # train-lm --device: cpu, cuda, cuda:N
+PRECISION=${PRECISION:-auto}          # train-lm --precision of both stages: auto (fp32 on CPU, bf16 on CUDA), fp32, or bf16 (also on a CPU with avx512_bf16: 1.5x faster there, docs/RESULTS.md)
 case $SIZE in
   default) PRE=() RDR=() ;;
   large)
@@ -80,7 +81,7 @@ if [ "$SIZE" = large ] && [ -f "$DEBIAN/debian_corpus.jsonl" ]; then
   SAMPLE=$SAMPLE,0
 fi
 run_stage lm attune_train.json seconds_this_run "$ATTUNE" train-lm "${PRE_INPUTS[@]}" --sample-texts "$SAMPLE" --tokenizer "$OUT/tok8k" \
-  --out "$OUT/lm" --seed "$SEED" --device "$DEVICE" "${PRE[@]}"
+  --out "$OUT/lm" --seed "$SEED" --device "$DEVICE" --precision "$PRECISION" "${PRE[@]}"
 
 TASKS=${TASKS:-commit_subject,commit_area}
 QA=()
@@ -96,6 +97,6 @@ LIMIT=()
 [ "$LENGTH_WINDOW" = 0 ] || LIMIT+=(--length-window "$LENGTH_WINDOW")
 [ "$HEAD_WEIGHT" = 1 ] || LIMIT+=(--head-weight "$HEAD_WEIGHT")
 run_stage reader attune_train.json seconds_this_run "$ATTUNE" train-lm --stage reader --init "$OUT/lm" --input "$COMMITS" \
-  --tasks "$TASKS" "${QA[@]}" "${LIMIT[@]}" --out "$OUT/reader" --seed "$SEED" --device "$DEVICE" "${RDR[@]}"
+  --tasks "$TASKS" "${QA[@]}" "${LIMIT[@]}" --out "$OUT/reader" --seed "$SEED" --device "$DEVICE" --precision "$PRECISION" "${RDR[@]}"
 
 echo "the reader: --llm local:$OUT/reader"

@@ -46,7 +46,7 @@ void LmOptions::validate() const {
     throw FieldError<UsageError>("dev_fraction", "dev_fraction = " + std::to_string(dev_fraction) + ": must be in [0, 0.5)");
   if (precision != "auto" && precision != "fp32" && precision != "bf16")
     throw FieldError<UsageError>("precision", "precision \"" + precision + "\": expected auto, fp32 or bf16");
-  (void)models::resolve_precision(precision, models::to_torch(fit.device));  // bf16 needs CUDA: refused before any work
+  (void)models::resolve_precision(precision, models::to_torch(fit.device));  // bf16 needs CUDA or a CPU with bf16 instructions: refused before any work
   if (!(weight_decay >= 0) || !std::isfinite(weight_decay))
     throw FieldError<UsageError>("weight_decay", "weight_decay = " + std::to_string(weight_decay) + ": must be finite and >= 0");
   if (head_weight < 1 || head_weight > 100) bad("head_weight", head_weight, "must be from 1 (off) to 100");

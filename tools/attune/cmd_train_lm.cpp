@@ -205,7 +205,7 @@ void add_train_lm(CLI::App& app, int& rc) {
          "--device", [o](const std::string& v) { o->fit.device = Device::parse(v); }, "cpu, cuda, cuda:N or auto")
       ->default_str("cpu");
   cmd->add_option("--precision", o->precision,
-                  "auto (bf16 autocast on CUDA, float32 on CPU), fp32, or bf16 (CUDA only); weights stay float32")
+                  "auto (bf16 autocast on CUDA, float32 on CPU), fp32, or bf16 (CUDA, or a CPU with avx512_bf16/amx_bf16); weights stay float32")
       ->capture_default_str();
   cmd->add_option("--checkpoint-every", o->fit.checkpoint_every, "steps between checkpoints in OUT/checkpoint (0 = epoch ends)")
       ->capture_default_str();

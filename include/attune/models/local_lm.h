@@ -14,7 +14,7 @@ namespace attune::models {
 
 struct LocalOptions {
   Device device;                 // auto: CUDA when present, else the CPU
-  std::string dtype = "float32"; // float32 | float16 | bfloat16 (fp32 on CPU: bf16 is ~3x slower there)
+  std::string dtype = "float32"; // float32 | float16 | bfloat16 (fp32 on CPU: bf16 is ~3x slower on one without avx512_bf16)
   std::size_t batch_size = 16;   // prompts per forward pass (generate) / rows per pass (score)
   bool share_prefix = true;      // score: requests with the same prompt read it once
 };
