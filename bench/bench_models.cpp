@@ -49,11 +49,15 @@ torch::Device bench_device() {
   return parse_device(d ? d : "cpu");
 }
 
-void Matmul(benchmark::State& state) {
+// float32, the peak the model benchmarks are measured against; bfloat16, whether this
+// libtorch's CPU bf16 product is faster on a CPU with avx512_bf16 (the machine context
+// says), which CPU autocast (`train-lm --precision bf16`) needs.
+void MatmulOf(benchmark::State& state, torch::ScalarType dtype) {
   torch::NoGradGuard g;
   const auto n = state.range(0);
-  auto dev = bench_device();
-  auto a = torch::randn({n, n}, torch::TensorOptions().device(dev)), b = torch::randn({n, n}, torch::TensorOptions().device(dev));
+  const auto dev = bench_device();
+  const auto opt = torch::TensorOptions().device(dev).dtype(dtype);
+  auto a = torch::randn({n, n}, opt), b = torch::randn({n, n}, opt);
   auto c = torch::matmul(a, b);
   for (auto _ : state) {
     c = torch::matmul(a, b);
@@ -62,23 +66,9 @@ void Matmul(benchmark::State& state) {
   }
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * n * n * n / 1e9, benchmark::Counter::kIsIterationInvariantRate);
 }
+void Matmul(benchmark::State& state) { MatmulOf(state, torch::kFloat32); }
+void MatmulBf16(benchmark::State& state) { MatmulOf(state, torch::kBFloat16); }
 BENCHMARK(Matmul)->Arg(512)->Arg(1024)->Arg(2048)->Unit(benchmark::kMillisecond)->UseRealTime();
-
-// The same in bfloat16: whether this libtorch's CPU bf16 product is faster than float32's
-// on a CPU with avx512_bf16 (the machine context says), which is what CPU autocast would need.
-void MatmulBf16(benchmark::State& state) {
-  torch::NoGradGuard g;
-  const auto n = state.range(0);
-  const auto opt = torch::TensorOptions().device(bench_device()).dtype(torch::kBFloat16);
-  auto a = torch::randn({n, n}, opt), b = torch::randn({n, n}, opt);
-  auto c = torch::matmul(a, b);
-  for (auto _ : state) {
-    c = torch::matmul(a, b);
-    if (a.is_cuda()) torch::cuda::synchronize();
-    benchmark::DoNotOptimize(c.data_ptr());
-  }
-  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * n * n * n / 1e9, benchmark::Counter::kIsIterationInvariantRate);
-}
 BENCHMARK(MatmulBf16)->Arg(512)->Arg(1024)->Arg(2048)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // The encoder's own matmul shapes: (tokens x in) @ (in x out) for 32 x 128 = 4096 tokens,
