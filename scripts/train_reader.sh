@@ -40,7 +40,7 @@ HEAD_WEIGHT=${HEAD_WEIGHT:-1}          # --head-weight of the reader stage: comm
 SIZE=${SIZE:-default}                 # default (5.3M parameters, 2 CPU cores) or large (30M, for a GPU)
 PRETRAIN_TEXTS=${PRETRAIN_TEXTS:-0}   # pretraining on a seeded sample of this many COMMITS texts (0 = all)
 DEVICE=${DEVICE:-cpu}                 # train-lm --device: cpu, cuda, cuda:N
-PRECISION=${PRECISION:-auto}          # train-lm --precision of both stages: auto (fp32 on CPU, bf16 on CUDA), fp32, or bf16 (also on a CPU with avx512_bf16: 1.5x faster there, docs/RESULTS.md)
+PRECISION=${PRECISION:-auto}          # train-lm --precision of both stages: auto (fp32 on CPU, bf16 on CUDA), fp32, or bf16 (also on a CPU with avx512_bf16: pretraining 1.4x faster there, but its readers lost commit_area and qa accuracy, docs/RESULTS.md)
 case $SIZE in
   default) PRE=() RDR=() ;;
   large)
