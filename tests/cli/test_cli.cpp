@@ -435,6 +435,10 @@ TEST_F(Cli, TrainTokenizerWritesAFolderAndRefusesBadInput) {
           {"--sample-texts 5", "1 counts for 2 --input files"});
   refused("train-lm --input c.jsonl --out lm --tokenizer tok --sample-texts 5 --max-texts 5", 2, {"--sample-texts and --max-texts"});
   refused("train-lm --input c.jsonl --out lm --tokenizer tok --sample-texts x", 2, {"--sample-texts (input 1)", "\"x\""});
+  refused("train-lm --input c.jsonl --out lm --tokenizer tok --group-by author --sample-texts 5", 2,
+          {"--group-by and --sample-texts", "orders whole files"});
+  refused("train-lm --input c.jsonl --input t.txt --out lm --tokenizer tok --group-by author", 2, {"t.txt", "not JSONL"});
+  refused("train-lm --input c.jsonl --out lm --tokenizer tok --group-by nosuch --quiet", 2, {"--group-by nosuch", "no line"});
   EXPECT_FALSE(fs::exists(dir_ / "lm"));
   // --stage reader reads commits (repo, author, date, subject, text) and its --reader-k.
   write("commits.jsonl", R"({"id": "a", "repo": "r", "author": "x", "date": "2020-01-01", "subject": "s", "text": "t"})" "\n");
@@ -496,6 +500,24 @@ TEST_F(Cli, TrainLmReaderStageLeavesOutADefaultTaskTheCommitsCannotGive) {
   const std::string sdata = nlohmann::json::parse(slurp(dir_ / "lms/attune_train.json")).at("data");
   EXPECT_NE(sdata.find("commits.jsonl (20 of 48 texts, a seeded sample)"), std::string::npos) << sdata;
   EXPECT_NE(slurp(dir_ / "lms/model.safetensors"), slurp(dir_ / "lmf/model.safetensors")) << "a sample, not the first 20";
+  // --group-by: each author's lines packed together (a chain of BM25 neighbours), recorded, deterministic;
+  // the same texts in another order train other weights. A line without the field is a group of its own.
+  std::string two = jsonl;
+  for (int i = 0; i < 12; ++i)
+    two += R"({"id": "d)" + std::to_string(i) + R"(", "author": "y", "subject": "docs: typo )" + std::to_string(i % 3) +
+           R"(", "text": "spelling in the manual page )" + std::to_string(i % 4) + "\"}\n";
+  two += R"({"id": "e", "subject": "a line without an author", "text": "it stays where it is"})" "\n";
+  write("two.jsonl", two);
+  const std::string grouped = "train-lm --input two.jsonl --tokenizer tok --hidden 32 --layers 1 --heads 2 --kv-heads 1 "
+                              "--intermediate 64 --seq-len 16 --quiet --sample-texts 0 ";
+  r = run(grouped + "--group-by author --out lmg");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const std::string gdata = nlohmann::json::parse(slurp(dir_ / "lmg/attune_train.json")).at("data");
+  EXPECT_NE(gdata.find("two.jsonl (74 texts, grouped by author)"), std::string::npos) << gdata;
+  ASSERT_EQ(run(grouped + "--group-by author --out lmg2").rc, 0);
+  EXPECT_EQ(slurp(dir_ / "lmg/model.safetensors"), slurp(dir_ / "lmg2/model.safetensors"));
+  ASSERT_EQ(run(grouped + "--out lmg3").rc, 0);
+  EXPECT_NE(slurp(dir_ / "lmg/model.safetensors"), slurp(dir_ / "lmg3/model.safetensors")) << "the same texts in file order";
   r = run("train-lm --stage reader --init lm --input commits.jsonl --out rd");
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.err.find("no commit_pick example in the commits of --input (left out of the default --tasks)"), std::string::npos)

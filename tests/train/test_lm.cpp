@@ -170,6 +170,38 @@ std::vector<Commit> histories() {
   return c;
 }
 
+// --group-by's order: groups in the order of their first record; within one, a chain from its first
+// record to the remaining record BM25 scores highest for the current one, ties and records sharing
+// no word to the earliest.
+TEST(RelatedOrder, GroupsByKeyAndChainsEachGroupByBm25) {
+  const std::vector<std::string> keys = {"a", "b", "a", "a", "a", "a", "b", "a", "c"};
+  const std::vector<std::string> texts = {
+      "apple banana",           // 0 a: the chain's start
+      "zebra",                  // 1 b
+      "car engine",             // 2 a
+      "dog cat",                // 3 a
+      "apple banana split",     // 4 a: the nearest to 0
+      "car engine wheel",       // 5 a: the nearest to 2
+      "zebra crossing",         // 6 b
+      "dog bark",               // 7 a: shares "dog" with 3
+      "alone"};                 // 8 c
+  // a: 0 -> 4 (apple banana); 4 shares no word with the rest -> the earliest, 2 -> 5; then 3 -> 7.
+  const std::vector<std::size_t> want = {0, 4, 2, 5, 3, 7, 1, 6, 8};
+  EXPECT_EQ(related_order(keys, texts), want);
+  EXPECT_EQ(related_order(keys, texts), want);  // no state, no seed
+  // One key: the whole input is one chain; every key distinct: input order.
+  const std::vector<std::string> one(texts.size(), "k");
+  const auto chain = related_order(one, texts);
+  EXPECT_EQ(chain.front(), 0U);
+  EXPECT_EQ(chain[1], 4U);
+  std::vector<std::string> distinct;
+  for (std::size_t i = 0; i < texts.size(); ++i) distinct.push_back(std::to_string(i));
+  const auto same = related_order(distinct, texts);
+  for (std::size_t i = 0; i < same.size(); ++i) EXPECT_EQ(same[i], i);
+  EXPECT_THROW(related_order({"a"}, {}), Error);
+  EXPECT_TRUE(related_order({}, {}).empty());
+}
+
 TEST_F(Lm, ReaderExamplesAreTheTasksPromptsOverEarlierCommitsOfTheSameAuthor) {
   auto task = tasks::make_task("commit_subject");
   const auto tok = text::SubwordTokenizer::load(root_ / "tok");

@@ -1,5 +1,7 @@
 // attune train-lm: a Llama-architecture language model trained from scratch on JSONL or
 // text files (train/lm.h), written as a Hugging Face folder that `local:DIR` loads.
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -126,6 +128,7 @@ void add_train_lm(CLI::App& app, int& rc) {
   auto tokenizer = std::make_shared<std::string>();
   auto max_texts = std::make_shared<std::string>();
   auto sample_texts = std::make_shared<std::string>();
+  auto group_by = std::make_shared<std::string>();
   auto stage = std::make_shared<std::string>("pretrain");
   auto init = std::make_shared<std::string>();
   auto reader_k = std::make_shared<std::string>("1,2,3,4,5");
@@ -185,6 +188,11 @@ void add_train_lm(CLI::App& app, int& rc) {
   cmd->add_option("--sample-texts", *sample_texts,
                   "pretrain: N1[,N2,...] = one count per --input, each a seeded sample of that file's texts (0 = all of it); "
                   "unlike --max-texts N, one input is sampled too, not cut to its first N");
+  cmd->add_option("--group-by", *group_by,
+                  "pretrain, JSONL: lines with the same value of this string field (e.g. author) are packed one after "
+                  "another, each group as a chain of BM25 nearest neighbours (each next line the remaining one most like the "
+                  "current), so a training sequence holds related texts the way a reader's prompt holds a user's retrieved "
+                  "ones (in-context pretraining); a line without the field stays a group of its own; default: file order");
   cmd->add_option("--hidden", o->hidden, "hidden size")->capture_default_str();
   cmd->add_option("--layers", o->layers, "decoder layers")->capture_default_str();
   cmd->add_option("--heads", o->heads, "attention heads (must divide --hidden)")->capture_default_str();
@@ -338,11 +346,57 @@ void add_train_lm(CLI::App& app, int& rc) {
     for (std::size_t f = 0; per_input && f < counts.size(); ++f)
       want[f] = parse_count(counts[f], count_opt + " (input " + std::to_string(f + 1) + ")");
     const std::size_t total = !per_input && !counts.empty() ? parse_count(*max_texts, "--max-texts") : 0;
+    if (!group_by->empty()) {
+      if (total != 0 || std::any_of(want.begin(), want.end(), [](std::size_t n) { return n != 0; }))
+        throw UsageError("--group-by and " + count_opt + ": give one of them (--group-by orders whole files; sample a file "
+                         "before training on it)");
+      for (const auto& in : *inputs)
+        if (!is_jsonl_file(in)) throw UsageError("--group-by " + *group_by + ": " + in + " is not JSONL (.jsonl/.ndjson): its lines have no fields");
+    }
     train::prepare_lm_out(opts);  // a bad --out or --resume fails before the texts are read
     std::vector<std::string> texts;
     std::size_t added = 0;
     std::string described;
-    for (std::size_t f = 0; f < inputs->size(); ++f) {
+    if (!group_by->empty()) {
+      // Every line's texts; its group is (input, value of the field), or the line alone.
+      std::vector<std::string> keys, joined;
+      std::vector<std::vector<std::string>> record_texts;
+      std::size_t keyed_inputs = 0;
+      std::vector<std::string> unkeyed;  // inputs no line of which has the field
+      for (std::size_t f = 0; f < inputs->size(); ++f) {
+        const auto& in = (*inputs)[f];
+        std::size_t keyed = 0, records = 0, n_texts = 0;
+        for_each_text_record(in, split_commas(*fields), *join_fields, *group_by, [&](const TextRecord& r) {
+          const auto here = std::to_string(f) + '\x1f';
+          keys.push_back(r.key ? here + *r.key : here + '\x1e' + std::to_string(records));
+          keyed += r.key.has_value();
+          ++records;
+          n_texts += r.texts.size();
+          std::string all;
+          for (const auto& t : r.texts) all += (all.empty() ? "" : " ") + t;
+          joined.push_back(std::move(all));
+          record_texts.push_back(r.texts);
+          return true;
+        });
+        if (records == 0) throw InputError(in, "", "", "no text in it (JSONL: no line has a non-empty string among --fields " + *fields + ")");
+        if (keyed == 0) unkeyed.push_back(in);
+        keyed_inputs += keyed > 0;
+        described += (described.empty() ? "" : " + ") + in + " (" + std::to_string(n_texts) + " texts" +
+                     (*join_fields ? ", fields joined" : "") + (keyed ? ", grouped by " + *group_by : "") + ")";
+      }
+      if (keyed_inputs == 0)
+        throw UsageError("--group-by " + *group_by + ": no line of the inputs has a string field \"" + *group_by +
+                         "\" (check the name; e.g. author for commits)");
+      for (const auto& in : unkeyed)
+        std::fprintf(stderr, "train-lm: %s: no line has a string \"%s\": its texts stay in file order\n", in.c_str(), group_by->c_str());
+      if (!opts.fit.quiet) std::fprintf(stderr, "train-lm: ordering %zu lines by --group-by %s ...\n", keys.size(), group_by->c_str());
+      const auto t0 = std::chrono::steady_clock::now();
+      for (const auto i : train::related_order(keys, joined))
+        for (auto& t : record_texts[i]) texts.push_back(std::move(t));
+      if (!opts.fit.quiet)
+        std::fprintf(stderr, "train-lm: ordered in %.1fs\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    for (std::size_t f = 0; group_by->empty() && f < inputs->size(); ++f) {
       const auto& in = (*inputs)[f];
       const std::size_t before = added;
       std::vector<std::string> these;

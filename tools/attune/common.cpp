@@ -224,46 +224,63 @@ bool is_jsonl_file(const fs::path& p) {
   return e == ".jsonl" || e == ".ndjson";
 }
 
-std::size_t read_text_source(const fs::path& path, const std::vector<std::string>& fields, std::size_t room,
-                        const std::function<void(std::string_view)>& add, std::size_t& added, bool join) {
+std::size_t for_each_text_record(const fs::path& path, const std::vector<std::string>& fields, bool join,
+                                 const std::string& key_field, const std::function<bool(const TextRecord&)>& on_record) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(path.string(), "", "", "cannot be read");
   std::string line;
   std::size_t lineno = 0, empty = 0;
   const bool jsonl = is_jsonl_file(path);
-  while (std::getline(in, line) && (room == 0 || added < room)) {
+  TextRecord r;
+  std::string joined;
+  while (std::getline(in, line)) {
     ++lineno;
     if (line.empty() || line == "\r") continue;
+    r.texts.clear();
+    r.key.reset();
     if (!jsonl) {
-      add(line);
-      ++added;
+      r.texts.emplace_back(line);
+      if (!on_record(r)) break;
       continue;
     }
     const auto j = nlohmann::json::parse(line, nullptr, false);
     if (j.is_discarded() || !j.is_object())
       throw InputError(path.string(), "line " + std::to_string(lineno), "", "not a JSON object (a .jsonl file holds one a line)");
-    bool any = false;
-    std::string joined;
+    joined.clear();
     for (const auto& f : fields) {
       auto it = j.find(f);
       if (it == j.end() || !it->is_string() || it->get_ref<const std::string&>().empty()) continue;
-      any = true;
-      if (join) {
-        if (!joined.empty()) joined += ' ';
-        joined += it->get_ref<const std::string&>();
+      const auto& t = it->get_ref<const std::string&>();
+      if (!join) {
+        r.texts.emplace_back(t);
         continue;
       }
-      add(it->get_ref<const std::string&>());
-      ++added;
-      if (room && added >= room) break;
+      if (!joined.empty()) joined += ' ';
+      joined += t;
     }
-    if (join && any) {
-      add(joined);
-      ++added;
+    if (join && !joined.empty()) r.texts.emplace_back(joined);
+    if (r.texts.empty()) {
+      ++empty;
+      continue;
     }
-    empty += !any;
+    if (!key_field.empty())
+      if (auto it = j.find(key_field); it != j.end() && it->is_string()) r.key = it->get_ref<const std::string&>();
+    if (!on_record(r)) break;
   }
   return empty;
+}
+
+std::size_t read_text_source(const fs::path& path, const std::vector<std::string>& fields, std::size_t room,
+                             const std::function<void(std::string_view)>& add, std::size_t& added, bool join) {
+  if (room && added >= room) return 0;
+  return for_each_text_record(path, fields, join, "", [&](const TextRecord& r) {
+    for (const auto& t : r.texts) {
+      add(t);
+      ++added;
+      if (room && added >= room) return false;
+    }
+    return true;
+  });
 }
 
 std::vector<Agent> read_agents(const std::string& file) {

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -125,6 +126,16 @@ bool is_jsonl_file(const std::filesystem::path& p);
 // be read.
 std::size_t read_text_source(const std::filesystem::path& path, const std::vector<std::string>& fields, std::size_t room,
                              const std::function<void(std::string_view)>& add, std::size_t& added, bool join = false);
+// One line of a text source: its texts (as read_text_source gives them) and, for JSONL with a
+// key field, that field's string value (none where the line lacks it or it is not a string).
+struct TextRecord {
+  std::vector<std::string> texts;
+  std::optional<std::string> key;
+};
+// Calls on_record for every line that holds a text, in file order, until it returns false;
+// returns how many JSONL lines held none of the fields. Errors as read_text_source.
+std::size_t for_each_text_record(const std::filesystem::path& path, const std::vector<std::string>& fields, bool join,
+                                 const std::string& key_field, const std::function<bool(const TextRecord&)>& on_record);
 void add_generate(CLI::App& app, int& rc);
 void add_score(CLI::App& app, int& rc);
 void add_serve_llm(CLI::App& app, int& rc);  // cmd_serve_llm.cpp

@@ -85,6 +85,16 @@ void prepare_lm_out(const LmOptions& o);
 
 LmResult train_lm(const std::vector<std::string>& texts, const LmOptions& o);
 
+// An order of records that puts related ones next to each other, so that a packed training
+// sequence holds several of them, as a reader's prompt holds a user's retrieved records
+// (in-context pretraining: train-lm --group-by). Records with the same key form a group;
+// groups come in the order of their first record. Within a group the order is a chain of
+// nearest neighbours: it starts at the group's first record, and each next record is the
+// unused one with the highest BM25 score (rank_bm25's Okapi, over the group's texts) for the
+// current record's text as the query; ties, and records sharing no word, go to the earliest.
+// Deterministic; returns a permutation of 0 .. keys.size() - 1. Error if the sizes differ.
+std::vector<std::size_t> related_order(const std::vector<std::string>& keys, const std::vector<std::string>& texts);
+
 // Stage 2: fine-tunes the language model in o.init as a reader on retrieval-augmented
 // examples (train/reader.h): each is BOS + prompt + target + EOS, the loss on the target's
 // tokens and EOS only. Examples longer than the model's context are left out (counted in
