@@ -518,6 +518,13 @@ TEST_F(Cli, TrainLmReaderStageLeavesOutADefaultTaskTheCommitsCannotGive) {
   EXPECT_EQ(slurp(dir_ / "lmg/model.safetensors"), slurp(dir_ / "lmg2/model.safetensors"));
   ASSERT_EQ(run(grouped + "--out lmg3").rc, 0);
   EXPECT_NE(slurp(dir_ / "lmg/model.safetensors"), slurp(dir_ / "lmg3/model.safetensors")) << "the same texts in file order";
+  // An input no line of which has the field is named on stderr (also with --quiet) and kept in file order.
+  r = run("train-lm --input two.jsonl --input passages.jsonl --group-by author --tokenizer tok --hidden 32 --layers 1 --heads 2 "
+          "--kv-heads 1 --intermediate 64 --seq-len 16 --quiet --out lmg4");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.err.find("passages.jsonl: no line has a string \"author\": its texts stay in file order"), std::string::npos) << r.err;
+  const std::string g4 = nlohmann::json::parse(slurp(dir_ / "lmg4/attune_train.json")).at("data");
+  EXPECT_NE(g4.find("two.jsonl (74 texts, grouped by author) + passages.jsonl (10 texts)"), std::string::npos) << g4;
   r = run("train-lm --stage reader --init lm --input commits.jsonl --out rd");
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.err.find("no commit_pick example in the commits of --input (left out of the default --tasks)"), std::string::npos)
