@@ -25,6 +25,14 @@
 //     states are wanted (a cross-encoder's rerank of 20). kernel 0 = torch's operators
 //     (BertModel::forward), 1 = the native path (models/bert_native.h, first-token-only
 //     last layer for shape 1). Run with torch on one thread for a server's per-pass cost.
+//   LlamaTrainStep: one pretraining step of the default `attune train-lm` model (the shape
+//     above, tied embeddings), as its loop runs it: 16 x 256 tokens, Llama::train_loss_sum,
+//     backward, gradient clipping at 1, AdamW. tokens/s and GFLOP/s at 34.7 MFLOP a token
+//     (6N + 12 layers T d, bench/RESULTS.md). ATTUNE_LM_LOSS_KERNEL=torch compares the
+//     output layer's torch path; set OMP_WAIT_POLICY / GOMP_SPINCOUNT as `attune` does
+//     (GOMP_SPINCOUNT=1000) to measure what train-lm runs. ATTUNE_BENCH_TRACE=FILE writes
+//     the timed steps' operators as a Chrome trace (torch's legacy profiler; it doubles the
+//     step's time, so read it for which operators run, not for their shares).
 //   TrainStep: one contrastive step of the MiniLM-L6-size encoder: two views of 16 x 128
 //     tokens, InfoNCE (tau 0.05), backward, AdamW; reports seconds per step.
 #include <benchmark/benchmark.h>
@@ -39,6 +47,8 @@
 #include "attune/train/contrastive.h"
 #include "attune/models/llama.h"
 #include "attune/models/weights.h"
+
+#include <torch/csrc/autograd/profiler_legacy.h>
 
 using namespace attune::models;
 
@@ -260,6 +270,40 @@ void TrainStep(benchmark::State& state) {
   }
   state.SetLabel("MiniLM-L6 size, 2 x 16 x 128");
 }
+void LlamaTrainStep(benchmark::State& state) {
+  ensure_torch_runtime();  // torch's threads as attune sets them (one per physical core)
+  LlamaConfig c = llama_shape(1);
+  c.tie_embeddings = true;
+  auto m = Llama::random(c, 1, bench_device());
+  {  // train-lm's start (N(0, 0.02) matrices, unit norms), not random()'s wide test weights
+    torch::NoGradGuard g;
+    for (auto& p : m->module().parameters()) p.dim() >= 2 ? p.normal_(0, 0.02) : p.fill_(1.0);
+  }
+  m->module().train();
+  torch::optim::AdamW opt(m->module().parameters(), torch::optim::AdamWOptions(1e-3).betas({0.9, 0.95}).weight_decay(0.1));
+  const std::int64_t B = 16, L = 256;
+  auto ids = torch::randint(3, c.vocab_size, {B, L + 1}, torch::kInt64);
+  auto input = ids.narrow(1, 0, L), want = ids.narrow(1, 1, L).contiguous();
+  auto one = [&] {
+    opt.zero_grad();
+    auto loss = m->train_loss_sum(input, want, torch::Tensor()) / static_cast<double>(B * L);
+    loss.backward();
+    torch::nn::utils::clip_grad_norm_(m->module().parameters(), 1.0);
+    opt.step();
+    if (m->device().is_cuda()) torch::cuda::synchronize();
+  };
+  one();  // AdamW's state and the allocator's first blocks
+  const char* trace = std::getenv("ATTUNE_BENCH_TRACE");
+  std::unique_ptr<torch::autograd::profiler::RecordProfile> prof;
+  if (trace && *trace) prof = std::make_unique<torch::autograd::profiler::RecordProfile>(std::string(trace));
+  for (auto _ : state) one();
+  prof.reset();
+  state.counters["tokens/s"] = benchmark::Counter(static_cast<double>(B * L), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP/s"] = benchmark::Counter(B * L * 34.7e6 / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel("train-lm default, 16 x 256 tokens");
+}
+BENCHMARK(LlamaTrainStep)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(5);
+
 BENCHMARK(TrainStep)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
 
 }  // namespace

@@ -225,4 +225,43 @@ ATTUNE_CLONES void gelu_tanh_impl(float* x, std::int64_t n) { gelu_body<true>(x,
 void gelu_erf(float* x, std::int64_t n) { gelu_erf_impl(x, n); }
 void gelu_tanh(float* x, std::int64_t n) { gelu_tanh_impl(x, n); }
 
+// ---------------------------------------------------------------- softmax cross-entropy rows
+
+namespace {
+
+ATTUNE_CLONES
+void softmax_xent_rows_impl(float* x, std::int64_t rows, std::int64_t V, const std::int64_t* target, float* loss) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    float* p = x + r * V;
+    std::int64_t i = 0;
+    float m = -INFINITY;
+    if (V >= W) {
+      v16f mv = load(p);
+      for (i = W; i + W <= V; i += W) mv = vmax(mv, load(p + i));
+      m = hmax(mv);
+    }
+    for (; i < V; ++i) m = std::max(m, p[i]);
+    const float picked = p[target[r]];
+    v16f sv{};
+    for (i = 0; i + W <= V; i += W) {
+      const v16f e = exp_nonpositive(load(p + i) - m);
+      store(p + i, e);
+      sv += e;
+    }
+    float s = hsum(sv);
+    for (; i < V; ++i) s += (p[i] = std::exp(p[i] - m));
+    const float inv = 1.0f / s;
+    for (i = 0; i + W <= V; i += W) store(p + i, load(p + i) * inv);
+    for (; i < V; ++i) p[i] *= inv;
+    loss[r] = m + std::log(s) - picked;
+  }
+}
+
+}  // namespace
+
+void softmax_xent_rows(float* x, std::int64_t rows, std::int64_t vocab, const std::int64_t* target, float* loss) {
+  if (rows <= 0 || vocab <= 0) return;
+  softmax_xent_rows_impl(x, rows, vocab, target, loss);
+}
+
 }  // namespace attune::models

@@ -80,4 +80,12 @@ AutocastScope::~AutocastScope() {
 #endif
 }
 
+bool cpu_autocast_enabled() {
+#if ATTUNE_AUTOCAST_PER_DEVICE
+  return at::autocast::is_autocast_enabled(at::kCPU);
+#else
+  return at::autocast::is_cpu_enabled();
+#endif
+}
+
 }  // namespace attune::models

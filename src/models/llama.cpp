@@ -4,7 +4,12 @@
 #include <fstream>
 #include <numbers>
 
+#include <ATen/Parallel.h>
+#include <torch/csrc/autograd/custom_function.h>
+
 #include "attune/core/error.h"
+#include "attune/models/attention_kernel.h"
+#include "attune/models/autocast.h"
 #include "attune/models/weights.h"
 #include "layers.h"
 
@@ -398,6 +403,78 @@ torch::Tensor train_hidden(LlamaModel& net, const torch::Tensor& tokens_in, torc
   std::vector<torch::Tensor> kc(static_cast<std::size_t>(num_layers)), vc(static_cast<std::size_t>(num_layers));
   return net.hidden(tokens, positions, mask, kc, vc);
 }
+
+// The output layer and its cross-entropy as one autograd function (CPU float32): each
+// block's logits h W^T go through one row pass (softmax_xent_rows: the loss, and the softmax
+// kept in place of the logits), and the backward pass needs no elementwise pass over the
+// logits but the one-hot's subtraction: the gradient is (softmax - one-hot) g, whose products
+// with W and h give h's and W's gradients, W's accumulated in one tensor across the blocks.
+// torch's log_softmax + nll_loss made three passes over the [N, V] logits forward and
+// backward and a W gradient per block (bench/RESULTS.md).
+struct LinearCrossEntropy : torch::autograd::Function<LinearCrossEntropy> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& h, const torch::Tensor& w,
+                               const torch::Tensor& targets, std::int64_t block_rows) {
+    const auto N = h.size(0), V = w.size(0);
+    const auto hc = h.contiguous();
+    const auto t = targets.contiguous();
+    std::vector<torch::Tensor> probs;
+    auto loss = torch::empty({N}, h.options());
+    const auto* tp = t.data_ptr<std::int64_t>();
+    for (std::int64_t lo = 0; lo < N; lo += block_rows) {
+      const auto n = std::min(block_rows, N - lo);
+      auto p = torch::mm(hc.narrow(0, lo, n), w.t());  // [n, V], contiguous
+      float* pp = p.data_ptr<float>();
+      float* lp = loss.data_ptr<float>() + lo;
+      at::parallel_for(0, n, 8, [&](std::int64_t r0, std::int64_t r1) {
+        softmax_xent_rows(pp + r0 * V, r1 - r0, V, tp + lo + r0, lp + r0);
+      });
+      probs.push_back(std::move(p));
+    }
+    ctx->save_for_backward({hc, w, t});
+    ctx->saved_data["probs"] = probs;
+    ctx->saved_data["block"] = block_rows;
+    return loss.sum();
+  }
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx, torch::autograd::tensor_list grads) {
+    if (ctx->saved_data.count("used"))
+      throw Error("Llama::train_loss_sum: the fused loss's backward ran twice (its softmax is overwritten by the first)");
+    ctx->saved_data["used"] = true;
+    const auto saved = ctx->get_saved_variables();
+    const auto &h = saved[0], &w = saved[1], &t = saved[2];
+    auto probs = ctx->saved_data["probs"].toTensorVector();
+    const auto block = ctx->saved_data["block"].toInt();
+    const double g = grads[0].item<double>();
+    const bool want_h = ctx->needs_input_grad(0), want_w = ctx->needs_input_grad(1);
+    torch::Tensor gh = want_h ? torch::empty_like(h) : torch::Tensor(), gw;
+    const auto* tp = t.data_ptr<std::int64_t>();
+    for (std::size_t b = 0; b < probs.size(); ++b) {
+      auto& p = probs[b];  // softmax -> (softmax - one-hot) g, in place
+      const auto lo = static_cast<std::int64_t>(b) * block, n = p.size(0), V = p.size(1);
+      float* pp = p.data_ptr<float>();
+      for (std::int64_t r = 0; r < n; ++r) pp[r * V + tp[lo + r]] -= 1.0f;
+      if (want_h) {
+        auto out = gh.narrow(0, lo, n);
+        torch::mm_out(out, p, w);
+        out.mul_(g);
+      }
+      if (want_w) {
+        const auto hb = h.narrow(0, lo, n);
+        gw = gw.defined() ? gw.addmm_(p.t(), hb, 1.0, g) : torch::mm(p.t(), hb).mul_(g);
+      }
+      p = torch::Tensor();  // freed as soon as used
+    }
+    return {gh, gw, torch::Tensor(), torch::Tensor()};
+  }
+};
+
+// ATTUNE_LM_LOSS_KERNEL=torch: log_softmax + nll_loss instead of the fused output layer.
+bool fused_lm_loss() {
+  const char* k = std::getenv("ATTUNE_LM_LOSS_KERNEL");
+  const std::string v = k ? k : "";
+  if (!v.empty() && v != "fused" && v != "torch") throw UsageError("ATTUNE_LM_LOSS_KERNEL=" + v + ": expected fused or torch");
+  return v != "torch";
+}
+
 }  // namespace
 
 torch::Tensor Llama::forward_train(const torch::Tensor& tokens) {
@@ -413,6 +490,14 @@ torch::Tensor Llama::train_loss_sum(const torch::Tensor& tokens, const torch::Te
   if (want.size(0) != h.size(0))
     throw Error("train_loss_sum: " + std::to_string(want.size(0)) + " targets for " + std::to_string(h.size(0)) + " positions");
   if (block_rows <= 0) block_rows = std::max<std::int64_t>(1, (std::int64_t{16} << 20) / (4 * std::max<std::int64_t>(1, cfg_.vocab_size)));
+  const auto& w = net_->lm_head ? net_->lm_head->weight : net_->model->embed_tokens->weight;
+  if (h.size(0) > 0 && h.is_cpu() && h.scalar_type() == torch::kFloat32 && w.scalar_type() == torch::kFloat32 &&
+      !cpu_autocast_enabled() && fused_lm_loss()) {
+    const auto V = cfg_.vocab_size;
+    if (want.numel() && (want.min().item<std::int64_t>() < 0 || want.max().item<std::int64_t>() >= V))
+      throw Error("train_loss_sum: a target token outside the vocabulary of " + std::to_string(V));
+    return LinearCrossEntropy::apply(h, w, want, block_rows);
+  }
   const auto sum = torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum);
   const auto hs = h.split(block_rows), ws = want.split(block_rows);
   torch::Tensor total;

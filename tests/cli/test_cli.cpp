@@ -84,14 +84,18 @@ TEST_F(Cli, HelpForEveryVerb) {
   EXPECT_NE(run("eval --help").out.find("--retrievers"), std::string::npos);
 }
 
-// libgomp reads OMP_WAIT_POLICY when it loads; attune sets PASSIVE before that (main.cpp's
-// .preinit_array) unless the user chose a policy.
-TEST_F(Cli, OpenMpWaitsPassivelyUnlessTheUserChose) {
-  auto r = run("--version", "env -u OMP_WAIT_POLICY OMP_DISPLAY_ENV=TRUE");
+// libgomp reads OMP_WAIT_POLICY and GOMP_SPINCOUNT when it loads; attune sets a short spin
+// (GOMP_SPINCOUNT=1000) before that (main.cpp's .preinit_array) unless the user chose a
+// policy or a spin count.
+TEST_F(Cli, OpenMpSpinsBrieflyUnlessTheUserChose) {
+  auto r = run("--version", "env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT OMP_DISPLAY_ENV=VERBOSE");
   EXPECT_EQ(r.rc, 0);
-  EXPECT_NE(r.err.find("OMP_WAIT_POLICY = 'PASSIVE'"), std::string::npos) << r.err;
-  r = run("--version", "env OMP_WAIT_POLICY=ACTIVE OMP_DISPLAY_ENV=TRUE");
+  EXPECT_NE(r.err.find("GOMP_SPINCOUNT = '1000'"), std::string::npos) << r.err;
+  r = run("--version", "env -u GOMP_SPINCOUNT OMP_WAIT_POLICY=ACTIVE OMP_DISPLAY_ENV=VERBOSE");
   EXPECT_NE(r.err.find("OMP_WAIT_POLICY = 'ACTIVE'"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("GOMP_SPINCOUNT = '1000'"), std::string::npos) << r.err;
+  r = run("--version", "env -u OMP_WAIT_POLICY GOMP_SPINCOUNT=5 OMP_DISPLAY_ENV=VERBOSE");
+  EXPECT_NE(r.err.find("GOMP_SPINCOUNT = '5'"), std::string::npos) << r.err;
 }
 
 TEST_F(Cli, UsageErrorsExitTwo) {

@@ -152,6 +152,67 @@ TEST(Llama, TrainingLossInBlocksAtSomePositionsEqualsTheFullForwardsLoss) {
   EXPECT_THROW(m->train_loss_sum(tokens, targets), Error);
 }
 
+// The fused output layer (the CPU float32 default) against torch's log_softmax + nll_loss
+// (ATTUNE_LM_LOSS_KERNEL=torch): a vocabulary that is not a multiple of the kernel's 16-float
+// vectors, logits large enough that an unshifted exp would overflow, blocks of several sizes,
+// a frozen output layer; and what it refuses.
+TEST(Llama, FusedOutputLayerLossEqualsTorchs) {
+  auto c = tiny_llama_config();
+  c.vocab_size = 301;
+  c.hidden_size = 32;
+  c.head_dim = 8;
+  auto m = Llama::random(c, 9);
+  torch::manual_seed(3);
+  auto tokens = torch::randint(0, c.vocab_size, {3, 17}, torch::kInt64);
+  auto targets = torch::randint(0, c.vocab_size, {3 * 17}, torch::kInt64);
+  auto emb = m->module().named_parameters()["model.embed_tokens.weight"];
+  const auto run = [&](const char* kernel, std::int64_t block) {
+    setenv("ATTUNE_LM_LOSS_KERNEL", kernel, 1);
+    for (auto& p : m->module().parameters()) p.mutable_grad() = torch::Tensor();
+    auto loss = m->train_loss_sum(tokens, targets, torch::Tensor(), block);
+    loss.backward();
+    unsetenv("ATTUNE_LM_LOSS_KERNEL");
+    std::vector<torch::Tensor> out{loss.detach()};
+    for (auto& p : m->module().parameters()) out.push_back(p.grad().defined() ? p.grad().clone() : torch::Tensor());
+    return out;
+  };
+  for (const double scale : {1.0, 30.0}) {
+    {
+      torch::NoGradGuard g;
+      emb.mul_(scale);
+    }
+    const auto ref = run("torch", 0);
+    ASSERT_TRUE(std::isfinite(ref[0].item<double>()));
+    for (const std::int64_t block : {0, 1, 7, 51}) {
+      const auto got = run("fused", block);
+      EXPECT_NEAR(got[0].item<double>(), ref[0].item<double>(), 1e-5 * std::abs(ref[0].item<double>())) << scale << " " << block;
+      for (std::size_t i = 1; i < got.size(); ++i)
+        EXPECT_TRUE(torch::allclose(got[i], ref[i], 1e-4, 1e-5 * scale))
+            << scale << " " << block << " " << i << ": " << (got[i] - ref[i]).abs().max().item<double>();
+    }
+    {
+      torch::NoGradGuard g;
+      emb.div_(scale);
+    }
+  }
+  // A frozen output layer: the gradients of everything else still agree.
+  emb.set_requires_grad(false);
+  const auto ref = run("torch", 0), got = run("fused", 0);
+  EXPECT_FALSE(got[1].defined());
+  for (std::size_t i = 2; i < got.size(); ++i) EXPECT_TRUE(torch::allclose(got[i], ref[i], 1e-4, 1e-5)) << i;
+  emb.set_requires_grad(true);
+  // A target outside the vocabulary, an unknown kernel name, and a second backward are refused.
+  auto bad = targets.clone();
+  bad[5] = c.vocab_size;
+  EXPECT_THROW(m->train_loss_sum(tokens, bad), Error);
+  setenv("ATTUNE_LM_LOSS_KERNEL", "fast", 1);
+  EXPECT_THROW(m->train_loss_sum(tokens, targets), UsageError);
+  unsetenv("ATTUNE_LM_LOSS_KERNEL");
+  auto loss = m->train_loss_sum(tokens, targets);
+  loss.backward(torch::Tensor(), /*retain_graph=*/true);
+  EXPECT_THROW(loss.backward(), std::exception);
+}
+
 TEST(Llama, BatchedSharedAndOneByOneAgree) {
   auto m = Llama::random(tiny_llama_config(), 5);
   std::vector<TokenIds> prompts = {{1, 2, 3}, {1}, {4, 5, 6, 7, 8, 9}, {1, 2, 3}};

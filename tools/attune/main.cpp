@@ -20,13 +20,19 @@
 namespace {
 
 // OpenMP threads (torch's intra-op pool, OpenBLAS under it) spin for a while after each
-// parallel region by default. When two attune processes share the cores — experiments run
-// side by side, a server beside a trainer — the spinners take the CPU the other one needs:
-// two processes of 2 threads each on 2 cores ran 2-10x slower (bench/RESULTS.md). Passive
-// waiting costs nothing measurable on one process's own work. libgomp reads the setting
-// when it is loaded, before main, so it is set from the executable's .preinit_array, which
-// the dynamic loader runs before any library's initialisers. A value the user set stays.
-void default_omp_wait_policy(int, char**, char**) { ::setenv("OMP_WAIT_POLICY", "PASSIVE", 0); }
+// parallel region by default (libgomp: 300,000 iterations). When two attune processes share
+// the cores — experiments run side by side, a server beside a trainer — the spinners take the
+// CPU the other one needs: two processes of 2 threads each on 2 cores ran 2-10x slower
+// (bench/RESULTS.md). Purely passive waiting (OMP_WAIT_POLICY=PASSIVE, this default until
+// 2026-12-03) cost a process alone about 15-20%: a training step runs ~1,500 operators, and
+// each wakes a sleeping thread. A short spin (GOMP_SPINCOUNT=1000) ran the default train-lm
+// step 13% faster than passive alone and no slower than passive with two processes sharing
+// the cores. libgomp reads the settings when it is loaded, before main, so they are set from
+// the executable's .preinit_array, which the dynamic loader runs before any library's
+// initialisers. A policy or spin count the user set stays.
+void default_omp_wait_policy(int, char**, char**) {
+  if (!std::getenv("OMP_WAIT_POLICY") && !std::getenv("GOMP_SPINCOUNT")) ::setenv("GOMP_SPINCOUNT", "1000", 0);
+}
 __attribute__((section(".preinit_array"), used)) void (*const preinit_omp)(int, char**, char**) = &default_omp_wait_policy;
 
 // libtorch frees and allocates tensors of megabytes at every step. glibc serves blocks above

@@ -21,14 +21,11 @@ const std::set<std::string> kLight = {"metrics", "import", "sample", "train-toke
 
 // Replaces this process by attune-torch from this program's folder.
 //
-// Its OpenMP threads (torch's operators) wait passively unless the user says otherwise: spinning
-// threads only pay when they have the cores to themselves, and attune often shares them (a
-// server that learns beside its request handlers, an eval beside a training run). Two
-// 30-step encoder pretrainings beside a third run on 2 cores took 23.9 s each with the
-// default policy and 5.1 s with passive waiting (bench/RESULTS.md). OpenMP reads the variable
-// when the library loads, so it is set here, before attune-torch starts.
+// Its OpenMP threads (torch's operators) spin briefly, then sleep, unless the user says
+// otherwise (main.cpp's default_omp_wait_policy says why GOMP_SPINCOUNT=1000). OpenMP reads
+// the variables when the library loads, so they are set here, before attune-torch starts.
 int hand_over(char** argv) {
-  ::setenv("OMP_WAIT_POLICY", "PASSIVE", /*overwrite=*/0);
+  if (!std::getenv("OMP_WAIT_POLICY") && !std::getenv("GOMP_SPINCOUNT")) ::setenv("GOMP_SPINCOUNT", "1000", 0);
   std::error_code ec;
   const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
   const auto torch = (ec ? std::filesystem::path(argv[0]).parent_path() : self.parent_path()) / "attune-torch";

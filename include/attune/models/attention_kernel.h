@@ -38,4 +38,11 @@ void attention_head(const float* q, const float* k, const float* v, const float*
 void gelu_erf(float* x, std::int64_t n);
 void gelu_tanh(float* x, std::int64_t n);
 
+// Cross-entropy of `rows` rows of logits (vocab contiguous floats each, row r at
+// x + r * vocab) against target[r] (in [0, vocab); the caller checks): loss[r] =
+// logsumexp(row) - row[target[r]], and each row replaced in place by its softmax, which is
+// what the gradient needs (softmax - one-hot). Vectorized as attention_head is; a NaN in a
+// row gives a NaN loss. The fused output layer of Llama::train_loss_sum.
+void softmax_xent_rows(float* x, std::int64_t rows, std::int64_t vocab, const std::int64_t* target, float* loss);
+
 }  // namespace attune::models

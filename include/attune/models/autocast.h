@@ -18,6 +18,8 @@ namespace attune::models {
 enum class Precision { FP32, BF16 };
 Precision resolve_precision(const std::string& wanted, const torch::Device& device, const std::string& field = "precision");
 const char* precision_name(Precision p);
+// Whether CPU autocast is on in this thread (an AutocastScope for the CPU, or the caller's own).
+bool cpu_autocast_enabled();
 
 class AutocastScope {
  public:
