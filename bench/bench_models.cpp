@@ -28,8 +28,8 @@
 //   LlamaTrainStep: one pretraining step of the default `attune train-lm` model (the shape
 //     above, tied embeddings), as its loop runs it: 16 x 256 tokens, Llama::train_loss_sum,
 //     backward, gradient clipping at 1, AdamW. tokens/s and GFLOP/s at 34.7 MFLOP a token
-//     (6N + 12 layers T d, bench/RESULTS.md). ATTUNE_LM_LOSS_KERNEL=torch compares the
-//     output layer's torch path; set OMP_WAIT_POLICY / GOMP_SPINCOUNT as `attune` does
+//     (6N + 12 layers T d, bench/RESULTS.md). ATTUNE_LM_TRAIN_KERNEL=torch compares torch's
+//     operators for the attention and the output layer; set OMP_WAIT_POLICY / GOMP_SPINCOUNT as `attune` does
 //     (GOMP_SPINCOUNT=1000) to measure what train-lm runs. ATTUNE_BENCH_TRACE=FILE writes
 //     the timed steps' operators as a Chrome trace (torch's legacy profiler; it doubles the
 //     step's time, so read it for which operators run, not for their shares).

@@ -264,4 +264,245 @@ void softmax_xent_rows(float* x, std::int64_t rows, std::int64_t vocab, const st
   softmax_xent_rows_impl(x, rows, vocab, target, loss);
 }
 
+// ---------------------------------------------------------------- causal attention, training
+
+namespace {
+
+// Rows i0.. of x (stride floats apart; `rows` <= 4 real, the rest repeat the last) against
+// the columns [0, jend) of yt ([d][Lp], a transposed operand): out[r][j] = scale x_r . y_j.
+ATTUNE_INLINE void score_rows(const float* x, std::int64_t stride, std::int64_t i0, std::int64_t rows, const float* yt,
+                              std::int64_t Lp, std::int64_t d, std::int64_t jend, float scale, float* out) {
+  const float* x0 = x + i0 * stride;
+  const float* x1 = x + (i0 + std::min<std::int64_t>(1, rows - 1)) * stride;
+  const float* x2 = x + (i0 + std::min<std::int64_t>(2, rows - 1)) * stride;
+  const float* x3 = x + (i0 + std::min<std::int64_t>(3, rows - 1)) * stride;
+  std::int64_t jb = 0;
+  for (; jb + 2 * W <= jend; jb += 2 * W) {
+    v16f a0{}, a1{}, a2{}, a3{}, b0{}, b1{}, b2{}, b3{};
+    for (std::int64_t c = 0; c < d; ++c) {
+      const v16f k0 = load(yt + c * Lp + jb), k1 = load(yt + c * Lp + jb + W);
+      const float q0 = x0[c], q1 = x1[c], q2 = x2[c], q3 = x3[c];
+      a0 += q0 * k0, b0 += q0 * k1;
+      a1 += q1 * k0, b1 += q1 * k1;
+      a2 += q2 * k0, b2 += q2 * k1;
+      a3 += q3 * k0, b3 += q3 * k1;
+    }
+    store(out + jb, a0 * scale), store(out + jb + W, b0 * scale);
+    store(out + Lp + jb, a1 * scale), store(out + Lp + jb + W, b1 * scale);
+    store(out + 2 * Lp + jb, a2 * scale), store(out + 2 * Lp + jb + W, b2 * scale);
+    store(out + 3 * Lp + jb, a3 * scale), store(out + 3 * Lp + jb + W, b3 * scale);
+  }
+  for (; jb < jend; jb += W) {
+    v16f a0{}, a1{}, a2{}, a3{};
+    for (std::int64_t c = 0; c < d; ++c) {
+      const v16f k0 = load(yt + c * Lp + jb);
+      a0 += x0[c] * k0, a1 += x1[c] * k0, a2 += x2[c] * k0, a3 += x3[c] * k0;
+    }
+    store(out + jb, a0 * scale), store(out + Lp + jb, a1 * scale);
+    store(out + 2 * Lp + jb, a2 * scale), store(out + 3 * Lp + jb, a3 * scale);
+  }
+}
+
+// out[u][c] = sum_{t in [t0, t1)} a(u, t) y[t][c] for 4 rows u and the dp (padded) columns of
+// y ([Lp][dp]); a(u, t) = a[u * Lp + t] (rows of a) or, Transposed, a[t * Lp + u] (columns).
+template <bool Transposed>
+ATTUNE_INLINE void combine_rows(const float* a, std::int64_t Lp, std::int64_t t0, std::int64_t t1, const float* y,
+                                std::int64_t dp, float* out) {
+  const auto at = [&](std::int64_t u, std::int64_t t) { return Transposed ? a[t * Lp + u] : a[u * Lp + t]; };
+  std::int64_t cb = 0;
+  // 16 named accumulators (an array of them was kept on the stack, a load and a store per FMA)
+  for (; cb + 4 * W <= dp; cb += 4 * W) {
+    v16f c00{}, c01{}, c02{}, c03{}, c10{}, c11{}, c12{}, c13{}, c20{}, c21{}, c22{}, c23{}, c30{}, c31{}, c32{}, c33{};
+    for (std::int64_t t = t0; t < t1; ++t) {
+      const float* yr = y + t * dp + cb;
+      const v16f y0 = load(yr), y1 = load(yr + W), y2 = load(yr + 2 * W), y3 = load(yr + 3 * W);
+      const float s0 = at(0, t), s1 = at(1, t), s2 = at(2, t), s3 = at(3, t);
+      c00 += s0 * y0, c01 += s0 * y1, c02 += s0 * y2, c03 += s0 * y3;
+      c10 += s1 * y0, c11 += s1 * y1, c12 += s1 * y2, c13 += s1 * y3;
+      c20 += s2 * y0, c21 += s2 * y1, c22 += s2 * y2, c23 += s2 * y3;
+      c30 += s3 * y0, c31 += s3 * y1, c32 += s3 * y2, c33 += s3 * y3;
+    }
+    float* o = out + cb;
+    store(o, c00), store(o + W, c01), store(o + 2 * W, c02), store(o + 3 * W, c03);
+    o += dp;
+    store(o, c10), store(o + W, c11), store(o + 2 * W, c12), store(o + 3 * W, c13);
+    o += dp;
+    store(o, c20), store(o + W, c21), store(o + 2 * W, c22), store(o + 3 * W, c23);
+    o += dp;
+    store(o, c30), store(o + W, c31), store(o + 2 * W, c32), store(o + 3 * W, c33);
+  }
+  for (; cb < dp; cb += W) {
+    v16f c0{}, c1{}, c2{}, c3{};
+    for (std::int64_t t = t0; t < t1; ++t) {
+      const v16f yv = load(y + t * dp + cb);
+      c0 += at(0, t) * yv, c1 += at(1, t) * yv, c2 += at(2, t) * yv, c3 += at(3, t) * yv;
+    }
+    store(out + cb, c0), store(out + dp + cb, c1), store(out + 2 * dp + cb, c2), store(out + 3 * dp + cb, c3);
+  }
+}
+
+// x ([L] rows, stride apart, d floats) -> xt [d][Lp], zero past L.
+// Sixteen source rows at a time, so that they stay in L1 while their columns are written.
+ATTUNE_INLINE void transpose_pad(const float* x, std::int64_t stride, std::int64_t L, std::int64_t d, std::int64_t Lp, float* xt) {
+  for (std::int64_t j0 = 0; j0 < L; j0 += W) {
+    const std::int64_t j1 = std::min(L, j0 + W);
+    for (std::int64_t c = 0; c < d; ++c)
+      for (std::int64_t j = j0; j < j1; ++j) xt[c * Lp + j] = x[j * stride + c];
+  }
+  for (std::int64_t c = 0; c < d; ++c) std::fill(xt + c * Lp + L, xt + (c + 1) * Lp, 0.0f);
+}
+
+// x -> xp [Lp][dp], zero past L and past d.
+ATTUNE_INLINE void pad_rows(const float* x, std::int64_t stride, std::int64_t L, std::int64_t d, std::int64_t Lp, std::int64_t dp,
+                            float* xp) {
+  for (std::int64_t j = 0; j < Lp; ++j) {
+    float* row = xp + j * dp;
+    if (j < L) {
+      std::memcpy(row, x + j * stride, static_cast<std::size_t>(d) * sizeof(float));
+      std::fill(row + d, row + dp, 0.0f);
+    } else {
+      std::fill(row, row + dp, 0.0f);
+    }
+  }
+}
+
+ATTUNE_INLINE v16f iota16() {
+  v16f v;
+  for (int i = 0; i < W; ++i) v[i] = static_cast<float>(i);
+  return v;
+}
+
+ATTUNE_CLONES
+void causal_forward_impl(const float* q, const float* k, const float* v, float* out, float* p, std::int64_t L, std::int64_t d,
+                         std::int64_t stride, float scale, float* scratch) {
+  const std::int64_t Lp = round_up(L), dp = round_up(d);
+  float* kt = scratch;       // [d][Lp]
+  float* vp = kt + d * Lp;   // [Lp][dp]
+  float* o4 = vp + Lp * dp;  // [4][dp]
+  float* rep = o4 + 4 * dp;  // [4][Lp]: a last block's rows when L is not a multiple of 4
+  transpose_pad(k, stride, L, d, Lp, kt);
+  pad_rows(v, stride, L, d, Lp, dp, vp);
+  const v16f lanes = iota16();
+  for (std::int64_t i0 = 0; i0 < L; i0 += 4) {
+    const std::int64_t rows = std::min<std::int64_t>(4, L - i0), last = i0 + rows;  // keys [0, last) are seen
+    const std::int64_t jend = round_up(last);
+    float* sb = rows == 4 ? p + i0 * Lp : rep;  // scores, then exp(s - max), in p's own rows when they exist
+    score_rows(q, stride, i0, rows, kt, Lp, d, jend, scale, sb);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      float* sr = sb + r * Lp;
+      const float i = static_cast<float>(i0 + r);
+      v16f mx = splat(-INFINITY);
+      for (std::int64_t jb = 0; jb < jend; jb += W) {
+        const v16i future = (lanes + static_cast<float>(jb)) > i;
+        const v16f x = future ? splat(-INFINITY) : load(sr + jb);
+        store(sr + jb, x);
+        mx = vmax(mx, x);
+      }
+      const float m = hmax(mx);
+      v16f sum{};
+      for (std::int64_t jb = 0; jb < jend; jb += W) {
+        const v16f e = exp_nonpositive(load(sr + jb) - m);
+        store(sr + jb, e);
+        sum += e;
+      }
+      const float inv = 1.0f / hsum(sum);
+      float* pr = p + (i0 + r) * Lp;
+      for (std::int64_t jb = 0; jb < jend; jb += W) store(pr + jb, load(sr + jb) * inv);
+      std::fill(pr + jend, pr + Lp, 0.0f);
+    }
+    // out rows = p rows . v over the keys [0, last); rows past L repeat the last real one.
+    const float* a = p + i0 * Lp;
+    if (rows < 4) {  // the block's real rows, then copies of the last
+      for (std::int64_t r = 0; r < 4; ++r)
+        std::memcpy(rep + r * Lp, p + (i0 + std::min(r, rows - 1)) * Lp, static_cast<std::size_t>(Lp) * sizeof(float));
+      a = rep;
+    }
+    combine_rows<false>(a, Lp, 0, last, vp, dp, o4);
+    for (std::int64_t r = 0; r < rows; ++r)
+      std::memcpy(out + (i0 + r) * stride, o4 + r * dp, static_cast<std::size_t>(d) * sizeof(float));
+  }
+}
+
+ATTUNE_CLONES
+void causal_backward_impl(const float* q, const float* k, const float* v, const float* o, const float* dout, const float* p,
+                          float* dq, float* dk, float* dv, std::int64_t L, std::int64_t d, std::int64_t stride, float scale,
+                          float* scratch) {
+  const std::int64_t Lp = round_up(L), dp = round_up(d);
+  float* vt = scratch;         // [d][Lp]
+  float* kp = vt + d * Lp;     // [Lp][dp]
+  float* qp = kp + Lp * dp;    // [Lp][dp]
+  float* dop = qp + Lp * dp;   // [Lp][dp]
+  float* ds = dop + Lp * dp;   // [Lp][Lp]: (p (dp - D)) scale, zero past each block's keys and past L
+  float* o4 = ds + Lp * Lp;    // [4][dp]
+  float* rep = o4 + 4 * dp;    // [4][Lp]
+  transpose_pad(v, stride, L, d, Lp, vt);
+  pad_rows(k, stride, L, d, Lp, dp, kp);
+  pad_rows(q, stride, L, d, Lp, dp, qp);
+  pad_rows(dout, stride, L, d, Lp, dp, dop);
+  std::fill(ds + L * Lp, ds + Lp * Lp, 0.0f);
+  for (std::int64_t i0 = 0; i0 < L; i0 += 4) {
+    const std::int64_t rows = std::min<std::int64_t>(4, L - i0), last = i0 + rows, jend = round_up(last);
+    float* sb = rows == 4 ? ds + i0 * Lp : rep;
+    score_rows(dout, stride, i0, rows, vt, Lp, d, jend, 1.0f, sb);  // dP = dO V^T
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const std::int64_t i = i0 + r;
+      // D = sum_j p_ij dP_ij = dO_i . O_i, in vectors (a scalar chain of FMAs was a sixth of the backward)
+      const float* gi = dout + i * stride;
+      const float* oi = o + i * stride;
+      v16f dv16{};
+      std::int64_t c = 0;
+      for (; c + W <= d; c += W) dv16 += load(gi + c) * load(oi + c);
+      float D = hsum(dv16);
+      for (; c < d; ++c) D += gi[c] * oi[c];
+      const float* pr = p + i * Lp;
+      float* sr = sb + r * Lp;
+      float* dr = ds + i * Lp;
+      for (std::int64_t jb = 0; jb < jend; jb += W) store(dr + jb, load(pr + jb) * (load(sr + jb) - D) * scale);
+      std::fill(dr + jend, dr + Lp, 0.0f);
+    }
+    // dQ rows = dS rows . K over the keys [0, last)
+    const float* a = ds + i0 * Lp;
+    if (rows < 4) {
+      for (std::int64_t r = 0; r < 4; ++r)
+        std::memcpy(rep + r * Lp, ds + (i0 + std::min(r, rows - 1)) * Lp, static_cast<std::size_t>(Lp) * sizeof(float));
+      a = rep;
+    }
+    combine_rows<false>(a, Lp, 0, last, kp, dp, o4);
+    for (std::int64_t r = 0; r < rows; ++r)
+      std::memcpy(dq + (i0 + r) * stride, o4 + r * dp, static_cast<std::size_t>(d) * sizeof(float));
+  }
+  // dV rows t = sum_{i >= t} p_it dO_i, dK rows t = sum_{i >= t} dS_it Q_i: the columns of p and
+  // dS, four at a time (columns past L are zero in both, their rows are not written).
+  for (std::int64_t t0 = 0; t0 < L; t0 += 4) {
+    const std::int64_t rows = std::min<std::int64_t>(4, L - t0);
+    combine_rows<true>(p + t0, Lp, t0, L, dop, dp, o4);
+    for (std::int64_t r = 0; r < rows; ++r)
+      std::memcpy(dv + (t0 + r) * stride, o4 + r * dp, static_cast<std::size_t>(d) * sizeof(float));
+    combine_rows<true>(ds + t0, Lp, t0, L, qp, dp, o4);
+    for (std::int64_t r = 0; r < rows; ++r)
+      std::memcpy(dk + (t0 + r) * stride, o4 + r * dp, static_cast<std::size_t>(d) * sizeof(float));
+  }
+}
+
+}  // namespace
+
+std::size_t causal_attention_scratch_floats(std::int64_t L, std::int64_t d) {
+  const std::int64_t Lp = round_up(L), dp = round_up(d);
+  const std::int64_t fwd = d * Lp + Lp * dp + 4 * dp + 4 * Lp;
+  const std::int64_t bwd = d * Lp + 3 * Lp * dp + Lp * Lp + 4 * dp + 4 * Lp;
+  return static_cast<std::size_t>(std::max(fwd, bwd));
+}
+
+void causal_attention_forward(const float* q, const float* k, const float* v, float* out, float* p, const CausalHead& h,
+                              float* scratch) {
+  if (h.length <= 0 || h.head_dim <= 0) return;
+  causal_forward_impl(q, k, v, out, p, h.length, h.head_dim, h.stride, h.scale, scratch);
+}
+
+void causal_attention_backward(const float* q, const float* k, const float* v, const float* out, const float* dout, const float* p,
+                               float* dq, float* dk, float* dv, const CausalHead& h, float* scratch) {
+  if (h.length <= 0 || h.head_dim <= 0) return;
+  causal_backward_impl(q, k, v, out, dout, p, dq, dk, dv, h.length, h.head_dim, h.stride, h.scale, scratch);
+}
+
 }  // namespace attune::models

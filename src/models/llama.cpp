@@ -70,6 +70,66 @@ LlamaConfig LlamaConfig::from(const ConfigFile& c) {
   return k;
 }
 
+// ---------------------------------------------------------------- fused training kernels
+
+namespace {
+
+// ATTUNE_LM_TRAIN_KERNEL=torch: torch's operators for the training step's attention and
+// output layer instead of the fused CPU kernels (for comparison; the same numbers to float32
+// rounding, tests/models/test_llama.cpp).
+bool fused_train_kernels() {
+  const char* k = std::getenv("ATTUNE_LM_TRAIN_KERNEL");
+  const std::string v = k ? k : "";
+  if (!v.empty() && v != "fused" && v != "torch") throw UsageError("ATTUNE_LM_TRAIN_KERNEL=" + v + ": expected fused or torch");
+  return v != "torch";
+}
+
+// Causal self-attention over q, k, v [B, L, heads, D] (contiguous float32 on the CPU), one
+// (sequence, head) per task on torch's threads (attention_kernel.h). The forward's softmax
+// [B, heads, L, round_up(L, 16)] is kept for the backward, as torch's softmax output was.
+struct CausalAttention : torch::autograd::Function<CausalAttention> {
+  static void each_head(const torch::Tensor& q, const std::function<void(std::int64_t, std::int64_t, const CausalHead&, float*)>& fn) {
+    const auto B = q.size(0), L = q.size(1), H = q.size(2), D = q.size(3);
+    const CausalHead shape{L, D, H * D, static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)))};
+    const auto scratch_floats = causal_attention_scratch_floats(L, D);
+    at::parallel_for(0, B * H, 1, [&](std::int64_t lo, std::int64_t hi) {
+      std::vector<float> scratch(scratch_floats);
+      for (std::int64_t bh = lo; bh < hi; ++bh) fn(bh, (bh / H) * L * H * D + (bh % H) * D, shape, scratch.data());
+    });
+  }
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
+                               const torch::Tensor& v) {
+    const auto B = q.size(0), L = q.size(1), H = q.size(2);
+    const auto Lp = (L + 15) / 16 * 16;
+    auto out = torch::empty_like(q);
+    auto p = torch::empty({B, H, L, Lp}, q.options());
+    const float *qp = q.data_ptr<float>(), *kp = k.data_ptr<float>(), *vp = v.data_ptr<float>();
+    float *op = out.data_ptr<float>(), *pp = p.data_ptr<float>();
+    each_head(q, [&](std::int64_t bh, std::int64_t off, const CausalHead& shape, float* scratch) {
+      causal_attention_forward(qp + off, kp + off, vp + off, op + off, pp + bh * L * Lp, shape, scratch);
+    });
+    ctx->save_for_backward({q, k, v, out, p});
+    return out;
+  }
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx, torch::autograd::tensor_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto &q = saved[0], &k = saved[1], &v = saved[2], &out = saved[3], &p = saved[4];
+    const auto dout = grads[0].contiguous();
+    auto dq = torch::empty_like(q), dk = torch::empty_like(k), dv = torch::empty_like(v);
+    const auto L = q.size(1), Lp = p.size(3);
+    const float *qp = q.data_ptr<float>(), *kp = k.data_ptr<float>(), *vp = v.data_ptr<float>(), *op = out.data_ptr<float>();
+    const float *gp = dout.data_ptr<float>(), *pp = p.data_ptr<float>();
+    float *dqp = dq.data_ptr<float>(), *dkp = dk.data_ptr<float>(), *dvp = dv.data_ptr<float>();
+    each_head(q, [&](std::int64_t bh, std::int64_t off, const CausalHead& shape, float* scratch) {
+      causal_attention_backward(qp + off, kp + off, vp + off, op + off, gp + off, pp + bh * L * Lp, dqp + off, dkp + off, dvp + off,
+                                shape, scratch);
+    });
+    return {dq, dk, dv};
+  }
+};
+
+}  // namespace
+
 // ---------------------------------------------------------------- modules
 
 using detail::RMSNorm;
@@ -87,9 +147,22 @@ struct AttentionImpl : nn::Module {
   }
   // x [B, L, H]; cos/sin [B, 1, L, D]; mask [B, 1, L, T] additive; cache k/v [B, KV, T0, D]
   // (undefined when empty), updated in place.
+  // causal: the mask is the plain causal one over these L positions (training's full rows),
+  // which lets a CPU float32 step take the fused kernel (CausalAttention).
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
-                        const torch::Tensor& mask, torch::Tensor& k_cache, torch::Tensor& v_cache) {
+                        const torch::Tensor& mask, torch::Tensor& k_cache, torch::Tensor& v_cache, bool causal = false) {
     const auto B = x.size(0), L = x.size(1);
+    if (causal && !k_cache.defined() && x.is_cpu() && x.scalar_type() == torch::kFloat32 && heads == kv_heads &&
+        !cpu_autocast_enabled() && fused_train_kernels()) {
+      auto q = q_proj(x).view({B, L, heads, dim});
+      auto k = k_proj(x).view({B, L, kv_heads, dim});
+      auto v = v_proj(x).view({B, L, kv_heads, dim});
+      const auto c = cos.transpose(1, 2), s = sin.transpose(1, 2);  // [B, L, 1, D]
+      q = q * c + rotate_half(q) * s;
+      k = k * c + rotate_half(k) * s;
+      auto out = CausalAttention::apply(q.contiguous(), k.contiguous(), v.contiguous());
+      return o_proj(out.view({B, L, heads * dim}));
+    }
     auto q = q_proj(x).view({B, L, heads, dim}).transpose(1, 2);
     auto k = k_proj(x).view({B, L, kv_heads, dim}).transpose(1, 2);
     auto v = v_proj(x).view({B, L, kv_heads, dim}).transpose(1, 2);
@@ -176,15 +249,16 @@ class LlamaModel : public nn::Module {
     inv_freq = inv.to(torch::kFloat32);
   }
   // tokens/positions [B, L] int64, mask [B,1,L,T] float32; caches per layer. Returns hidden [B, L, H].
+  // causal: mask is the plain causal mask over tokens' own positions (train_hidden).
   torch::Tensor hidden(const torch::Tensor& tokens, const torch::Tensor& positions, const torch::Tensor& mask,
-                       std::vector<torch::Tensor>& kc, std::vector<torch::Tensor>& vc) {
+                       std::vector<torch::Tensor>& kc, std::vector<torch::Tensor>& vc, bool causal = false) {
     auto x = model->embed_tokens(tokens);
     auto freqs = positions.to(torch::kFloat32).unsqueeze(-1) * inv_freq.to(tokens.device()).view({1, 1, -1});
     auto emb = torch::cat({freqs, freqs}, -1).unsqueeze(1);  // [B,1,L,D]
     auto cos = emb.cos().to(x.scalar_type()), sin = emb.sin().to(x.scalar_type());
     for (std::size_t i = 0; i < model->decoder_layers.size(); ++i) {
       auto& layer = model->decoder_layers[i];
-      x = x + layer->self_attn->forward(layer->input_layernorm(x), cos, sin, mask, kc[i], vc[i]);
+      x = x + layer->self_attn->forward(layer->input_layernorm(x), cos, sin, mask, kc[i], vc[i], causal);
       x = x + layer->mlp(layer->post_attention_layernorm(x));
     }
     return model->norm(x);
@@ -401,7 +475,7 @@ torch::Tensor train_hidden(LlamaModel& net, const torch::Tensor& tokens_in, torc
   auto positions = torch::arange(L, torch::TensorOptions().dtype(torch::kInt64).device(device)).unsqueeze(0).expand({B, L});
   auto mask = causal_key_mask(torch::ones({B, L}, torch::TensorOptions().dtype(torch::kBool).device(device)), L);
   std::vector<torch::Tensor> kc(static_cast<std::size_t>(num_layers)), vc(static_cast<std::size_t>(num_layers));
-  return net.hidden(tokens, positions, mask, kc, vc);
+  return net.hidden(tokens, positions, mask, kc, vc, /*causal=*/true);
 }
 
 // The output layer and its cross-entropy as one autograd function (CPU float32): each
@@ -467,14 +541,6 @@ struct LinearCrossEntropy : torch::autograd::Function<LinearCrossEntropy> {
   }
 };
 
-// ATTUNE_LM_LOSS_KERNEL=torch: log_softmax + nll_loss instead of the fused output layer.
-bool fused_lm_loss() {
-  const char* k = std::getenv("ATTUNE_LM_LOSS_KERNEL");
-  const std::string v = k ? k : "";
-  if (!v.empty() && v != "fused" && v != "torch") throw UsageError("ATTUNE_LM_LOSS_KERNEL=" + v + ": expected fused or torch");
-  return v != "torch";
-}
-
 }  // namespace
 
 torch::Tensor Llama::forward_train(const torch::Tensor& tokens) {
@@ -492,7 +558,7 @@ torch::Tensor Llama::train_loss_sum(const torch::Tensor& tokens, const torch::Te
   if (block_rows <= 0) block_rows = std::max<std::int64_t>(1, (std::int64_t{16} << 20) / (4 * std::max<std::int64_t>(1, cfg_.vocab_size)));
   const auto& w = net_->lm_head ? net_->lm_head->weight : net_->model->embed_tokens->weight;
   if (h.size(0) > 0 && h.is_cpu() && h.scalar_type() == torch::kFloat32 && w.scalar_type() == torch::kFloat32 &&
-      !cpu_autocast_enabled() && fused_lm_loss()) {
+      !cpu_autocast_enabled() && fused_train_kernels()) {
     const auto V = cfg_.vocab_size;
     if (want.numel() && (want.min().item<std::int64_t>() < 0 || want.max().item<std::int64_t>() >= V))
       throw Error("train_loss_sum: a target token outside the vocabulary of " + std::to_string(V));

@@ -152,52 +152,85 @@ TEST(Llama, TrainingLossInBlocksAtSomePositionsEqualsTheFullForwardsLoss) {
   EXPECT_THROW(m->train_loss_sum(tokens, targets), Error);
 }
 
-// The fused output layer (the CPU float32 default) against torch's log_softmax + nll_loss
-// (ATTUNE_LM_LOSS_KERNEL=torch): a vocabulary that is not a multiple of the kernel's 16-float
-// vectors, logits large enough that an unshifted exp would overflow, blocks of several sizes,
-// a frozen output layer; and what it refuses.
-TEST(Llama, FusedOutputLayerLossEqualsTorchs) {
+// The fused training kernels (the CPU float32 default: causal attention and the output
+// layer) against torch's operators (ATTUNE_LM_TRAIN_KERNEL=torch): the loss and every
+// parameter's gradient, at a vocabulary that is not a multiple of the kernel's 16-float
+// vectors, sequence lengths that are not multiples of its 4-row blocks, head sizes below and
+// at 16-float multiples, grouped-query attention (torch's attention, the fused loss), logits
+// large enough that an unshifted exp would overflow, blocks of several sizes, a frozen output
+// layer; and what it refuses.
+TEST(Llama, FusedTrainingKernelsEqualTorchs) {
+  struct Shape {
+    std::int64_t hidden, heads, kv_heads, head_dim, length;
+  };
+  for (const Shape sh : {Shape{32, 4, 2, 8, 17}, Shape{32, 4, 4, 8, 17}, Shape{64, 2, 2, 32, 38}, Shape{96, 1, 1, 96, 5}}) {
+    auto c = tiny_llama_config();
+    c.vocab_size = 301;
+    c.hidden_size = sh.hidden;
+    c.num_heads = sh.heads;
+    c.num_kv_heads = sh.kv_heads;
+    c.head_dim = sh.head_dim;
+    auto m = Llama::random(c, 9);
+    torch::manual_seed(3);
+    auto tokens = torch::randint(0, c.vocab_size, {3, sh.length}, torch::kInt64);
+    auto targets = torch::randint(0, c.vocab_size, {3 * sh.length}, torch::kInt64);
+    auto emb = m->module().named_parameters()["model.embed_tokens.weight"];
+    const auto run = [&](const char* kernel, std::int64_t block) {
+      setenv("ATTUNE_LM_TRAIN_KERNEL", kernel, 1);
+      for (auto& p : m->module().parameters()) p.mutable_grad() = torch::Tensor();
+      auto loss = m->train_loss_sum(tokens, targets, torch::Tensor(), block);
+      loss.backward();
+      unsetenv("ATTUNE_LM_TRAIN_KERNEL");
+      std::vector<torch::Tensor> out{loss.detach()};
+      for (auto& p : m->module().parameters()) out.push_back(p.grad().defined() ? p.grad().clone() : torch::Tensor());
+      return out;
+    };
+    const std::string where = std::to_string(sh.heads) + "/" + std::to_string(sh.kv_heads) + " heads of " +
+                              std::to_string(sh.head_dim) + ", length " + std::to_string(sh.length);
+    for (const double scale : {1.0, 30.0}) {
+      {
+        torch::NoGradGuard g;
+        emb.mul_(scale);
+      }
+      const auto ref = run("torch", 0);
+      ASSERT_TRUE(std::isfinite(ref[0].item<double>())) << where;
+      for (const std::int64_t block : {0, 1, 7, 51}) {
+        const auto got = run("fused", block);
+        EXPECT_NEAR(got[0].item<double>(), ref[0].item<double>(), 1e-5 * std::abs(ref[0].item<double>()))
+            << where << " x" << scale << " block " << block;
+        for (std::size_t i = 1; i < got.size(); ++i) {
+          const double tol = 1e-4 * ref[i].abs().max().item<double>() + 1e-6;
+          EXPECT_LE((got[i] - ref[i]).abs().max().item<double>(), tol) << where << " x" << scale << " block " << block << " parameter " << i;
+        }
+      }
+      {
+        torch::NoGradGuard g;
+        emb.div_(scale);
+      }
+    }
+  }
   auto c = tiny_llama_config();
   c.vocab_size = 301;
   c.hidden_size = 32;
+  c.num_kv_heads = 4;
   c.head_dim = 8;
   auto m = Llama::random(c, 9);
-  torch::manual_seed(3);
   auto tokens = torch::randint(0, c.vocab_size, {3, 17}, torch::kInt64);
   auto targets = torch::randint(0, c.vocab_size, {3 * 17}, torch::kInt64);
   auto emb = m->module().named_parameters()["model.embed_tokens.weight"];
-  const auto run = [&](const char* kernel, std::int64_t block) {
-    setenv("ATTUNE_LM_LOSS_KERNEL", kernel, 1);
+  const auto run = [&](const char* kernel) {
+    setenv("ATTUNE_LM_TRAIN_KERNEL", kernel, 1);
     for (auto& p : m->module().parameters()) p.mutable_grad() = torch::Tensor();
-    auto loss = m->train_loss_sum(tokens, targets, torch::Tensor(), block);
+    auto loss = m->train_loss_sum(tokens, targets);
     loss.backward();
-    unsetenv("ATTUNE_LM_LOSS_KERNEL");
+    unsetenv("ATTUNE_LM_TRAIN_KERNEL");
     std::vector<torch::Tensor> out{loss.detach()};
     for (auto& p : m->module().parameters()) out.push_back(p.grad().defined() ? p.grad().clone() : torch::Tensor());
     return out;
   };
-  for (const double scale : {1.0, 30.0}) {
-    {
-      torch::NoGradGuard g;
-      emb.mul_(scale);
-    }
-    const auto ref = run("torch", 0);
-    ASSERT_TRUE(std::isfinite(ref[0].item<double>()));
-    for (const std::int64_t block : {0, 1, 7, 51}) {
-      const auto got = run("fused", block);
-      EXPECT_NEAR(got[0].item<double>(), ref[0].item<double>(), 1e-5 * std::abs(ref[0].item<double>())) << scale << " " << block;
-      for (std::size_t i = 1; i < got.size(); ++i)
-        EXPECT_TRUE(torch::allclose(got[i], ref[i], 1e-4, 1e-5 * scale))
-            << scale << " " << block << " " << i << ": " << (got[i] - ref[i]).abs().max().item<double>();
-    }
-    {
-      torch::NoGradGuard g;
-      emb.div_(scale);
-    }
-  }
   // A frozen output layer: the gradients of everything else still agree.
   emb.set_requires_grad(false);
-  const auto ref = run("torch", 0), got = run("fused", 0);
+  const auto ref = run("torch"), got = run("fused");
   EXPECT_FALSE(got[1].defined());
   for (std::size_t i = 2; i < got.size(); ++i) EXPECT_TRUE(torch::allclose(got[i], ref[i], 1e-4, 1e-5)) << i;
   emb.set_requires_grad(true);
@@ -205,9 +238,9 @@ TEST(Llama, FusedOutputLayerLossEqualsTorchs) {
   auto bad = targets.clone();
   bad[5] = c.vocab_size;
   EXPECT_THROW(m->train_loss_sum(tokens, bad), Error);
-  setenv("ATTUNE_LM_LOSS_KERNEL", "fast", 1);
+  setenv("ATTUNE_LM_TRAIN_KERNEL", "fast", 1);
   EXPECT_THROW(m->train_loss_sum(tokens, targets), UsageError);
-  unsetenv("ATTUNE_LM_LOSS_KERNEL");
+  unsetenv("ATTUNE_LM_TRAIN_KERNEL");
   auto loss = m->train_loss_sum(tokens, targets);
   loss.backward(torch::Tensor(), /*retain_graph=*/true);
   EXPECT_THROW(loss.backward(), std::exception);

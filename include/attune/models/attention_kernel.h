@@ -38,6 +38,28 @@ void attention_head(const float* q, const float* k, const float* v, const float*
 void gelu_erf(float* x, std::int64_t n);
 void gelu_tanh(float* x, std::int64_t n);
 
+// Causal self-attention of one (sequence, head) for training, forward and backward, on
+// float32 CPU memory: out = softmax(scale q k^T, keys j <= i) v. q, k, v, out and their
+// gradients have position i at ptr + i * stride (head_dim contiguous floats); p is the
+// forward's softmax, [length][round_up(length, 16)] row-major with zeros past each row's
+// keys, which the backward reads. Only the causal half of each product is computed, every
+// product in the cache (the models layer parallelises over (sequence, head)); torch's path
+// ran each head's L x L products as single-threaded BLAS calls, and the scale, mask and
+// softmax as passes over [B, heads, L, L] tensors (bench/RESULTS.md).
+struct CausalHead {
+  std::int64_t length = 0;    // L
+  std::int64_t head_dim = 0;  // d: any positive size
+  std::int64_t stride = 0;    // floats between consecutive positions
+  float scale = 1.0f;         // 1 / sqrt(d)
+};
+// Floats of scratch either direction needs (per calling thread).
+std::size_t causal_attention_scratch_floats(std::int64_t length, std::int64_t head_dim);
+void causal_attention_forward(const float* q, const float* k, const float* v, float* out, float* p, const CausalHead& shape,
+                              float* scratch);
+// dq, dk, dv are written (not accumulated), at the same positions and stride as q, k, v.
+void causal_attention_backward(const float* q, const float* k, const float* v, const float* out, const float* dout, const float* p,
+                               float* dq, float* dk, float* dv, const CausalHead& shape, float* scratch);
+
 // Cross-entropy of `rows` rows of logits (vocab contiguous floats each, row r at
 // x + r * vocab) against target[r] (in [0, vocab); the caller checks): loss[r] =
 // logsumexp(row) - row[target[r]], and each row replaced in place by its softmax, which is
