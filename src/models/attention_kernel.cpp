@@ -65,11 +65,47 @@ ATTUNE_INLINE v16f exp_nonpositive(v16f x) {
   return under ? splat(0.0f) : y * scale;
 }
 
+// x[0, n) <- exp(x - m) in place, n a multiple of W; returns their sum.
+ATTUNE_INLINE float exp_shifted_sum(float* x, std::int64_t n, float m) {
+  v16f sum{};
+  for (std::int64_t i = 0; i < n; i += W) {
+    const v16f e = exp_nonpositive(load(x + i) - m);
+    store(x + i, e);
+    sum += e;
+  }
+  return hsum(sum);
+}
+
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define ATTUNE_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define ATTUNE_CLONES  // other targets: the compiler's own vector width
 #endif
+
+// x ([L] rows, stride apart, d floats) -> xt [d][Lp], zero past L.
+// Sixteen source rows at a time, so that they stay in L1 while their columns are written.
+ATTUNE_INLINE void transpose_pad(const float* x, std::int64_t stride, std::int64_t L, std::int64_t d, std::int64_t Lp, float* xt) {
+  for (std::int64_t j0 = 0; j0 < L; j0 += W) {
+    const std::int64_t j1 = std::min(L, j0 + W);
+    for (std::int64_t c = 0; c < d; ++c)
+      for (std::int64_t j = j0; j < j1; ++j) xt[c * Lp + j] = x[j * stride + c];
+  }
+  for (std::int64_t c = 0; c < d; ++c) std::fill(xt + c * Lp + L, xt + (c + 1) * Lp, 0.0f);
+}
+
+// x -> xp [Lp][dp], zero past L and past d.
+ATTUNE_INLINE void pad_rows(const float* x, std::int64_t stride, std::int64_t L, std::int64_t d, std::int64_t Lp, std::int64_t dp,
+                            float* xp) {
+  for (std::int64_t j = 0; j < Lp; ++j) {
+    float* row = xp + j * dp;
+    if (j < L) {
+      std::memcpy(row, x + j * stride, static_cast<std::size_t>(d) * sizeof(float));
+      std::fill(row + d, row + dp, 0.0f);
+    } else {
+      std::fill(row, row + dp, 0.0f);
+    }
+  }
+}
 
 ATTUNE_CLONES
 void attention_head_impl(const float* q, const float* k, const float* v, const float* mask, float* out, std::int64_t L,
@@ -80,21 +116,9 @@ void attention_head_impl(const float* q, const float* k, const float* v, const f
   float* bias = vp + Lp * dp;  // [Lp]     the mask; -inf on the padding keys
   float* s = bias + Lp;        // [R][Lp]  scores, then probabilities (unnormalised)
   float* o = s + R * Lp;       // [R][dp]  output rows before they are copied out
-  for (std::int64_t c = 0; c < d; ++c) {
-    float* row = kt + c * Lp;
-    for (std::int64_t j = 0; j < L; ++j) row[j] = k[j * in_stride + c];
-    std::fill(row + L, row + Lp, 0.0f);
-  }
-  for (std::int64_t j = 0; j < Lp; ++j) {
-    float* row = vp + j * dp;
-    if (j < L) {
-      std::memcpy(row, v + j * in_stride, static_cast<std::size_t>(d) * sizeof(float));
-      std::fill(row + d, row + dp, 0.0f);
-    } else {
-      std::fill(row, row + dp, 0.0f);
-    }
-    bias[j] = j < L ? (mask ? mask[j] : 0.0f) : -INFINITY;
-  }
+  transpose_pad(k, in_stride, L, d, Lp, kt);
+  pad_rows(v, in_stride, L, d, Lp, dp, vp);
+  for (std::int64_t j = 0; j < Lp; ++j) bias[j] = j < L ? (mask ? mask[j] : 0.0f) : -INFINITY;
 
   for (std::int64_t i0 = 0; i0 < L; i0 += R) {
     const std::int64_t rows = std::min(R, L - i0);
@@ -131,14 +155,7 @@ void attention_head_impl(const float* q, const float* k, const float* v, const f
       float* sr = s + r * Lp;
       v16f mx = load(sr);
       for (std::int64_t jb = W; jb < Lp; jb += W) mx = vmax(mx, load(sr + jb));
-      const float m = hmax(mx);
-      v16f sum{};
-      for (std::int64_t jb = 0; jb < Lp; jb += W) {
-        const v16f e = exp_nonpositive(load(sr + jb) - m);
-        store(sr + jb, e);
-        sum += e;
-      }
-      inv[r] = 1.0f / hsum(sum);
+      inv[r] = 1.0f / exp_shifted_sum(sr, Lp, hmax(mx));
     }
 
     // out = (p v) / sum, 16 output features x 4 queries per step
@@ -242,13 +259,8 @@ void softmax_xent_rows_impl(float* x, std::int64_t rows, std::int64_t V, const s
     }
     for (; i < V; ++i) m = std::max(m, p[i]);
     const float picked = p[target[r]];
-    v16f sv{};
-    for (i = 0; i + W <= V; i += W) {
-      const v16f e = exp_nonpositive(load(p + i) - m);
-      store(p + i, e);
-      sv += e;
-    }
-    float s = hsum(sv);
+    i = V / W * W;
+    float s = exp_shifted_sum(p, i, m);
     for (; i < V; ++i) s += (p[i] = std::exp(p[i] - m));
     const float inv = 1.0f / s;
     for (i = 0; i + W <= V; i += W) store(p + i, load(p + i) * inv);
@@ -341,29 +353,19 @@ ATTUNE_INLINE void combine_rows(const float* a, std::int64_t Lp, std::int64_t t0
   }
 }
 
-// x ([L] rows, stride apart, d floats) -> xt [d][Lp], zero past L.
-// Sixteen source rows at a time, so that they stay in L1 while their columns are written.
-ATTUNE_INLINE void transpose_pad(const float* x, std::int64_t stride, std::int64_t L, std::int64_t d, std::int64_t Lp, float* xt) {
-  for (std::int64_t j0 = 0; j0 < L; j0 += W) {
-    const std::int64_t j1 = std::min(L, j0 + W);
-    for (std::int64_t c = 0; c < d; ++c)
-      for (std::int64_t j = j0; j < j1; ++j) xt[c * Lp + j] = x[j * stride + c];
+// out rows i0.. (rows <= 4 real) = rows i0.. of m ([..][Lp]) times y ([Lp][dp]) over [0, last);
+// a short last block repeats its last row (through rep, [4][Lp]); o4 [4][dp] is scratch.
+ATTUNE_INLINE void block_times(const float* m, std::int64_t i0, std::int64_t rows, std::int64_t Lp, std::int64_t last, const float* y,
+                               std::int64_t dp, std::int64_t d, float* rep, float* o4, float* out, std::int64_t stride) {
+  const float* a = m + i0 * Lp;
+  if (rows < 4) {
+    for (std::int64_t r = 0; r < 4; ++r)
+      std::memcpy(rep + r * Lp, m + (i0 + std::min(r, rows - 1)) * Lp, static_cast<std::size_t>(Lp) * sizeof(float));
+    a = rep;
   }
-  for (std::int64_t c = 0; c < d; ++c) std::fill(xt + c * Lp + L, xt + (c + 1) * Lp, 0.0f);
-}
-
-// x -> xp [Lp][dp], zero past L and past d.
-ATTUNE_INLINE void pad_rows(const float* x, std::int64_t stride, std::int64_t L, std::int64_t d, std::int64_t Lp, std::int64_t dp,
-                            float* xp) {
-  for (std::int64_t j = 0; j < Lp; ++j) {
-    float* row = xp + j * dp;
-    if (j < L) {
-      std::memcpy(row, x + j * stride, static_cast<std::size_t>(d) * sizeof(float));
-      std::fill(row + d, row + dp, 0.0f);
-    } else {
-      std::fill(row, row + dp, 0.0f);
-    }
-  }
+  combine_rows<false>(a, Lp, 0, last, y, dp, o4);
+  for (std::int64_t r = 0; r < rows; ++r)
+    std::memcpy(out + (i0 + r) * stride, o4 + r * dp, static_cast<std::size_t>(d) * sizeof(float));
 }
 
 ATTUNE_INLINE v16f iota16() {
@@ -398,28 +400,13 @@ void causal_forward_impl(const float* q, const float* k, const float* v, float* 
         store(sr + jb, x);
         mx = vmax(mx, x);
       }
-      const float m = hmax(mx);
-      v16f sum{};
-      for (std::int64_t jb = 0; jb < jend; jb += W) {
-        const v16f e = exp_nonpositive(load(sr + jb) - m);
-        store(sr + jb, e);
-        sum += e;
-      }
-      const float inv = 1.0f / hsum(sum);
+      const float inv = 1.0f / exp_shifted_sum(sr, jend, hmax(mx));
       float* pr = p + (i0 + r) * Lp;
       for (std::int64_t jb = 0; jb < jend; jb += W) store(pr + jb, load(sr + jb) * inv);
       std::fill(pr + jend, pr + Lp, 0.0f);
     }
-    // out rows = p rows . v over the keys [0, last); rows past L repeat the last real one.
-    const float* a = p + i0 * Lp;
-    if (rows < 4) {  // the block's real rows, then copies of the last
-      for (std::int64_t r = 0; r < 4; ++r)
-        std::memcpy(rep + r * Lp, p + (i0 + std::min(r, rows - 1)) * Lp, static_cast<std::size_t>(Lp) * sizeof(float));
-      a = rep;
-    }
-    combine_rows<false>(a, Lp, 0, last, vp, dp, o4);
-    for (std::int64_t r = 0; r < rows; ++r)
-      std::memcpy(out + (i0 + r) * stride, o4 + r * dp, static_cast<std::size_t>(d) * sizeof(float));
+    // out rows = p rows . v over the keys [0, last)
+    block_times(p, i0, rows, Lp, last, vp, dp, d, rep, o4, out, stride);
   }
 }
 
@@ -461,15 +448,7 @@ void causal_backward_impl(const float* q, const float* k, const float* v, const 
       std::fill(dr + jend, dr + Lp, 0.0f);
     }
     // dQ rows = dS rows . K over the keys [0, last)
-    const float* a = ds + i0 * Lp;
-    if (rows < 4) {
-      for (std::int64_t r = 0; r < 4; ++r)
-        std::memcpy(rep + r * Lp, ds + (i0 + std::min(r, rows - 1)) * Lp, static_cast<std::size_t>(Lp) * sizeof(float));
-      a = rep;
-    }
-    combine_rows<false>(a, Lp, 0, last, kp, dp, o4);
-    for (std::int64_t r = 0; r < rows; ++r)
-      std::memcpy(dq + (i0 + r) * stride, o4 + r * dp, static_cast<std::size_t>(d) * sizeof(float));
+    block_times(ds, i0, rows, Lp, last, kp, dp, d, rep, o4, dq, stride);
   }
   // dV rows t = sum_{i >= t} p_it dO_i, dK rows t = sum_{i >= t} dS_it Q_i: the columns of p and
   // dS, four at a time (columns past L are zero in both, their rows are not written).
