@@ -353,6 +353,13 @@ ATTUNE_INLINE void combine_rows(const float* a, std::int64_t Lp, std::int64_t t0
   }
 }
 
+// rows [0, rows) of o4 ([4][dp]) -> out rows r0.. (stride apart, d floats each).
+ATTUNE_INLINE void put_rows(const float* o4, std::int64_t rows, std::int64_t dp, std::int64_t d, float* out, std::int64_t r0,
+                            std::int64_t stride) {
+  for (std::int64_t r = 0; r < rows; ++r)
+    std::memcpy(out + (r0 + r) * stride, o4 + r * dp, static_cast<std::size_t>(d) * sizeof(float));
+}
+
 // out rows i0.. (rows <= 4 real) = rows i0.. of m ([..][Lp]) times y ([Lp][dp]) over [0, last);
 // a short last block repeats its last row (through rep, [4][Lp]); o4 [4][dp] is scratch.
 ATTUNE_INLINE void block_times(const float* m, std::int64_t i0, std::int64_t rows, std::int64_t Lp, std::int64_t last, const float* y,
@@ -364,8 +371,7 @@ ATTUNE_INLINE void block_times(const float* m, std::int64_t i0, std::int64_t row
     a = rep;
   }
   combine_rows<false>(a, Lp, 0, last, y, dp, o4);
-  for (std::int64_t r = 0; r < rows; ++r)
-    std::memcpy(out + (i0 + r) * stride, o4 + r * dp, static_cast<std::size_t>(d) * sizeof(float));
+  put_rows(o4, rows, dp, d, out, i0, stride);
 }
 
 ATTUNE_INLINE v16f iota16() {
@@ -455,11 +461,9 @@ void causal_backward_impl(const float* q, const float* k, const float* v, const 
   for (std::int64_t t0 = 0; t0 < L; t0 += 4) {
     const std::int64_t rows = std::min<std::int64_t>(4, L - t0);
     combine_rows<true>(p + t0, Lp, t0, L, dop, dp, o4);
-    for (std::int64_t r = 0; r < rows; ++r)
-      std::memcpy(dv + (t0 + r) * stride, o4 + r * dp, static_cast<std::size_t>(d) * sizeof(float));
+    put_rows(o4, rows, dp, d, dv, t0, stride);
     combine_rows<true>(ds + t0, Lp, t0, L, qp, dp, o4);
-    for (std::int64_t r = 0; r < rows; ++r)
-      std::memcpy(dk + (t0 + r) * stride, o4 + r * dp, static_cast<std::size_t>(d) * sizeof(float));
+    put_rows(o4, rows, dp, d, dk, t0, stride);
   }
 }
 
