@@ -15,13 +15,14 @@ std::string GenerateOptions::canonical() const {
   std::snprintf(buf, sizeof buf, "max_new_tokens=%zu;beams=%d;temperature=%.17g;top_p=%.17g;seed=%llu",
                 max_new_tokens, beams, temperature, top_p,
                 static_cast<unsigned long long>(temperature > 0 ? seed : 0));
-  // "free" and cad = 0 add nothing, so caches written before the options existed still hit.
+  // "free", cad = 0 and no_repeat_ngram = 0 add nothing, so caches written before the options existed still hit.
   std::string out = decode == "free" ? std::string(buf) : std::string(buf) + ";decode=" + decode;
   if (cad != 0) {
     char c[48];
     std::snprintf(c, sizeof c, ";cad=%.17g", cad);
     out += c;
   }
+  if (no_repeat_ngram != 0) out += ";no_repeat_ngram=" + std::to_string(no_repeat_ngram);
   return out;
 }
 

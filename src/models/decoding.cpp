@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <numeric>
 
@@ -39,8 +40,24 @@ std::int64_t sample_row(const torch::Tensor& logits_row, double temperature, dou
   return id[keep - 1];
 }
 
+// Sets the logits of each live row's repeated-n-gram tokens to -inf (a copy when any is).
+torch::Tensor ban_repeats(torch::Tensor logits, const std::vector<TokenIds>& generated, const std::vector<bool>& done,
+                          int n) {
+  if (n <= 0) return logits;
+  bool copied = false;
+  for (std::size_t b = 0; b < generated.size(); ++b) {
+    if (done[b]) continue;
+    const auto banned = repeated_ngram_tokens(generated[b], n);
+    if (banned.empty()) continue;
+    if (!copied) logits = logits.clone(), copied = true;
+    const auto idx = torch::tensor(std::vector<std::int64_t>(banned.begin(), banned.end()), torch::kInt64).to(logits.device());
+    logits[static_cast<std::int64_t>(b)].index_fill_(0, idx, -std::numeric_limits<float>::infinity());
+  }
+  return logits;
+}
+
 // The most probable token of one row (float32 logits on the CPU) that o.allow accepts; -1
-// when none is. Candidates are read in order of logit, the first 64 from topk and then, only
+// when none is (a token whose logit is -inf, banned as a repeat, is never taken). Candidates are read in order of logit, the first 64 from topk and then, only
 // if none of those is allowed, the whole row sorted.
 std::int64_t best_allowed(const torch::Tensor& row_logits, std::size_t row, const TokenIds& generated,
                           const DecodeOptions& o) {
@@ -48,8 +65,10 @@ std::int64_t best_allowed(const torch::Tensor& row_logits, std::size_t row, cons
   const auto try_order = [&](const torch::Tensor& idx, std::int64_t from) -> std::int64_t {
     auto c = idx.contiguous();
     const std::int64_t* id = c.data_ptr<std::int64_t>();
+    const float* v = row_logits.data_ptr<float>();
     for (std::int64_t i = from; i < c.size(0); ++i)
-      if (o.allow(row, generated, static_cast<std::int32_t>(id[i]))) return id[i];
+      if (v[id[i]] != -std::numeric_limits<float>::infinity() && o.allow(row, generated, static_cast<std::int32_t>(id[i])))
+        return id[i];
     return -1;
   };
   const std::int64_t first = std::min<std::int64_t>(64, V);
@@ -103,6 +122,7 @@ std::vector<TokenIds> greedy_or_sample(Decoder& model, const std::vector<TokenId
   std::int64_t pad = o.eos_ids.empty() ? 0 : o.eos_ids.front();
   for (std::size_t t = 0; t < o.max_new_tokens; ++t) {
     std::vector<std::int64_t> next(prompts.size(), pad);
+    logits = ban_repeats(logits, out, done, o.no_repeat_ngram);
     if (o.temperature > 0) {
       auto cpu = logits.to(torch::kCPU);
       for (std::int64_t b = 0; b < B; ++b)
@@ -116,10 +136,14 @@ std::vector<TokenIds> greedy_or_sample(Decoder& model, const std::vector<TokenId
         next[b] = t >= 0 ? t : (o.eos_ids.empty() ? -1 : o.eos_ids.front());
       }
     } else {
-      auto arg = logits.argmax(-1).to(torch::kCPU);
+      auto best = logits.max(-1);
+      auto arg = std::get<1>(best).to(torch::kCPU);
+      auto top = std::get<0>(best).to(torch::kCPU).to(torch::kFloat32);
       auto a = arg.accessor<std::int64_t, 1>();
+      auto v = top.accessor<float, 1>();
+      // A row whose every token is banned as a repeat (no end of text to fall back on) ends.
       for (std::int64_t b = 0; b < B; ++b)
-        if (!done[b]) next[b] = a[b];
+        if (!done[b]) next[b] = v[b] == -std::numeric_limits<float>::infinity() ? -1 : a[b];
     }
     for (std::int64_t b = 0; b < B; ++b) {
       if (done[b]) continue;
@@ -172,6 +196,10 @@ TokenIds beam_search(Decoder& model, const TokenIds& prompt, const DecodeOptions
   };
   for (std::size_t t = 0; t < o.max_new_tokens; ++t) {
     auto lp = torch::log_softmax(logits.to(torch::kFloat64), -1).to(torch::kCPU);
+    if (o.no_repeat_ngram > 0)
+      for (int k = 0; k < K; ++k)
+        for (auto id : repeated_ngram_tokens(running[k].tokens, o.no_repeat_ngram))
+          lp[k][id] = -std::numeric_limits<double>::infinity();
     std::vector<double> base(K);
     for (int k = 0; k < K; ++k) base[k] = running[k].score;
     auto total = lp + torch::tensor(base, torch::kFloat64).view({K, 1});
@@ -264,6 +292,21 @@ std::vector<double> score_rows(DecoderState& state, const torch::Tensor& first, 
 
 }  // namespace
 
+std::vector<std::int32_t> repeated_ngram_tokens(const TokenIds& generated, int n) {
+  std::vector<std::int32_t> out;
+  if (n <= 0) return out;
+  const std::size_t m = static_cast<std::size_t>(n) - 1, len = generated.size();
+  if (len < m) return out;
+  // Every earlier position i where generated[i, i + m) equals the last m tokens.
+  for (std::size_t i = 0; i + m < len; ++i)
+    if (std::equal(generated.begin() + static_cast<std::ptrdiff_t>(i), generated.begin() + static_cast<std::ptrdiff_t>(i + m),
+                   generated.end() - static_cast<std::ptrdiff_t>(m)))
+      out.push_back(generated[i + m]);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
 torch::Tensor causal_key_mask(const torch::Tensor& key_valid, std::int64_t L) {
   const auto dev = key_valid.device();
   const auto T = key_valid.size(1), T0 = T - L;
@@ -284,6 +327,7 @@ std::vector<TokenIds> generate(Decoder& model, const std::vector<TokenIds>& prom
   if (o.allow && (o.beams > 1 || o.temperature > 0))
     throw UsageError("constrained decoding is greedy: it cannot be combined with beam search or sampling");
   if (!(o.cad >= 0)) throw UsageError("cad must be >= 0");
+  if (o.no_repeat_ngram < 0) throw UsageError("no_repeat_ngram must be >= 0 (0 = off)");
   if (o.cad > 0 && (o.beams > 1 || o.temperature > 0))
     throw UsageError("context-aware decoding is greedy: it cannot be combined with beam search or sampling");
   if (o.cad > 0 && (!o.without_documents || o.without_documents->size() != prompts.size()))

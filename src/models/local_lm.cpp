@@ -209,6 +209,7 @@ std::vector<llm::Generation> LocalModel::generate(std::span<const llm::Prompt> p
   o.seed = g.seed;
   o.eos_ids = m.eos;
   o.batch_size = m.opts.batch_size;
+  o.no_repeat_ngram = g.no_repeat_ngram;
   if (g.decode == "copy") o.allow = copy_constraint(*m.tok, m.eos, prompts);
   std::vector<TokenIds> without;
   if (g.cad > 0) {

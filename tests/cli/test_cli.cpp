@@ -247,6 +247,11 @@ TEST_F(Cli, NumbersAreDecimalFiniteAndBounded) {
   refused("generate --llm reference --prompt x --decode copy --temperature 0.5",
           {"decode = copy: is greedy: it cannot be combined with sampling (temperature = 0.5) (option --decode)"});
   refused(eval + " --retrievers none --llm planted:first --decode copy", {"a planted reader generates freely"});
+  // --no-repeat-ngram: 0 to 64, local: models only.
+  refused(eval + " --retrievers none --llm reference --no-repeat-ngram 3",
+          {"no_repeat_ngram is implemented for local: models only; the reference reader"});
+  refused(eval + " --retrievers none --llm reference --no-repeat-ngram -1",
+          {"no_repeat_ngram = -1: must be between 0 (off) and 64", "(option --no-repeat-ngram)"});
   // --cad (context-aware decoding): 0 to 100, greedy, local: models only.
   refused(eval + " --retrievers none --llm reference --cad 1", {"cad (context-aware decoding) is implemented for local: models only; the reference reader"});
   refused(eval + " --retrievers none --llm reference --cad -0.5",

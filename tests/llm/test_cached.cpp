@@ -150,3 +150,25 @@ TEST(CachedModel, ContextAwareDecodingKeysTheFormWithoutDocuments) {
   EXPECT_THROW(cached_ref.generate(a, cad), UsageError);
   fs::remove(path);
 }
+
+// --no-repeat-ngram changes answers, so it is part of the key; 0 keeps the keys made before it.
+TEST(CachedModel, NoRepeatNgramIsPartOfTheKey) {
+  const auto path = temp_store("cached_nr");
+  auto store = store::open_sqlite(path);
+  Echo echo;
+  llm::CachedModel cached(echo, *store);
+  llm::GenerateOptions nr;
+  nr.no_repeat_ngram = 3;
+  EXPECT_NE(nr.canonical().find(";no_repeat_ngram=3"), std::string::npos) << nr.canonical();
+  EXPECT_EQ(llm::GenerateOptions{}.canonical().find("no_repeat"), std::string::npos);
+  const std::vector<llm::Prompt> a = {{"x", ""}};
+  cached.generate(a, {});
+  cached.generate(a, nr);
+  EXPECT_EQ(echo.calls, 2u);  // not the plain answer's key
+  cached.generate(a, nr);
+  EXPECT_EQ(echo.calls, 2u);
+  llm::ReferenceReader ref({"fix parser cache"}, {});
+  llm::CachedModel cached_ref(ref, *store);
+  EXPECT_THROW(cached_ref.generate(a, nr), UsageError);
+  fs::remove(path);
+}

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <set>
 #include <sstream>
 
 #include "attune/core/error.h"
@@ -303,6 +305,80 @@ TEST(Llama, BeamSearchWithEnoughBeamsIsExhaustive) {
   o.beams = 4;
   auto four = generate(*m, {prompt}, o)[0];
   EXPECT_EQ(four.size(), 3u);
+}
+
+TEST(Llama, RepeatedNgramTokensAreTheContinuationsOfTheLastTokens) {
+  EXPECT_EQ(repeated_ngram_tokens({1, 2, 3, 1, 2}, 3), (std::vector<std::int32_t>{3}));
+  EXPECT_EQ(repeated_ngram_tokens({1, 2, 3, 1, 2, 4, 1, 2}, 3), (std::vector<std::int32_t>{3, 4}));
+  EXPECT_EQ(repeated_ngram_tokens({1, 2, 3, 1, 2}, 2), (std::vector<std::int32_t>{3}));
+  EXPECT_EQ(repeated_ngram_tokens({4, 1, 4, 1}, 1), (std::vector<std::int32_t>{1, 4}));
+  EXPECT_TRUE(repeated_ngram_tokens({1, 2, 3, 1, 2}, 0).empty());
+  EXPECT_TRUE(repeated_ngram_tokens({1, 2}, 3).empty());         // no earlier pair
+  EXPECT_TRUE(repeated_ngram_tokens({1, 2, 3, 4}, 3).empty());   // (3, 4) is new
+  EXPECT_TRUE(repeated_ngram_tokens({7, 7}, 3).empty());
+  EXPECT_EQ(repeated_ngram_tokens({7, 7, 7}, 3), (std::vector<std::int32_t>{7}));
+}
+
+TEST(Llama, NoRepeatNgramNeverRepeatsAndIsOtherwiseTheSameSearch) {
+  auto m = Llama::random(tiny_llama_config(), 3);
+  const std::vector<TokenIds> prompts = {{1, 2, 3}, {4}, {5, 6, 7, 8, 9, 10}};
+  const auto repeats = [](const TokenIds& g, std::size_t n) {
+    std::set<TokenIds> seen;
+    for (std::size_t i = 0; i + n <= g.size(); ++i)
+      if (!seen.insert(TokenIds(g.begin() + static_cast<std::ptrdiff_t>(i), g.begin() + static_cast<std::ptrdiff_t>(i + n))).second)
+        return true;
+    return false;
+  };
+  DecodeOptions o;
+  o.max_new_tokens = 40;  // no end of text: a random model loops within 40 tokens of 11
+  const auto plain = generate(*m, prompts, o);
+  bool plain_repeats = false;
+  for (auto& g : plain) plain_repeats = plain_repeats || repeats(g, 2);
+  ASSERT_TRUE(plain_repeats) << "the check needs a model that repeats itself";
+  o.no_repeat_ngram = 2;
+  const auto banned = generate(*m, prompts, o);
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_FALSE(repeats(banned[i], 2)) << i;
+    // Greedy among the allowed tokens, step by step on the cache-free forward.
+    TokenIds seq = prompts[i], gen;
+    for (auto tok : banned[i]) {
+      auto t = torch::tensor(std::vector<std::int64_t>(seq.begin(), seq.end())).view({1, -1});
+      auto logits = m->forward(t)[0][-1].clone();
+      for (auto b : repeated_ngram_tokens(gen, 2)) logits[b] = -std::numeric_limits<float>::infinity();
+      EXPECT_EQ(logits.argmax().item<std::int64_t>(), tok) << i;
+      seq.push_back(tok);
+      gen.push_back(tok);
+    }
+  }
+  o.batch_size = 1;  // independent of batching
+  for (std::size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(generate(*m, {prompts[i]}, o)[0], banned[i]) << i;
+  o.batch_size = 16;
+  // n longer than any answer bans nothing.
+  o.no_repeat_ngram = 41;
+  EXPECT_EQ(generate(*m, prompts, o), plain);
+  // n = 1: every token at most once, so without end of text a row stops when all 11 are used.
+  o.no_repeat_ngram = 1;
+  for (auto& g : generate(*m, prompts, o)) {
+    EXPECT_FALSE(repeats(g, 1));
+    EXPECT_LE(g.size(), 11u);
+  }
+  // Beam search, sampling and constrained (copy-like) decoding keep the ban too.
+  o.no_repeat_ngram = 2;
+  o.beams = 3;
+  for (auto& p : prompts) EXPECT_FALSE(repeats(generate(*m, {p}, o)[0], 2));
+  o.beams = 1;
+  o.temperature = 1.0;
+  o.seed = 9;
+  for (auto& g : generate(*m, prompts, o)) EXPECT_FALSE(repeats(g, 2));
+  o.temperature = 0;
+  o.allow = [](std::size_t, const TokenIds&, std::int32_t t) { return t != 5; };
+  for (auto& g : generate(*m, prompts, o)) {
+    EXPECT_FALSE(repeats(g, 2));
+    EXPECT_EQ(std::count(g.begin(), g.end(), 5), 0);
+  }
+  o.allow = nullptr;
+  o.no_repeat_ngram = -1;
+  EXPECT_THROW(generate(*m, prompts, o), UsageError);
 }
 
 TEST(Llama, SamplingIsSeededAndTinyTopPIsGreedy) {

@@ -13,6 +13,8 @@ namespace attune::llm {
 
 // The widest beam search: each beam holds its own copy of the model's cache.
 inline constexpr int kMaxBeams = 64;
+// The longest n-gram no_repeat_ngram may name.
+inline constexpr int kMaxNoRepeatNgram = 64;
 
 // FieldError<UsageError> naming the field and its value ("beams = 0: must be between 1 and
 // 64"): beams in 1..kMaxBeams, temperature finite and >= 0, top_p in (0, 1].
@@ -43,11 +45,14 @@ inline void validate_generate_options(const GenerateOptions& g) {
   if (g.cad > 0 && g.temperature > 0)
     bad("cad", number(g.cad),
         "context-aware decoding is greedy: it cannot be combined with sampling (temperature = " + number(g.temperature) + ")");
+  if (g.no_repeat_ngram < 0 || g.no_repeat_ngram > kMaxNoRepeatNgram)
+    bad("no_repeat_ngram", std::to_string(g.no_repeat_ngram),
+        "must be between 0 (off) and " + std::to_string(kMaxNoRepeatNgram) + " (tokens in an n-gram generated at most once)");
 }
 
 // A backend that only generates freely refuses decode = copy instead of ignoring it (the
 // answers would not be the spans the caller asked for).
-// The same for context-aware decoding (cad > 0).
+// The same for context-aware decoding (cad > 0) and no_repeat_ngram > 0.
 inline void refuse_constrained_decoding(const GenerateOptions& g, const std::string& backend) {
   if (g.decode != "free")
     throw FieldError<UsageError>("decode", "decode = " + g.decode + " is implemented for local: models only; " + backend +
@@ -55,6 +60,9 @@ inline void refuse_constrained_decoding(const GenerateOptions& g, const std::str
   if (g.cad != 0)
     throw FieldError<UsageError>("cad", "cad (context-aware decoding) is implemented for local: models only; " + backend +
                                             " cannot decode with it (use --cad 0)");
+  if (g.no_repeat_ngram != 0)
+    throw FieldError<UsageError>("no_repeat_ngram", "no_repeat_ngram is implemented for local: models only; " + backend +
+                                                        " cannot decode with it (use --no-repeat-ngram 0)");
 }
 
 }  // namespace attune::llm

@@ -45,6 +45,9 @@ struct GenerateOptions {
   // its without_documents form; one equal to its text (or empty: no documents) decodes
   // with the plain log-probabilities. Only local: models implement it.
   double cad = 0;
+  // > 0: no n-gram of this many tokens is generated twice in one answer (the prompt does not
+  // count, so copying from the documents stays free); 0 = off. Only local: models implement it.
+  int no_repeat_ngram = 0;
   // Canonical text form, part of the cache key.
   std::string canonical() const;
 };

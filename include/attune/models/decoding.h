@@ -62,7 +62,17 @@ struct DecodeOptions {
   // prompt (or is empty) chooses by its plain logits, exactly as with cad = 0.
   double cad = 0;
   const std::vector<TokenIds>* without_documents = nullptr;
+  // > 0: no n-gram of this many tokens occurs twice in a row's generated tokens (greedy,
+  // copy, sampling and beam search alike): a token that would complete an n-gram already
+  // generated is never chosen. The prompt does not count, so copying from it stays free
+  // (transformers' no_repeat_ngram_size counts a decoder-only model's prompt too). End of
+  // text is never banned, since it is never among the generated tokens.
+  int no_repeat_ngram = 0;
 };
+
+// The tokens that would complete an n-gram (n = no_repeat_ngram) already in `generated`:
+// those that follow an earlier occurrence of its last n - 1 tokens. Sorted, unique.
+std::vector<std::int32_t> repeated_ngram_tokens(const TokenIds& generated, int no_repeat_ngram);
 
 // Generated ids per prompt (without the prompt, without the final EOS).
 std::vector<TokenIds> generate(Decoder& model, const std::vector<TokenIds>& prompts, const DecodeOptions& opts);
