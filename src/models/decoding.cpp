@@ -57,8 +57,9 @@ torch::Tensor ban_repeats(torch::Tensor logits, const std::vector<TokenIds>& gen
 }
 
 // The most probable token of one row (float32 logits on the CPU) that o.allow accepts; -1
-// when none is (a token whose logit is -inf, banned as a repeat, is never taken). Candidates are read in order of logit, the first 64 from topk and then, only
-// if none of those is allowed, the whole row sorted.
+// when none is (a token whose logit is -inf, banned as a repeat, is never taken). Candidates
+// are read in order of logit, the first 64 from topk and then, only if none of those is
+// allowed, the whole row sorted.
 std::int64_t best_allowed(const torch::Tensor& row_logits, std::size_t row, const TokenIds& generated,
                           const DecodeOptions& o) {
   const std::int64_t V = row_logits.size(0);
