@@ -38,7 +38,7 @@ READER_MODES=${READER_MODES:-}         # --reader-modes of the reader stage: M,.
 LENGTH_WINDOW=${LENGTH_WINDOW:-0}      # --length-window of the reader stage (0: off, the recipe's; 16: a 17% faster stage, not adopted: over 5 seeds its commit_area dev accuracy fell 0.0002 below its rule's floor, docs/RESULTS.md)
 READER_LR=${READER_LR:-}               # --lr of the reader stage (empty: train-lm's 1e-3, the recipe's; 5e-4 was stopped after two seeds, not adopted, docs/RESULTS.md)
 HEAD_WEIGHT=${HEAD_WEIGHT:-1}          # --head-weight of the reader stage: commit_subject's area counts N times in the loss (1: off)
-LAYERS=${LAYERS:-}                     # --layers of pretraining (empty: train-lm's 4, the recipe's); the reader stage keeps its language model's
+LAYERS=${LAYERS:-}                     # --layers of pretraining (empty: train-lm's 4, the recipe's; 6 made a worse language model and reader in the same tokens, 48 minutes, docs/RESULTS.md); the reader stage keeps its language model's
 SIZE=${SIZE:-default}                 # default (5.3M parameters, 2 CPU cores) or large (30M, for a GPU)
 PRETRAIN_TEXTS=${PRETRAIN_TEXTS:-0}   # pretraining on a seeded sample of this many COMMITS texts (0 = all)
 DEVICE=${DEVICE:-cpu}                 # train-lm --device: cpu, cuda, cuda:N
