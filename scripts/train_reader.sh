@@ -53,6 +53,7 @@ case $SIZE in
   *) echo "SIZE=$SIZE: expected default or large" >&2; exit 2 ;;
 esac
 
+[ -z "$LAYERS" ] || [ "$SIZE" = default ] || { echo "LAYERS=$LAYERS: only with SIZE=default (SIZE=$SIZE sets its own layers)" >&2; exit 2; }
 [ -x "$ATTUNE" ] || { echo "no attune binary at $ATTUNE: run scripts/setup.sh first" >&2; exit 2; }
 [ -f "$COMMITS" ] || { echo "no commits file at $COMMITS (set COMMITS=...)" >&2; exit 2; }
 mkdir -p "$OUT"
@@ -83,14 +84,11 @@ if [ "$SIZE" = large ] && [ -f "$DEBIAN/debian_corpus.jsonl" ]; then
   PRE_INPUTS+=(--input "$DEBIAN/debian_corpus.jsonl")
   SAMPLE=$SAMPLE,0
 fi
-GROUP=()
-[ -z "$GROUP_BY" ] || GROUP=(--group-by "$GROUP_BY")
-if [ -n "$LAYERS" ]; then
-  [ "$SIZE" = default ] || { echo "LAYERS=$LAYERS: only with SIZE=default (SIZE=$SIZE sets its own layers)" >&2; exit 2; }
-  GROUP+=(--layers "$LAYERS")
-fi
+PRE_OPTS=()  # --group-by, --layers
+[ -z "$GROUP_BY" ] || PRE_OPTS=(--group-by "$GROUP_BY")
+[ -z "$LAYERS" ] || PRE_OPTS+=(--layers "$LAYERS")
 run_stage lm attune_train.json seconds_this_run "$ATTUNE" train-lm "${PRE_INPUTS[@]}" --sample-texts "$SAMPLE" --tokenizer "$OUT/tok8k" \
-  --out "$OUT/lm" --seed "$SEED" --device "$DEVICE" --precision "$PRECISION" "${PRE[@]}" "${GROUP[@]}"
+  --out "$OUT/lm" --seed "$SEED" --device "$DEVICE" --precision "$PRECISION" "${PRE[@]}" "${PRE_OPTS[@]}"
 
 TASKS=${TASKS:-commit_subject,commit_area}
 QA=()

@@ -40,8 +40,7 @@ void add_eval(CLI::App& app, int& rc) {
   cmd->add_option("--max-new-tokens", o->generate.max_new_tokens, "generation length cap (a local: causal model: below its context length)")->capture_default_str();
   cmd->add_option("--beams", o->generate.beams, "beam width (1 = greedy; at most 64)")->capture_default_str();
   cmd->add_option("--no-repeat-ngram", o->generate.no_repeat_ngram,
-                  "no n-gram of this many tokens generated twice in one answer (0 = off; the prompt does not count, so "
-                  "copying from it stays free); local: models only")
+                  kNoRepeatNgramHelp)
       ->capture_default_str();
   cmd->add_option("--decode", o->generate.decode,
                   "free, or copy: extractive answers, each a span of its prompt (greedy; local: models only)")

@@ -39,8 +39,7 @@ void add_generate(CLI::App& app, int& rc) {
   auto* temp = cmd->add_option("--temperature", g->temperature, "> 0 samples with this temperature (seeded by --seed)")->capture_default_str();
   cmd->add_option("--top-p", g->top_p, "nucleus mass kept when sampling")->capture_default_str();
   cmd->add_option("--no-repeat-ngram", g->no_repeat_ngram,
-                  "no n-gram of this many tokens generated twice in one answer (0 = off; the prompt does not count, so "
-                  "copying from it stays free); local: models only")
+                  kNoRepeatNgramHelp)
       ->capture_default_str();
   cmd->add_option("--decode", g->decode,
                   "free, or copy: the answer is a span of the prompt (greedy; local: models only)")

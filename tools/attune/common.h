@@ -67,6 +67,10 @@ std::vector<std::string> expand_config(const std::vector<std::string>& args);
 
 inline constexpr const char* kDescription = "attune: learn which documents actually help a language model, and serve them";
 inline constexpr const char* kVersion = "attune 0.1.0";
+// --no-repeat-ngram's help, the same for every verb that generates with it.
+inline constexpr const char* kNoRepeatNgramHelp =
+    "no n-gram of this many tokens generated twice in one answer (0 = off; the prompt does not count, so copying from it "
+    "stays free); local: models only";
 
 // Parses argv (after --config expansion) into `app` and runs the chosen verb: the exit code
 // (0, 2 for usage errors, 1 for runtime errors, one line on stderr naming the option of a
