@@ -2,7 +2,9 @@
 # characters before the first ':') equals the gold subject's, how often BM25's top-1 document's subject has the gold
 # area, and the ROUGE-1 (rouge_score's tokenisation, which matches attune's to the last digit on these reports) of the
 # bm25 row with its output's area replaced by the top-1 document's (an analysis: docs/RESULTS.md, "Where commit_subject's
-# gain from retrieval is lost"). REPORT is `attune eval --task commit_subject --retrievers none,bm25 --out REPORT` on
+# gain from retrieval is lost"). It also counts the easy cases: queries where at least 3 of BM25's top 4 documents share
+# an area, how often that area is the gold one and how often the output begins with it (the reader's copy rate where
+# copying is plainly right; docs/RESULTS.md, 2026-12-04). REPORT is `attune eval --task commit_subject --retrievers none,bm25 --out REPORT` on
 # ../shared/data/git.
 # Usage: python3 scripts/commit_subject_areas.py SPLIT REPORT.json [SHARED]   (SHARED: default ../shared beside the checkout)
 import collections, json, os, re, sys
@@ -32,12 +34,19 @@ for row in ['none', 'bm25']:
     hit = sum(1 for e in pe if area(gold[e['id']]) and area(e['output']) == area(gold[e['id']]))
     print(row, 'output area = gold area:', hit, 'of', sum(1 for e in pe if area(gold[e['id']])),
           'rouge-1', round(sum(r1(e['output'], gold[e['id']]) for e in pe) / len(pe), 4))
-pe = d['per_example']['bm25']; top1 = 0; mod = []
+pe = d['per_example']['bm25']; top1 = 0; mod = []; easy = easy_gold = easy_copied = 0
 for e in pe:
     prof = {p['id']: p for p in qs[e['id']]['profile']}
+    shared_area = collections.Counter(a for a in (area(prof[r]['title']) for r in e['retrieved'][:4]) if a).most_common(1)
+    if shared_area and shared_area[0][1] >= 3:
+        easy += 1
+        easy_gold += shared_area[0][0] == area(gold[e['id']])
+        easy_copied += shared_area[0][0] == area(e['output'])
     top = prof.get(e['retrieved'][0]) if e['retrieved'] else None
     ta = area(top['title']) if top else None
     top1 += bool(ta and ta == area(gold[e['id']]))
     o = e['output'].strip(); i = o.find(':'); rest = o[i + 1:] if 0 < i < 40 else o
     mod.append(r1((top['title'].split(':')[0] + ': ' + rest.strip()) if ta else e['output'], gold[e['id']]))
 print('top-1 document area = gold area:', top1, '; bm25 with the top-1 area put in: rouge-1', round(sum(mod) / len(mod), 4))
+print('easy cases (>= 3 of the top 4 documents share an area):', easy, '; that area is the gold one:', easy_gold,
+      '; the output begins with it:', easy_copied)
