@@ -38,6 +38,7 @@ READER_MODES=${READER_MODES:-}         # --reader-modes of the reader stage: M,.
 LENGTH_WINDOW=${LENGTH_WINDOW:-0}      # --length-window of the reader stage (0: off, the recipe's; 16: a 17% faster stage, not adopted: over 5 seeds its commit_area dev accuracy fell 0.0002 below its rule's floor, docs/RESULTS.md)
 READER_LR=${READER_LR:-}               # --lr of the reader stage (empty: train-lm's 1e-3, the recipe's; 5e-4 was stopped after two seeds, not adopted, docs/RESULTS.md)
 HEAD_WEIGHT=${HEAD_WEIGHT:-1}          # --head-weight of the reader stage: commit_subject's area counts N times in the loss (1: off)
+ANSWER_PREFIX=${ANSWER_PREFIX:-}       # --answer-prefix of the reader stage, e.g. ANSWER_PREFIX=$'\n"' (empty: train-lm's newline, the recipe's)
 LAYERS=${LAYERS:-}                     # --layers of pretraining (empty: train-lm's 4, the recipe's; 6 made a worse language model and reader in the same tokens, 48 minutes, docs/RESULTS.md); the reader stage keeps its language model's
 SIZE=${SIZE:-default}                 # default (5.3M parameters, 2 CPU cores) or large (30M, for a GPU)
 PRETRAIN_TEXTS=${PRETRAIN_TEXTS:-0}   # pretraining on a seeded sample of this many COMMITS texts (0 = all)
@@ -103,6 +104,7 @@ LIMIT=()
 [ -z "$READER_MODES" ] || LIMIT+=(--reader-modes "$READER_MODES")
 [ "$LENGTH_WINDOW" = 0 ] || LIMIT+=(--length-window "$LENGTH_WINDOW")
 [ "$HEAD_WEIGHT" = 1 ] || LIMIT+=(--head-weight "$HEAD_WEIGHT")
+[ -z "$ANSWER_PREFIX" ] || LIMIT+=(--answer-prefix "$ANSWER_PREFIX")
 [ -z "$READER_LR" ] || LIMIT+=(--lr "$READER_LR")
 run_stage reader attune_train.json seconds_this_run "$ATTUNE" train-lm --stage reader --init "$OUT/lm" --input "$COMMITS" \
   --tasks "$TASKS" "${QA[@]}" "${LIMIT[@]}" --out "$OUT/reader" --seed "$SEED" --device "$DEVICE" --precision "$PRECISION" "${RDR[@]}"

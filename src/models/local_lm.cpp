@@ -56,20 +56,36 @@ Span copy_span(const std::string& source, std::string_view answer) {
   return Span::no;
 }
 
+// The same for a reader's generation so far (`text`), its answer prefix (attune_reader.json)
+// not counted: while the text is still inside the prefix's characters after its newline it is
+// allowed; past them, the answer after them must be a span (what generate returns, with
+// strip_answer_prefix). A text that leaves the prefix out is checked whole.
+Span answer_span(const std::string& source, const std::string& text, std::string_view prefix) {
+  if (prefix.size() > 1) {
+    const auto visible = prefix.substr(1);
+    const std::size_t start = text.find_first_not_of(kSpace);
+    const std::string_view rest = start == std::string::npos ? std::string_view() : std::string_view(text).substr(start);
+    if (rest.size() < visible.size() && visible.starts_with(rest)) return Span::yes;
+    if (rest.starts_with(visible)) return copy_span(source, rest.substr(visible.size()));
+  }
+  return copy_span(source, text);
+}
+
 std::function<bool(std::size_t, const TokenIds&, std::int32_t)> copy_constraint(
-    const text::SubwordTokenizer& tok, const std::vector<std::int32_t>& eos_ids, std::span<const llm::Prompt> prompts) {
-  return [&tok, &eos_ids, prompts](std::size_t row, const TokenIds& generated, std::int32_t token) {
+    const text::SubwordTokenizer& tok, const std::vector<std::int32_t>& eos_ids, std::span<const llm::Prompt> prompts,
+    const std::string& prefix) {
+  return [&tok, &eos_ids, prompts, &prefix](std::size_t row, const TokenIds& generated, std::int32_t token) {
     const bool eos = std::find(eos_ids.begin(), eos_ids.end(), token) != eos_ids.end();
     if (eos) {
-      const std::string answer = tok.decode(generated, true);
-      return answer.find_first_not_of(kSpace) != std::string::npos &&
-             copy_span(prompts[row].text, answer) == Span::yes;
+      const std::string text = tok.decode(generated, true);
+      return strip_answer_prefix(text, prefix).find_first_not_of(kSpace) != std::string::npos &&
+             answer_span(prompts[row].text, text, prefix) == Span::yes;
     }
     const std::int32_t one[1] = {token};
     if (tok.decode(one, true).empty()) return false;
     TokenIds ids = generated;
     ids.push_back(token);
-    return copy_span(prompts[row].text, tok.decode(ids, true)) != Span::no;
+    return answer_span(prompts[row].text, tok.decode(ids, true), prefix) != Span::no;
   };
 }
 
@@ -210,7 +226,7 @@ std::vector<llm::Generation> LocalModel::generate(std::span<const llm::Prompt> p
   o.eos_ids = m.eos;
   o.batch_size = m.opts.batch_size;
   o.no_repeat_ngram = g.no_repeat_ngram;
-  if (g.decode == "copy") o.allow = copy_constraint(*m.tok, m.eos, prompts);
+  if (g.decode == "copy") o.allow = copy_constraint(*m.tok, m.eos, prompts, m.answer_prefix);
   std::vector<TokenIds> without;
   if (g.cad > 0) {
     // Context-aware decoding: each prompt's form without documents beside it; a prompt that
@@ -230,8 +246,8 @@ std::vector<llm::Generation> LocalModel::generate(std::span<const llm::Prompt> p
     // Copy decoding that ran out of budget or of allowed tokens inside a character: the
     // answer keeps its longest prefix that is a span of the prompt.
     if (g.decode == "copy")
-      while (!t.empty() && copy_span(prompts[i].text, m.tok->decode(t, true)) != Span::yes) t.pop_back();
-    gens.push_back({m.tok->decode(t, true)});
+      while (!t.empty() && answer_span(prompts[i].text, m.tok->decode(t, true), m.answer_prefix) != Span::yes) t.pop_back();
+    gens.push_back({strip_answer_prefix(m.tok->decode(t, true), m.answer_prefix)});
   }
   m.stats.prompts += prompts.size();
   return gens;

@@ -50,6 +50,9 @@ void LmOptions::validate() const {
   if (!(weight_decay >= 0) || !std::isfinite(weight_decay))
     throw FieldError<UsageError>("weight_decay", "weight_decay = " + std::to_string(weight_decay) + ": must be finite and >= 0");
   if (head_weight < 1 || head_weight > 100) bad("head_weight", head_weight, "must be from 1 (off) to 100");
+  if (!models::valid_answer_prefix(answer_prefix))
+    throw FieldError<UsageError>("answer_prefix", "answer_prefix \"" + answer_prefix +
+                                                      "\": must be a newline then at most 8 characters, none a control character");
 }
 
 namespace {
@@ -109,7 +112,7 @@ class LmLearner final : public DevSelectedLearner {
   LmLearner(std::vector<Seq> train, std::vector<Seq> dev, const models::LlamaConfig& cfg, const LmOptions& o,
             const fs::path& tokenizer_dir, std::int32_t pad, bool reader = false)
       : DevSelectedLearner(o.fit, {"dev_loss"}), o_(o), tr_(std::move(train)), dv_(std::move(dev)), tokenizer_dir_(tokenizer_dir),
-        pad_(pad), reader_(reader) {
+        pad_(pad), reader_(reader), reader_prefix_(o.answer_prefix) {
     device_ = models::to_torch(o.fit.device);
     precision_ = models::resolve_precision(o.precision, device_);
     torch::manual_seed(o.fit.seed);
@@ -137,6 +140,7 @@ class LmLearner final : public DevSelectedLearner {
             {"seed", o.fit.seed}, {"train_sequences", tr_.size()}, {"precision", models::precision_name(precision_)}};
     if (o.length_window) sig_["length_window"] = o.length_window;  // absent when off: earlier runs resume
     if (o.head_weight != 1) sig_["head_weight"] = o.head_weight;
+    if (o.answer_prefix != models::kReaderAnswerPrefix) sig_["answer_prefix"] = o.answer_prefix;
     if (!o.fit.quiet)
       std::fprintf(stderr, "train-lm: device %s, %s; %s\n", device_.str().c_str(),
                    precision_ == models::Precision::BF16 ? "bf16 autocast (float32 weights)" : "float32",
@@ -192,7 +196,7 @@ class LmLearner final : public DevSelectedLearner {
     // A reader answers prefix + answer + EOS (its examples' targets): `local:` scores that form.
     if (reader_)
       models::write_json_file(out / models::kReaderFile,
-                              {{"answer_prefix", models::kReaderAnswerPrefix}, {"eos_after_answer", true}});
+                              {{"answer_prefix", reader_prefix_}, {"eos_after_answer", true}});
   }
 
   std::size_t parameter_count() const { return params_; }
@@ -240,6 +244,7 @@ class LmLearner final : public DevSelectedLearner {
   fs::path tokenizer_dir_;
   std::int32_t pad_ = 0;
   bool reader_ = false;  // the reader stage: the folder says how it answers (attune_reader.json)
+  std::string reader_prefix_;  // ... with this answer prefix (LmOptions::answer_prefix)
   torch::Device device_{torch::kCPU};
   models::Precision precision_ = models::Precision::FP32;
   std::shared_ptr<models::Llama> model_;
@@ -277,6 +282,8 @@ LmResult train_lm(const std::vector<std::string>& texts, const LmOptions& o) {
                                                   "one length");
   if (o.head_weight != 1)
     throw FieldError<UsageError>("head_weight", "an answer's head is weighed in the reader stage; pretraining's texts have no answer");
+  if (o.answer_prefix != models::kReaderAnswerPrefix)
+    throw FieldError<UsageError>("answer_prefix", "an answer prefix belongs to the reader stage; pretraining's texts have no answer");
   const auto tok = text::SubwordTokenizer::load(o.tokenizer);
   const auto bos = tok->bos_id(), eos = tok->eos_id();
   if (!bos || !eos)
@@ -357,6 +364,12 @@ LmResult train_reader(const std::vector<ReaderExample>& examples, const LmOption
   o.intermediate = static_cast<std::size_t>(cfg.intermediate_size);
   o.max_positions = context;
   o.seq_len = std::min(o.seq_len, context);
+  // The folder will say its examples' answer prefix: each target must start with it.
+  for (const auto& ex : examples)
+    if (ex.target.compare(0, o.answer_prefix.size(), o.answer_prefix) != 0)
+      throw FieldError<UsageError>("answer_prefix", "reader example " + ex.id + ": its target does not start with the answer prefix "
+                                                    "the folder would record (ReaderDataOptions::answer_prefix and "
+                                                    "LmOptions::answer_prefix must be the same)");
   std::vector<Seq> seqs(examples.size());
   std::vector<char> head_lost(examples.size(), 0);
   parallel_for(examples.size(), 0, [&](std::size_t i) {

@@ -265,11 +265,11 @@ std::vector<ReaderExample> commit_reader_examples(const std::vector<Commit>& com
         }
       }
     }
-    out[qi] = {ex.id, task.name(), task.prompt(ex, docs, tok, popts), models::kReaderAnswerPrefix + ex.output, mix.label()};
+    out[qi] = {ex.id, task.name(), task.prompt(ex, docs, tok, popts), o.answer_prefix + ex.output, mix.label()};
     // commit_subject's head: the prefix through its area's ':' (none without an area).
     if (!area_task && !pick_task)
       if (const auto a = commit_subject_area(ex.output); !a.empty())
-        out[qi].head_chars = std::string_view(models::kReaderAnswerPrefix).size() + a.size() + 1;
+        out[qi].head_chars = o.answer_prefix.size() + a.size() + 1;
   });
   return out;
 }
@@ -347,7 +347,7 @@ std::vector<ReaderExample> claim_qa_reader_examples(const std::vector<Example>& 
       }
       if (mix.mode == "bm25-shuffled") seeded_shuffle(docs, rng);
     }
-    out[qi] = {ex.id, task.name(), task.prompt(ex, docs, tok, popts), models::kReaderAnswerPrefix + ex.output, mix.label()};
+    out[qi] = {ex.id, task.name(), task.prompt(ex, docs, tok, popts), o.answer_prefix + ex.output, mix.label()};
   });
   return out;
 }

@@ -428,6 +428,10 @@ TEST_F(Cli, TrainTokenizerWritesAFolderAndRefusesBadInput) {
   refused("train-lm --stage reader --input c.jsonl --out lm --init tok --tokenizer tok", 2, {"--tokenizer"});
   refused("train-lm --input c.jsonl --out lm --tokenizer tok --length-window 4", 2, {"--length-window", "--stage reader"});
   refused("train-lm --input c.jsonl --out lm --tokenizer tok --head-weight 4", 2, {"--head-weight", "--stage reader"});
+  refused("train-lm --input c.jsonl --out lm --tokenizer tok --answer-prefix A:", 2, {"--answer-prefix", "--stage reader"});
+  refused("train-lm --stage reader --input c.jsonl --out lm --init tok --answer-prefix A:", 2,
+          {"answer_prefix \"A:\"", "a newline then at most 8 characters"});
+  EXPECT_FALSE(fs::exists(dir_ / "lm"));
   refused("train-lm --input c.jsonl --out lm --tokenizer tok --heads 3", 2, {"heads", "3"});
   refused("train-lm --input c.jsonl --out lm --tokenizer tok --seq-len 600", 2, {"seq_len", "600"});
   refused("train-lm --input c.jsonl --out lm --tokenizer nowhere", 2, {"nowhere", "no such folder"});

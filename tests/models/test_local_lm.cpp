@@ -295,6 +295,28 @@ TEST(LocalModel, CopyDecodingAnswersWithSpansOfThePrompt) {
   EXPECT_THROW(lm->generate(ps, g), UsageError);
 }
 
+// A reader whose answer prefix is "\n\"" (train-lm --answer-prefix): copy decoding lets it
+// write the quote, which no prompt here holds, and the answer after it must be a span; the
+// generation comes back without the quote.
+TEST(LocalModel, CopyDecodingOfAQuotePrefixedReaderSpansTheAnswerAfterItsQuote) {
+  if (!fs::exists(kStoriesModel / "model.safetensors")) GTEST_SKIP() << "needs ../shared/models/stories260K (absent in this checkout)";
+  const auto dir = writable_copy_of_stories("attune_quoted_");
+  std::ofstream(dir / kReaderFile) << R"({"answer_prefix": "\n\"", "eos_after_answer": true})";
+  const auto lm = LocalModel::load(dir, LocalOptions{.device = "cpu"});
+  llm::GenerateOptions g{.max_new_tokens = 12, .decode = "copy"};
+  const std::vector<llm::Prompt> ps = {{"Tom had a red ball. Lily had a big blue kite. Who had the kite?"}, {"purple elephant"}};
+  for (const auto& p : ps) ASSERT_EQ(p.text.find('"'), std::string::npos);
+  const auto copy = lm->generate(ps, g);
+  for (std::size_t i = 0; i < ps.size(); ++i) {
+    std::string a = copy[i].text;
+    a.erase(0, a.find_first_not_of(" \t\n"));
+    EXPECT_FALSE(a.empty()) << i;
+    EXPECT_EQ(a.find('"'), std::string::npos) << i << ": '" << copy[i].text << "'";
+    EXPECT_NE(ps[i].text.find(a), std::string::npos) << i << ": '" << copy[i].text << "'";
+  }
+  fs::remove_all(dir.parent_path());
+}
+
 namespace {
 // A decoder whose logits at every step depend only on the row's prompt: token v scores
 // prior[v], plus bonus[v] when v is in the prompt. It records the tokens fed to each row.

@@ -147,6 +147,10 @@ TEST_F(Lm, BadOptionsAndTooLittleTextAreRefused) {
   o = tiny("headed");
   o.head_weight = 4;
   refused_in_pretraining(o, "head_weight");
+  o = tiny("prefixed");
+  o.answer_prefix = "\n\"";
+  refused_in_pretraining(o, "answer_prefix");
+  o.answer_prefix = "\n";
   // The head weight must be from 1 to 100.
   for (std::size_t w : {0, 101}) {
     o.head_weight = w;
@@ -529,6 +533,41 @@ TEST_F(Lm, AReaderFineTunedFromAPretrainedModelLearnsTheAnswersAndLeavesThePromp
   EXPECT_GT(s[0], s[1]) << s[0] << " vs " << s[1];
   LmOptions none = tiny("none");
   EXPECT_THROW(train_reader(ex, none), UsageError);  // no --init
+  // Another answer prefix (train-lm --answer-prefix): the examples' targets start with it, the
+  // folder records it, and examples built with another prefix than the options' are refused.
+  ReaderDataOptions quoted_data = ro;
+  quoted_data.answer_prefix = "\n\"";
+  const auto quoted_ex = commit_reader_examples(histories(), *task, *tok, quoted_data);
+  ASSERT_EQ(quoted_ex.size(), ex.size());
+  for (std::size_t i = 0; i < ex.size(); ++i) {
+    EXPECT_EQ(quoted_ex[i].target, "\n\"" + ex[i].target.substr(1)) << i;
+    EXPECT_EQ(quoted_ex[i].prompt, ex[i].prompt) << i;
+    if (ex[i].head_chars) EXPECT_EQ(quoted_ex[i].head_chars, ex[i].head_chars + 1) << i;  // the head still ends at the ':'
+  }
+  LmOptions quoted = o;
+  quoted.fit.out = o.fit.out.parent_path() / "reader_quoted";
+  quoted.fit.epochs = 1;
+  quoted.answer_prefix = "\n\"";
+  EXPECT_THROW(train_reader(ex, quoted), UsageError);  // targets with "\n" only
+  EXPECT_FALSE(fs::exists(quoted.fit.out / models::kReaderFile));
+  train_reader(quoted_ex, quoted);
+  EXPECT_EQ(nlohmann::json::parse(read_file(quoted.fit.out / models::kReaderFile)).at("answer_prefix"), "\n\"");
+  EXPECT_EQ(nlohmann::json::parse(read_file(quoted.fit.out / "attune_train.json")).at("options").at("answer_prefix"), "\n\"");
+}
+
+// What --answer-prefix accepts, and how a generation loses the prefix.
+TEST(ReaderAnswerPrefix, IsANewlineThenAFewPrintableCharactersAndGenerationsLoseIt) {
+  for (const char* ok : {"\n", "\n\"", "\nA: ", "\n12345678"}) EXPECT_TRUE(models::valid_answer_prefix(ok)) << ok;
+  for (const char* bad : {"", "\"", " \n", "\n123456789", "\n\n", "\n\t", "\nx\x7f"})
+    EXPECT_FALSE(models::valid_answer_prefix(bad)) << bad;
+  EXPECT_EQ(models::strip_answer_prefix("\n\"refs: fix", "\n\""), "refs: fix");
+  EXPECT_EQ(models::strip_answer_prefix("\"refs: fix", "\n\""), "refs: fix");
+  EXPECT_EQ(models::strip_answer_prefix("\nrefs: \"x\"", "\n\""), "\nrefs: \"x\"");  // no prefix: as it is
+  EXPECT_EQ(models::strip_answer_prefix("\nrefs: fix", "\n"), "\nrefs: fix");              // the default: as it is
+  EXPECT_EQ(models::strip_answer_prefix("\n\"", "\n\""), "");
+  LmOptions o;
+  o.answer_prefix = "\"";
+  EXPECT_THROW(o.validate(), UsageError);
 }
 
 }  // namespace

@@ -169,6 +169,12 @@ void add_train_lm(CLI::App& app, int& rc) {
                   "reader: each token of an answer's head counts N times in the training loss (commit_subject's head: "
                   "its area through the ':', e.g. \"refs:\"; other answers have none); dev loss stays unweighted; 1 = off")
       ->capture_default_str();
+  cmd->add_option("--answer-prefix", o->answer_prefix,
+                  "reader: what each target starts with before the answer: a newline, then at most 8 characters (e.g. "
+                  "'\\n\"' for an answer that opens with a quote, as the commit tasks' documents' titles and labels do; "
+                  "give it with $'\\n\"' in bash); recorded in attune_reader.json, and a generation loses it after "
+                  "its newline")
+      ->capture_default_str();
   auto* tasks_opt = cmd->add_option("--tasks", *reader_tasks,
                                     "reader: the tasks whose prompts the examples take: commit_subject, commit_area and "
                                     "commit_pick (from the commits of --input; by default a commit task the commits give "
@@ -248,6 +254,7 @@ void add_train_lm(CLI::App& app, int& rc) {
         if (!f->empty() && !fs::is_regular_file(*f)) throw UsageError(*f + ": no such file");
       train::ReaderDataOptions ro;
       ro.prompt_max_length = *prompt_max;
+      ro.answer_prefix = opts.answer_prefix;
       // The reader's default samples keep the default run within its budget on 2 cores
       // (docs/RESULTS.md), and 5,000 beat 3,000 on dev for both commit tasks.
       const auto limits = reader_limits(*max_texts, task_names);
@@ -323,6 +330,7 @@ void add_train_lm(CLI::App& app, int& rc) {
     if (opts.length_window)
       throw UsageError("--length-window applies to --stage reader (pretraining's packed sequences are all one length)");
     if (opts.head_weight != 1) throw UsageError("--head-weight applies to --stage reader (pretraining's texts have no answer)");
+    if (opts.answer_prefix != "\n") throw UsageError("--answer-prefix applies to --stage reader (pretraining's texts have no answer)");
     if (tokenizer->empty()) throw UsageError("--stage pretrain needs --tokenizer DIR (attune train-tokenizer)");
     opts.tokenizer = *tokenizer;
     if (!fs::is_directory(opts.tokenizer)) throw UsageError("--tokenizer " + *tokenizer + ": no such folder");

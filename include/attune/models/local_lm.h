@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "attune/llm/language_model.h"
 
@@ -41,6 +42,25 @@ struct LocalStats {
 // The reader folder's answer format (above), and the prefix `train-lm --stage reader` trains.
 inline constexpr const char* kReaderFile = "attune_reader.json";
 inline constexpr const char* kReaderAnswerPrefix = "\n";
+// What `train-lm --answer-prefix` accepts: a newline, then at most 8 characters, none a
+// control character (e.g. "\n\"": the answer opens with a quote, as the documents' titles do).
+inline bool valid_answer_prefix(std::string_view p) {
+  if (p.empty() || p[0] != '\n' || p.size() > 9) return false;
+  for (std::size_t i = 1; i < p.size(); ++i)
+    if (static_cast<unsigned char>(p[i]) < 0x20 || p[i] == 0x7f) return false;
+  return true;
+}
+// A generation of a reader whose answer prefix is `prefix`, without that prefix: leading
+// whitespace, then the prefix's characters after its newline when the text starts with them.
+// With the default prefix ("\n") the text comes back as it is.
+inline std::string strip_answer_prefix(std::string_view text, std::string_view prefix) {
+  if (prefix.size() <= 1) return std::string(text);
+  const auto visible = prefix.substr(1);
+  std::size_t i = 0;
+  while (i < text.size() && (text[i] == ' ' || text[i] == '\n' || text[i] == '\t' || text[i] == '\r')) ++i;
+  if (text.substr(i, visible.size()) != visible) return std::string(text);
+  return std::string(text.substr(i + visible.size()));
+}
 
 class LocalModel final : public llm::LanguageModel {
  public:

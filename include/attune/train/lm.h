@@ -39,6 +39,10 @@ struct LmOptions {
   // commit_subject's area) counts this many times in the training loss; dev loss stays the
   // plain mean over answer tokens. 1 = off; pretraining refuses any other value.
   std::size_t head_weight = 1;
+  // train_reader: the answer prefix its examples' targets were built with
+  // (ReaderDataOptions::answer_prefix), written to the folder's attune_reader.json: a newline
+  // then at most 8 characters, none of them a control character. Pretraining refuses another.
+  std::string answer_prefix = "\n";
   // The loop (train::fit): 1 epoch over the packed sequences, 16 sequences a step in
   // one micro-batch (4,096 tokens a matmul: 8% more tokens/s than 4 micro-batches of 4 on
   // 2 cores, the same weights up to float rounding), AdamW lr 1e-3, 2% warmup then linear decay, clip 1.

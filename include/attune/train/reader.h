@@ -18,7 +18,7 @@ struct ReaderExample {
   std::string id;
   std::string task;    // the task whose prompt this is (commit_subject, commit_area, qa)
   std::string prompt;  // phi_p(x, docs)
-  std::string target;  // what the reader should answer: "\n" + y (outputs are stripped when scored)
+  std::string target;  // what the reader should answer: the answer prefix ("\n" by default) + y
   // Which documents the prompt holds: none, or bm25, bm25-shuffled (BM25's top k in a random
   // order), random, recency (commits) or bm25+gold (qa: BM25's top k with the claim's own
   // passage put in at a random place), with "@k".
@@ -44,6 +44,9 @@ struct ReaderDataOptions {
   // with none of them is a UsageError.
   std::vector<std::string> modes;
   std::size_t prompt_max_length = 256;   // the prompt budget, in the reader's tokenizer (eval's default)
+  // What each target starts with before the answer (models::kReaderAnswerPrefix, a newline, by
+  // default); LmOptions::answer_prefix records it in the reader's folder.
+  std::string answer_prefix = "\n";
   std::uint64_t seed = 0;
   // At most this many examples (0 = all): a seeded sample, kept in file order.
   std::size_t limit = 0;
