@@ -43,6 +43,7 @@ LAYERS=${LAYERS:-}                     # --layers of pretraining (empty: train-l
 SIZE=${SIZE:-default}                 # default (5.3M parameters, 2 CPU cores) or large (30M, for a GPU)
 PRETRAIN_TEXTS=${PRETRAIN_TEXTS:-0}   # pretraining on a seeded sample of this many COMMITS texts (0 = all)
 DEVICE=${DEVICE:-cpu}                 # train-lm --device: cpu, cuda, cuda:N
+REPEAT_SHARE=${REPEAT_SHARE:-}         # train-lm --repeat-share of pretraining: this share of the texts twice in a row, to teach copying from the context (empty: 0)
 GROUP_BY=${GROUP_BY:-}                 # train-lm --group-by of pretraining: e.g. author packs each author's commits together, as BM25 neighbour chains (in-context pretraining: one run made a worse reader, docs/RESULTS.md; empty: file order, the recipe's)
 PRECISION=${PRECISION:-auto}          # train-lm --precision of both stages: auto (fp32 on CPU, bf16 on CUDA), fp32, or bf16 (also on a CPU with avx512_bf16: pretraining 1.4x faster there, but its readers lost commit_area and qa accuracy, docs/RESULTS.md)
 case $SIZE in
@@ -85,9 +86,10 @@ if [ "$SIZE" = large ] && [ -f "$DEBIAN/debian_corpus.jsonl" ]; then
   PRE_INPUTS+=(--input "$DEBIAN/debian_corpus.jsonl")
   SAMPLE=$SAMPLE,0
 fi
-PRE_OPTS=()  # --group-by, --layers
+PRE_OPTS=()  # --group-by, --layers, --repeat-share
 [ -z "$GROUP_BY" ] || PRE_OPTS=(--group-by "$GROUP_BY")
 [ -z "$LAYERS" ] || PRE_OPTS+=(--layers "$LAYERS")
+[ -z "$REPEAT_SHARE" ] || PRE_OPTS+=(--repeat-share "$REPEAT_SHARE")
 run_stage lm attune_train.json seconds_this_run "$ATTUNE" train-lm "${PRE_INPUTS[@]}" --sample-texts "$SAMPLE" --tokenizer "$OUT/tok8k" \
   --out "$OUT/lm" --seed "$SEED" --device "$DEVICE" --precision "$PRECISION" "${PRE[@]}" "${PRE_OPTS[@]}"
 

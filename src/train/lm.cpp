@@ -49,6 +49,8 @@ void LmOptions::validate() const {
   (void)models::resolve_precision(precision, models::to_torch(fit.device));  // bf16 needs CUDA or a CPU with bf16 instructions: refused before any work
   if (!(weight_decay >= 0) || !std::isfinite(weight_decay))
     throw FieldError<UsageError>("weight_decay", "weight_decay = " + std::to_string(weight_decay) + ": must be finite and >= 0");
+  if (!(repeat_share >= 0 && repeat_share <= 1))
+    throw FieldError<UsageError>("repeat_share", "repeat_share = " + std::to_string(repeat_share) + ": must be in [0, 1]");
   if (head_weight < 1 || head_weight > 100) bad("head_weight", head_weight, "must be from 1 (off) to 100");
   if (!models::valid_answer_prefix(answer_prefix))
     throw FieldError<UsageError>("answer_prefix", "answer_prefix \"" + answer_prefix +
@@ -141,6 +143,7 @@ class LmLearner final : public DevSelectedLearner {
     if (o.length_window) sig_["length_window"] = o.length_window;  // absent when off: earlier runs resume
     if (o.head_weight != 1) sig_["head_weight"] = o.head_weight;
     if (o.answer_prefix != models::kReaderAnswerPrefix) sig_["answer_prefix"] = o.answer_prefix;
+    if (o.repeat_share != 0) sig_["repeat_share"] = o.repeat_share;
     if (!o.fit.quiet)
       std::fprintf(stderr, "train-lm: device %s, %s; %s\n", device_.str().c_str(),
                    precision_ == models::Precision::BF16 ? "bf16 autocast (float32 weights)" : "float32",
@@ -294,13 +297,23 @@ LmResult train_lm(const std::vector<std::string>& texts, const LmOptions& o) {
   parallel_for(texts.size(), 0, [&](std::size_t i) { ids[i] = tok->encode(texts[i], false).ids; });
   const auto cut = static_cast<std::uint64_t>(o.dev_fraction * 1e6);
   std::vector<std::int32_t> tr_stream, dv_stream;
+  Rng repeat_rng(derive_seed(o.fit.seed, "pretrain-repeat"));
+  std::size_t repeated = 0;
   for (std::size_t i = 0; i < texts.size(); ++i) {
     if (ids[i].empty()) continue;
-    auto& s = derive_seed(0, texts[i]) % 1000000 < cut ? dv_stream : tr_stream;
-    s.push_back(*bos);
-    s.insert(s.end(), ids[i].begin(), ids[i].end());
-    s.push_back(*eos);
+    const bool is_dev = derive_seed(0, texts[i]) % 1000000 < cut;
+    auto& s = is_dev ? dv_stream : tr_stream;
+    // One draw per training text, whatever the share, so a share's repeated texts hold a smaller share's.
+    const bool twice = !is_dev && repeat_rng.uniform() < o.repeat_share;
+    for (int copy = 0; copy < (twice ? 2 : 1); ++copy) {
+      s.push_back(*bos);
+      s.insert(s.end(), ids[i].begin(), ids[i].end());
+      s.push_back(*eos);
+    }
+    repeated += twice;
   }
+  if (!o.fit.quiet && o.repeat_share > 0)
+    std::fprintf(stderr, "train-lm: %zu training texts put in twice in a row (repeat_share %g)\n", repeated, o.repeat_share);
   const std::size_t T = o.seq_len + 1;
   const auto pack = [T](const std::vector<std::int32_t>& s) {
     std::vector<Seq> out;
@@ -348,6 +361,8 @@ LmResult train_lm(const std::vector<std::string>& texts, const LmOptions& o) {
 LmResult train_reader(const std::vector<ReaderExample>& examples, const LmOptions& o_in) {
   LmOptions o = o_in;
   if (o.init.empty()) throw FieldError<UsageError>("init", "reader fine-tuning needs the language model to start from (--init DIR)");
+  if (o.repeat_share != 0)
+    throw FieldError<UsageError>("repeat_share", "texts are repeated in pretraining; a reader example is a prompt and its answer");
   o.tokenizer = o.init;
   o.validate();
   const auto tok = text::SubwordTokenizer::load(o.init);

@@ -169,6 +169,11 @@ void add_train_lm(CLI::App& app, int& rc) {
                   "reader: each token of an answer's head counts N times in the training loss (commit_subject's head: "
                   "its area through the ':', e.g. \"refs:\"; other answers have none); dev loss stays unweighted; 1 = off")
       ->capture_default_str();
+  cmd->add_option("--repeat-share", o->repeat_share,
+                  "pretrain: this share of the training texts (a seeded draw each) is put in twice in a row, so that the "
+                  "model learns to copy from its context (induction heads); dev texts never are; 0 = off")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
   cmd->add_option("--answer-prefix", o->answer_prefix,
                   "reader: what each target starts with before the answer: a newline, then at most 8 characters (e.g. "
                   "'\\n\"' for an answer that opens with a quote, as the commit tasks' documents' titles and labels do; "
@@ -233,6 +238,8 @@ void add_train_lm(CLI::App& app, int& rc) {
       if (!fs::is_regular_file(in)) throw UsageError("--input " + in + ": no such file");
     if (*stage == "reader") {
       if (*join_fields) throw UsageError("--join-fields applies to --stage pretrain (the reader's examples are prompts, not texts)");
+      if (o->repeat_share != 0)
+        throw UsageError("--repeat-share applies to --stage pretrain (the reader's examples are prompts and their answers)");
       if (!sample_texts->empty())
         throw UsageError("--sample-texts applies to --stage pretrain (the reader's --max-texts is already a seeded sample per task)");
       if (init->empty()) throw UsageError("--stage reader needs --init LM_DIR: the language model to fine-tune (attune train-lm)");

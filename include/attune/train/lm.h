@@ -43,6 +43,11 @@ struct LmOptions {
   // (ReaderDataOptions::answer_prefix), written to the folder's attune_reader.json: a newline
   // then at most 8 characters, none of them a control character. Pretraining refuses another.
   std::string answer_prefix = "\n";
+  // Pretraining: this share of the training texts (a seeded draw per text) is put in the
+  // stream twice in a row (BOS t EOS BOS t EOS), so that predicting the second copy rewards
+  // looking back at the first: in-context copying (induction heads). Dev texts are never
+  // repeated, so dev loss compares with a run without it. 0 = off; the reader stage refuses another.
+  double repeat_share = 0;
   // The loop (train::fit): 1 epoch over the packed sequences, 16 sequences a step in
   // one micro-batch (4,096 tokens a matmul: 8% more tokens/s than 4 micro-batches of 4 on
   // 2 cores, the same weights up to float rounding), AdamW lr 1e-3, 2% warmup then linear decay, clip 1.
