@@ -443,6 +443,8 @@ TEST_F(Cli, TrainTokenizerWritesAFolderAndRefusesBadInput) {
           {"--max-texts 1,2,3", "3 counts for 2 --input files"});
   refused("train-lm --input c.jsonl --input t.txt --out lm --tokenizer tok --max-texts 1,x", 2, {"--max-texts (input 2)", "\"x\""});
   refused("train-lm --stage reader --init tok --input c.jsonl --out lm --join-fields", 2, {"--join-fields", "--stage pretrain"});
+  refused("train-lm --stage reader --init tok --input c.jsonl --out lm --repeat-share 0.5", 2, {"--repeat-share", "--stage pretrain"});
+  refused("train-lm --input c.jsonl --out lm --tokenizer tok --repeat-share 1.5", 2, {"--repeat-share"});
   refused("train-lm --stage reader --init tok --input c.jsonl --out lm --sample-texts 5", 2, {"--sample-texts", "--stage pretrain"});
   refused("train-lm --input c.jsonl --input t.txt --out lm --tokenizer tok --sample-texts 5", 2,
           {"--sample-texts 5", "1 counts for 2 --input files"});
