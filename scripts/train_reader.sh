@@ -43,7 +43,7 @@ LAYERS=${LAYERS:-}                     # --layers of pretraining (empty: train-l
 SIZE=${SIZE:-default}                 # default (5.3M parameters, 2 CPU cores) or large (30M, for a GPU)
 PRETRAIN_TEXTS=${PRETRAIN_TEXTS:-0}   # pretraining on a seeded sample of this many COMMITS texts (0 = all)
 DEVICE=${DEVICE:-cpu}                 # train-lm --device: cpu, cuda, cuda:N
-REPEAT_SHARE=${REPEAT_SHARE:-}         # train-lm --repeat-share of pretraining: this share of the texts twice in a row, to teach copying from the context (empty: 0)
+REPEAT_SHARE=${REPEAT_SHARE:-}         # train-lm --repeat-share of pretraining: this share of the texts twice in a row, to teach copying from the context (empty: 0; 1 made the first reader that copies, seed 0 only so far, 46.5 min, docs/RESULTS.md)
 GROUP_BY=${GROUP_BY:-}                 # train-lm --group-by of pretraining: e.g. author packs each author's commits together, as BM25 neighbour chains (in-context pretraining: one run made a worse reader, docs/RESULTS.md; empty: file order, the recipe's)
 PRECISION=${PRECISION:-auto}          # train-lm --precision of both stages: auto (fp32 on CPU, bf16 on CUDA), fp32, or bf16 (also on a CPU with avx512_bf16: pretraining 1.4x faster there, but its readers lost commit_area and qa accuracy, docs/RESULTS.md)
 case $SIZE in
